@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The whole test suite: Rust tests and lints, the wheel built and installed in a fresh
+# virtualenv, static checks, then pytest against the installed package on real
+# PostgreSQL and Mosquitto. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+echo "== services"
+bash ci/services.sh
+
+echo "== rust"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+cargo test --workspace --quiet
+
+echo "== wheel"
+[[ -x .venv-build/bin/python ]] || python3 -m venv .venv-build
+.venv-build/bin/python -m pip install -q --upgrade pip maturin
+rm -rf dist
+.venv-build/bin/maturin build --release --quiet --out dist
+wheel=$(ls dist/edgesync-*.whl)
+echo "built $wheel"
+
+echo "== fresh virtualenv"
+rm -rf .venv-test
+python3 -m venv .venv-test
+.venv-test/bin/python -m pip install -q --upgrade pip
+.venv-test/bin/python -m pip install -q "${wheel}[test]"
+
+echo "== static checks"
+.venv-test/bin/ruff check python tests benches
+.venv-test/bin/mypy
+(cd /tmp && "$root/.venv-test/bin/python" -m mypy.stubtest edgesync._core \
+   --allowlist "$root/tests/stubtest-allowlist.txt")
+
+echo "== pytest"
+# Run from the tests' point of view with the installed package, never the source tree.
+cd "$root"
+.venv-test/bin/python -m pytest -p no:cacheprovider --import-mode=importlib "$@"

@@ -1,0 +1,114 @@
+"""Type stubs of the Rust extension ``edgesync._core`` (checked by mypy.stubtest)."""
+
+from collections.abc import Sequence
+from typing import final
+
+__all__ = [
+    "MAX_BATCH_BYTES",
+    "MAX_BATCH_ROWS",
+    "SUPPORTED_FORMAT_VERSION",
+    "RowBatch",
+    "__version__",
+    "compress_blob",
+    "decode_row_batch",
+    "decompress_blob",
+    "pk_hash",
+    "schema_fingerprint",
+    "sqlite_affinity",
+]
+
+__version__: str
+
+MAX_BATCH_ROWS: int
+"""Largest number of rows a batch may carry (4096)."""
+
+MAX_BATCH_BYTES: int
+"""Largest MQTT batch payload in bytes (512 KiB)."""
+
+SUPPORTED_FORMAT_VERSION: int
+"""The one payload ``format_version`` this build understands (1)."""
+
+def sqlite_affinity(declared_type: str) -> str:
+    """SQLite column affinity (INTEGER, TEXT, BLOB, REAL, NUMERIC) of a declared type."""
+
+def schema_fingerprint(
+    table_name: str, columns: Sequence[tuple[str, str, int, bool]]
+) -> tuple[str, str]:
+    """Fingerprint of a table: ``(schema_hash, canonical_json)``.
+
+    ``columns`` holds ``(name, declared_type, pk_ordinal, not_null)``; the declared
+    type is reduced to its affinity, so affinity names may be passed as well.
+    Raises SchemaError for duplicate or empty column names or a bad pk_ordinal.
+    """
+
+def pk_hash(pk_json: bytes | bytearray | memoryview) -> str:
+    """``source_pk_hash``: SHA-256 hex of the canonical form of a ``pk`` JSON object.
+
+    Raises BatchRejected (``malformed_json``, ``invalid_number_encoding``, or
+    ``invalid_row`` with field ``pk`` when it is not a non-empty object).
+    """
+
+def compress_blob(data: bytes | bytearray | memoryview, level: int = 3) -> bytes:
+    """zstd frame (with content size and checksum) of ``data``; releases the GIL.
+
+    BlobError if ``level`` is outside zstd's range.
+    """
+
+def decompress_blob(data: bytes | bytearray | memoryview, max_size: int = 1 << 31) -> bytes:
+    """Inverse of compress_blob; BlobError if corrupt or larger than ``max_size``.
+
+    Accepts any zstd frame(s), including streaming frames without a content
+    size; truncated input and trailing garbage are errors. Releases the GIL.
+    """
+
+@final
+class RowBatch:
+    """A validated ``sync/rows/batch`` payload, kept in Rust memory (read-only)."""
+
+    @property
+    def format_version(self) -> int: ...
+    @property
+    def capture_strategy(self) -> str: ...
+    @property
+    def batch_id(self) -> str: ...
+    @property
+    def journal_epoch(self) -> str: ...
+    @property
+    def source_table(self) -> str: ...
+    @property
+    def schema_hash(self) -> str: ...
+    @property
+    def schema_columns_json(self) -> bytes | None:
+        """The ``schema_columns`` object re-serialized canonically, when present."""
+    @property
+    def first_commit_seq(self) -> int: ...
+    @property
+    def last_commit_seq(self) -> int: ...
+    @property
+    def row_count(self) -> int: ...
+    @property
+    def payload_size(self) -> int: ...
+    def column_names(self) -> list[str]:
+        """Union of the keys of every ``row`` and ``pk`` object, in first-seen order.
+
+        Rows are visited in order; for each, the ``row`` keys come before the ``pk`` keys.
+        """
+
+    def encode_state_copy(self, columns: Sequence[tuple[str, str]]) -> bytes:
+        """Rows as PostgreSQL COPY text format, one line per row op, releasing the GIL.
+
+        ``columns`` is ``(source_column, pg_type)`` with pg_type one of ``bigint``,
+        ``double precision``, ``text``, ``bytea``, ``numeric``, ``jsonb``, ``boolean``.
+        Each line: pk_hash, journal_epoch, commit_seq, deleted (t/f), then one
+        field per requested column (from ``row``; from ``pk`` for deletes; NULL when
+        absent). Raises BatchRejected(code="value_type_mismatch") naming the column
+        and commit_seq when a value cannot be written as its pg_type (field
+        ``rows[i].row.<column>``, or ``rows[i].pk.<column>`` for deletes), and
+        SchemaError for an unknown pg_type.
+        """
+
+def decode_row_batch(payload: bytes | bytearray | memoryview) -> RowBatch:
+    """Decode and validate a row batch, releasing the GIL; raises BatchRejected.
+
+    Never raises anything else for any payload bytes.
+    """

@@ -1,0 +1,159 @@
+"""``edgesync`` command line: parses options, then calls the packages that do the work."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from edgesync.errors import EdgesyncError
+
+__all__ = ["main"]
+
+
+def _db_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--database-url", default=os.environ.get("EDGESYNC_DATABASE_URL"),
+                   help="PostgreSQL URL (env EDGESYNC_DATABASE_URL); default: the embedded "
+                        "PostgreSQL in --data-dir")
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help="where the embedded PostgreSQL keeps its data "
+                        "(default: the user data directory, e.g. ~/.local/share/edgesync)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="edgesync",
+        description="Governed sync of edge-device SQLite databases into PostgreSQL over MQTT.")
+    parser.add_argument("--log-level", default=os.environ.get("EDGESYNC_LOG_LEVEL", "INFO"),
+                        help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = sub.add_parser(
+        "serve", help="run the cloud worker (ingest, governance, replay)",
+        description="Run the cloud worker: consume device batches from MQTT, dedupe, govern "
+                    "schemas, stage, replay and materialize into PostgreSQL. Without "
+                    "--database-url an embedded PostgreSQL is used; without --mqtt-url an "
+                    "embedded MQTT broker listens on 127.0.0.1.")
+    _db_options(serve)
+    serve.add_argument("--mqtt-url", default=os.environ.get("EDGESYNC_MQTT_URL"),
+                       help="broker URL: tcp:// or mqtt:// (plain), ssl:// or mqtts:// (TLS) "
+                            "(env EDGESYNC_MQTT_URL)")
+    serve.add_argument("--embedded-mqtt-port", type=int, default=1883,
+                       help="port of the embedded broker when no --mqtt-url is given "
+                            "(default 1883; 0 picks a free port)")
+    serve.add_argument("--mqtt-ca", type=Path, help="CA certificate for a TLS broker")
+    serve.add_argument("--mqtt-cert", type=Path, help="client certificate for mTLS")
+    serve.add_argument("--mqtt-key", type=Path, help="client key for mTLS")
+    serve.add_argument("--shared-group", default=None,
+                       help="consume through MQTT shared subscriptions of this group, so "
+                            "several workers split the load")
+
+    agent = sub.add_parser(
+        "agent", help="run the device agent (or validate its configuration)",
+        description="Run the device agent: journal SQLite changes with triggers and publish "
+                    "them over MQTT. 'edgesync agent validate --config F' only checks F.")
+    agent.add_argument("action", nargs="?", choices=["run", "validate"], default="run",
+                       help="run (default) or validate the configuration without connecting")
+    agent.add_argument("--config", type=Path, required=True, help="agent YAML file")
+
+    demo = sub.add_parser(
+        "demo", help="run the end-to-end story on the embedded PostgreSQL and broker",
+        description="Create a sample SQLite database, run a device agent and the cloud worker "
+                    "in-process on the embedded PostgreSQL and MQTT broker, approve the schema "
+                    "review, and compare the cloud rows with the SQLite rows.")
+    demo.add_argument("--workdir", type=Path, default=None,
+                      help="where the demo keeps its files (default: a new temporary directory)")
+    demo.add_argument("--database-url", default=None,
+                      help="use this PostgreSQL instead of the embedded one")
+    demo.add_argument("--mqtt-url", default=None,
+                      help="use this broker instead of the embedded one")
+
+    devices = sub.add_parser("devices", help="register and list devices",
+                             description="Manage the device registry.")
+    dsub = devices.add_subparsers(dest="devices_command", required=True, metavar="ACTION")
+    add = dsub.add_parser("add", help="register a device (creating its project/fleet if new)",
+                          description="Register a device under a project (and fleet).")
+    add.add_argument("name", help="device name: its MQTT client id and topic segment")
+    add.add_argument("--project", required=True, help="project name")
+    add.add_argument("--topic-slug", default="",
+                     help="the project's topic slug (first topic segment; default empty)")
+    add.add_argument("--fleet", default=None, help="fleet name")
+    _db_options(add)
+    dlist = dsub.add_parser("list", help="list devices", description="List registered devices.")
+    _db_options(dlist)
+
+    reviews = sub.add_parser("reviews", help="list, claim, approve and reject schema reviews",
+                             description="Operate the schema review workflow.")
+    rsub = reviews.add_subparsers(dest="reviews_command", required=True, metavar="ACTION")
+    rlist = rsub.add_parser("list", help="list reviews", description="List schema reviews.")
+    rlist.add_argument("--status", choices=["queued", "in_review", "approved", "rejected",
+                                            "abandoned"])
+    _db_options(rlist)
+    approve = rsub.add_parser(
+        "approve", help="claim (if queued) and approve a review",
+        description="Approve a schema review. Without --actions every column is mirrored.")
+    approve.add_argument("review_id", type=uuid.UUID)
+    approve.add_argument("--actions", type=Path,
+                         help="JSON file with a list of column actions "
+                              '([{"source_column_name": ..., "action": "mirror"|...}])')
+    approve.add_argument("--actor", default=os.environ.get("USER", "operator"))
+    _db_options(approve)
+    reject = rsub.add_parser("reject", help="reject a review",
+                             description="Reject a schema review; rows stay staged.")
+    reject.add_argument("review_id", type=uuid.UUID)
+    reject.add_argument("--reason", default=None)
+    reject.add_argument("--actor", default=os.environ.get("USER", "operator"))
+    _db_options(reject)
+
+    lineages = sub.add_parser("lineages", help="list lineages",
+                              description="Show lineages and their counters.")
+    lsub = lineages.add_subparsers(dest="lineages_command", required=True, metavar="ACTION")
+    llist = lsub.add_parser("list", help="list lineages", description="List lineages.")
+    _db_options(llist)
+    return parser
+
+
+def _print_json(doc: Any) -> None:
+    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return _dispatch(args)
+    except EdgesyncError as exc:
+        sys.stderr.write(f"edgesync: error: {exc}\n")
+        return 2
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from edgesync import _commands as cmd
+    from edgesync._runtime import run_until_signal
+
+    if args.command == "serve":
+        run_until_signal(cmd.serve(args))
+        return 0
+    if args.command == "agent":
+        if args.action == "validate":
+            return cmd.agent_validate(args.config)
+        run_until_signal(cmd.agent_run(args.config))
+        return 0
+    if args.command == "demo":
+        from edgesync.demo import run_demo
+
+        ok = run_until_signal(run_demo(workdir=args.workdir, database_url=args.database_url,
+                                       mqtt_url=args.mqtt_url))
+        return 0 if ok else 1
+    result = asyncio.run(cmd.admin(args))
+    _print_json(result)
+    return 0

@@ -1,0 +1,103 @@
+"""Every exception edgesync raises, defined once.
+
+The Rust extension (``edgesync._core``) raises these same classes: its single
+error enum is converted in one place in the binding crate, so Python callers
+never see a Rust-specific type.
+
+    EdgesyncError
+    ├── ConfigError            bad YAML / CLI option; ``field`` names the key
+    ├── BatchRejected          a device payload failed validation; ``code`` is a
+    │                          rejection code from the protocol (see docs/protocol.md)
+    ├── SchemaError            a fingerprint input that cannot describe a table
+    ├── BlobError              a staged blob that cannot be (de)compressed
+    ├── IdentifierError        a device-supplied SQL identifier that cannot be used
+    ├── StoreError             database set-up problems
+    │   └── SchemaTooNewError  the database was migrated by a newer edgesync
+    ├── InvalidRequestError    an operator request that cannot be carried out as
+    │                          asked; ``field`` names the offending part
+    ├── NotFoundError          an object that does not exist (or is not visible)
+    ├── ConflictError          optimistic-concurrency or state-machine conflict
+    └── BrokerError            the MQTT broker could not be reached or refused us
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BatchRejected",
+    "BlobError",
+    "BrokerError",
+    "ConfigError",
+    "ConflictError",
+    "EdgesyncError",
+    "IdentifierError",
+    "InvalidRequestError",
+    "NotFoundError",
+    "SchemaError",
+    "SchemaTooNewError",
+    "StoreError",
+]
+
+
+class EdgesyncError(Exception):
+    """Base class of every error edgesync raises on purpose."""
+
+
+class ConfigError(EdgesyncError):
+    """A configuration value is missing or invalid."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class BatchRejected(EdgesyncError):
+    """A device payload was refused; ``code`` is the protocol rejection code."""
+
+    def __init__(self, code: str, detail: str, field: str | None = None) -> None:
+        where = f" (field {field})" if field else ""
+        super().__init__(f"{code}{where}: {detail}")
+        self.code = code
+        self.detail = detail
+        self.field = field
+
+
+class SchemaError(EdgesyncError):
+    """A table description cannot be fingerprinted."""
+
+
+class BlobError(EdgesyncError):
+    """A staged blob could not be compressed or decompressed."""
+
+
+class IdentifierError(EdgesyncError):
+    """A table or column name from a device cannot become a PostgreSQL identifier."""
+
+
+class StoreError(EdgesyncError):
+    """The cloud database could not be prepared or used."""
+
+
+class SchemaTooNewError(StoreError):
+    """The database carries migrations this edgesync does not know."""
+
+
+class InvalidRequestError(EdgesyncError):
+    """An operator request is malformed or names something that does not fit."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class NotFoundError(EdgesyncError):
+    """The object does not exist, or the caller may not see it."""
+
+
+class ConflictError(EdgesyncError):
+    """A state change lost a race or is not allowed from the current state."""
+
+
+class BrokerError(EdgesyncError):
+    """The MQTT broker could not be reached or refused the connection."""

@@ -1,0 +1,113 @@
+"""What happens to a batch: materialize now, or stage (and why).
+
+Runs under the lineage row lock taken by ``lock_lineage``. A hash never seen for
+the lineage is recorded and classified; unless project policy lets an additive
+change continue, a review is queued and the lineage pauses (a schema-review pause
+sends nothing to the device: it keeps publishing and the cloud stages).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from edgesync.governance._bindings import ColumnAction, approve_schema, load_state_target
+from edgesync.governance._classify import classify
+from edgesync.governance._events import emit
+from edgesync.governance._lineages import Lineage, get_lineage_for_update, pause_lineage
+from edgesync.materialize import StateTarget
+from edgesync.registry import DeviceScope
+from edgesync.store import Conn
+
+__all__ = ["Admission", "admit"]
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    lineage: Lineage
+    target: StateTarget | None = None
+    staging_reason: str | None = None
+
+
+async def _approved_columns(conn: Conn, lineage: Lineage
+                            ) -> list[dict[str, Any]] | None:
+    if lineage.approved_schema_hash is None:
+        return None
+    doc = await conn.fetchval(
+        "SELECT schema_columns FROM edge_schema_versions "
+        "WHERE lineage_id = $1 AND schema_hash = $2",
+        lineage.id, lineage.approved_schema_hash)
+    return list(doc["columns"]) if doc else None
+
+
+async def _additive_actions(conn: Conn, lineage: Lineage, added: list[str]
+                            ) -> list[ColumnAction]:
+    rows = await conn.fetch(
+        "SELECT source_column_name, action, mirror_column_name, target_type "
+        "FROM edge_column_bindings WHERE lineage_id = $1 AND schema_hash = $2",
+        lineage.id, lineage.approved_schema_hash)
+    kept = [ColumnAction(r["source_column_name"], r["action"], r["mirror_column_name"],
+                         r["target_type"]) for r in rows]
+    return kept + [ColumnAction(name, "mirror") for name in added]
+
+
+async def _open_review(conn: Conn, lineage: Lineage, version_id: uuid.UUID,
+                       schema_hash: str, classification: str) -> None:
+    review_id = await conn.fetchval(
+        "INSERT INTO edge_schema_reviews (id, lineage_id, schema_version_id, schema_hash, "
+        "classification) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING id",
+        uuid.uuid4(), lineage.id, version_id, schema_hash, classification)
+    if review_id is not None:
+        await emit(conn, lineage.project_id, "integration.edge_schema_review.queued.v1", review_id,
+                   {"review_id": str(review_id), "lineage_id": str(lineage.id),
+                    "schema_hash": schema_hash, "classification": classification})
+
+
+async def admit(conn: Conn, scope: DeviceScope, lineage: Lineage,
+                schema_hash: str, schema_columns_json: bytes | None) -> Admission:
+    if lineage.approved_schema_hash != schema_hash:
+        await conn.execute(
+            "UPDATE edge_table_lineages SET current_schema_hash = $2 WHERE id = $1 "
+            "AND current_schema_hash IS DISTINCT FROM $2", lineage.id, schema_hash)
+    version = await conn.fetchrow(
+        "SELECT id, status, schema_columns FROM edge_schema_versions "
+        "WHERE lineage_id = $1 AND schema_hash = $2", lineage.id, schema_hash)
+    new_cols = orjson.loads(schema_columns_json)["columns"] if schema_columns_json else None
+    if version is None:
+        classification, diff = classify(await _approved_columns(conn, lineage), new_cols)
+        version_id = uuid.uuid4()
+        await conn.execute(
+            "INSERT INTO edge_schema_versions (id, lineage_id, schema_hash, schema_columns, "
+            "classification, diff) VALUES ($1, $2, $3, $4, $5, $6)",
+            version_id, lineage.id, schema_hash,
+            {"table_name": lineage.source_table, "columns": new_cols} if new_cols else None,
+            classification, diff.as_json())
+        auto = (classification == "compatible_additive"
+                and bool(scope.policy.get("allow_additive_continue", False))
+                and lineage.target_table is not None and new_cols is not None)
+        if auto:
+            assert new_cols is not None
+            actions = await _additive_actions(conn, lineage, diff.added)
+            await approve_schema(conn, lineage, version_id, schema_hash, new_cols, actions, None)
+            fresh = await get_lineage_for_update(conn, lineage.id)
+            assert fresh is not None
+            lineage = fresh
+        else:
+            await _open_review(conn, lineage, version_id, schema_hash, classification)
+            await pause_lineage(conn, lineage, "schema_review")
+            return Admission(lineage, staging_reason="schema_review")
+        status = "approved"
+    else:
+        status = version["status"]
+        if version["schema_columns"] is None and new_cols:
+            await conn.execute(
+                "UPDATE edge_schema_versions SET schema_columns = $2 WHERE id = $1",
+                version["id"], {"table_name": lineage.source_table, "columns": new_cols})
+    if status == "approved" and lineage.status == "active":
+        return Admission(lineage, target=await load_state_target(conn, lineage, schema_hash))
+    if status != "approved" or lineage.pause_reason == "schema_review":
+        return Admission(lineage, staging_reason="schema_review")
+    return Admission(lineage, staging_reason="lineage_paused")

@@ -1,0 +1,75 @@
+"""Lineages: one per (device, source table), shared by both pipelines."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import asyncpg
+
+from edgesync.governance._events import emit
+from edgesync.registry import DeviceScope
+from edgesync.store import Conn
+
+__all__ = ["Lineage", "get_lineage_for_update", "lock_lineage", "pause_lineage", "resume_lineage"]
+
+
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    id: uuid.UUID
+    project_id: uuid.UUID
+    device_id: uuid.UUID
+    source_table: str
+    pipeline: str
+    status: str
+    pause_reason: str | None
+    approved_schema_hash: str | None
+    target_table: str | None
+
+    @classmethod
+    def from_record(cls, r: asyncpg.Record) -> Lineage:
+        return cls(r["id"], r["project_id"], r["device_id"], r["source_table"], r["pipeline"],
+                   r["status"], r["pause_reason"], r["approved_schema_hash"], r["target_table"])
+
+
+async def lock_lineage(conn: Conn, scope: DeviceScope, source_table: str,
+                       pipeline: str) -> Lineage:
+    """Get-or-create the lineage and hold its row lock until the transaction ends, so
+    governance decisions for one lineage are taken one at a time."""
+    await conn.execute(
+        "INSERT INTO edge_table_lineages (id, project_id, fleet_id, device_id, source_table, "
+        "pipeline) VALUES ($1, $2, $3, $4, $5, $6) "
+        "ON CONFLICT (device_id, source_table) DO NOTHING",
+        uuid.uuid4(), scope.project_id, scope.fleet_id, scope.device_id, source_table, pipeline)
+    row = await conn.fetchrow(
+        "SELECT * FROM edge_table_lineages WHERE device_id = $1 AND source_table = $2 FOR UPDATE",
+        scope.device_id, source_table)
+    assert row is not None
+    return Lineage.from_record(row)
+
+
+async def get_lineage_for_update(conn: Conn, lineage_id: uuid.UUID
+                                 ) -> Lineage | None:
+    row = await conn.fetchrow("SELECT * FROM edge_table_lineages WHERE id = $1 FOR UPDATE",
+                              lineage_id)
+    return Lineage.from_record(row) if row else None
+
+
+async def pause_lineage(conn: Conn, lineage: Lineage, reason: str) -> None:
+    if lineage.status == "paused":
+        return
+    await conn.execute(
+        "UPDATE edge_table_lineages SET status = 'paused', pause_reason = $2, updated_at = now() "
+        "WHERE id = $1", lineage.id, reason)
+    await emit(conn, lineage.project_id, "integration.edge_table_lineage.ingestion_paused.v1",
+               lineage.id, {"lineage_id": str(lineage.id), "reason": reason})
+
+
+async def resume_lineage(conn: Conn, lineage: Lineage) -> None:
+    if lineage.status == "active":
+        return
+    await conn.execute(
+        "UPDATE edge_table_lineages SET status = 'active', pause_reason = NULL, "
+        "updated_at = now() WHERE id = $1", lineage.id)
+    await emit(conn, lineage.project_id, "integration.edge_table_lineage.ingestion_resumed.v1",
+               lineage.id, {"lineage_id": str(lineage.id)})

@@ -1,0 +1,120 @@
+"""The operator review workflow: queued → in_review → approved | rejected | abandoned.
+
+Every transition names the ``action_version`` the operator last saw; a stale one
+is a conflict rather than a silent overwrite of someone else's decision.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
+from edgesync.governance._bindings import ColumnAction, approve_schema, mirror_all_actions
+from edgesync.governance._events import emit
+from edgesync.governance._lineages import get_lineage_for_update
+from edgesync.store import Conn
+
+__all__ = ["approve_review", "claim_review", "get_review", "list_reviews", "reject_review"]
+
+_REVIEW_SQL = """
+SELECT r.*, l.project_id, l.device_id, l.source_table, v.schema_columns, v.diff
+FROM edge_schema_reviews r
+JOIN edge_table_lineages l ON l.id = r.lineage_id
+JOIN edge_schema_versions v ON v.id = r.schema_version_id
+"""
+
+
+async def list_reviews(conn: Conn, *, project_id: uuid.UUID | None = None,
+                       status: str | None = None) -> list[dict[str, Any]]:
+    rows = await conn.fetch(
+        _REVIEW_SQL + "WHERE ($1::uuid IS NULL OR l.project_id = $1) "
+        "AND ($2::text IS NULL OR r.status = $2) ORDER BY r.created_at",
+        project_id, status)
+    return [dict(r) for r in rows]
+
+
+async def get_review(conn: Conn, review_id: uuid.UUID, *,
+                     for_update: bool = False) -> dict[str, Any]:
+    row = await conn.fetchrow(_REVIEW_SQL + "WHERE r.id = $1"
+                              + (" FOR UPDATE OF r" if for_update else ""), review_id)
+    if row is None:
+        raise NotFoundError(f"schema review {review_id} not found")
+    return dict(row)
+
+
+def _check(review: dict[str, Any], action_version: int, allowed: tuple[str, ...]) -> None:
+    if review["action_version"] != action_version:
+        raise ConflictError(
+            f"review {review['id']} is at action_version {review['action_version']}, "
+            f"not {action_version}: reload it and try again")
+    if review["status"] not in allowed:
+        raise ConflictError(
+            f"review {review['id']} is {review['status']}; this needs {' or '.join(allowed)}")
+
+
+async def _transition(conn: Conn, review: dict[str, Any], status: str,
+                      actor: str, **fields: Any) -> dict[str, Any]:
+    sets = ", ".join(f"{k} = ${i}" for i, k in enumerate(fields, start=4))
+    await conn.execute(
+        "UPDATE edge_schema_reviews SET status = $2, action_version = action_version + 1, "
+        "updated_at = now(), decided_by = CASE WHEN $2 = 'in_review' THEN decided_by ELSE $3 END"
+        + (f", {sets}" if sets else "") + " WHERE id = $1",
+        review["id"], status, actor, *fields.values())
+    return await get_review(conn, review["id"])
+
+
+async def claim_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
+                       action_version: int) -> dict[str, Any]:
+    async with conn.transaction():
+        review = await get_review(conn, review_id, for_update=True)
+        _check(review, action_version, ("queued",))
+        return await _transition(conn, review, "in_review", actor, claimed_by=actor)
+
+
+async def approve_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
+                         action_version: int, column_actions: list[dict[str, Any]] | None
+                         ) -> dict[str, Any]:
+    """Approve with per-column actions (``None`` mirrors every column)."""
+    async with conn.transaction():
+        review = await get_review(conn, review_id, for_update=True)
+        _check(review, action_version, ("in_review",))
+        doc = review["schema_columns"]
+        if not doc:
+            raise ConflictError(
+                "the device has not sent this schema's columns yet (schema_columns); "
+                "it cannot be approved until a batch carrying them arrives")
+        columns = list(doc["columns"])
+        if column_actions is None:
+            actions = mirror_all_actions(columns)
+        elif not isinstance(column_actions, list):
+            raise InvalidRequestError("column_actions", "must be a list")
+        else:
+            actions = [ColumnAction.parse(a, i) for i, a in enumerate(column_actions)]
+        lineage = await get_lineage_for_update(conn, review["lineage_id"])
+        assert lineage is not None
+        await approve_schema(conn, lineage, review["schema_version_id"], review["schema_hash"],
+                             columns, actions, review["id"])
+        result = await _transition(
+            conn, review, "approved", actor,
+            column_actions=[{"source_column_name": a.source_column_name, "action": a.action,
+                             "mirror_column_name": a.mirror_column_name,
+                             "target_type": a.target_type} for a in actions])
+        await emit(conn, lineage.project_id, "integration.edge_schema_review.approved.v1",
+                   review["id"], {"review_id": str(review["id"]),
+                                  "lineage_id": str(lineage.id)})
+        return result
+
+
+async def reject_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
+                        action_version: int, reason: str | None) -> dict[str, Any]:
+    """Reject: the lineage stays paused and its staged rows stay staged."""
+    async with conn.transaction():
+        review = await get_review(conn, review_id, for_update=True)
+        _check(review, action_version, ("queued", "in_review"))
+        await conn.execute("UPDATE edge_schema_versions SET status = 'rejected' WHERE id = $1",
+                           review["schema_version_id"])
+        result = await _transition(conn, review, "rejected", actor, decision_reason=reason)
+        await emit(conn, review["project_id"], "integration.edge_schema_review.rejected.v1",
+                   review["id"], {"review_id": str(review["id"]), "reason": reason})
+        return result

@@ -1,0 +1,21 @@
+"""Materialization of approved rows into PostgreSQL targets."""
+
+from edgesync.materialize._identifiers import (
+    PLATFORM_COLUMNS,
+    check_column_name,
+    quote_ident,
+    target_table_name,
+)
+from edgesync.materialize._state_target import MirrorColumn, StateTarget
+from edgesync.materialize._types import PG_TYPES, pg_type_for
+
+__all__ = [
+    "PG_TYPES",
+    "PLATFORM_COLUMNS",
+    "MirrorColumn",
+    "StateTarget",
+    "check_column_name",
+    "pg_type_for",
+    "quote_ident",
+    "target_table_name",
+]

@@ -1,0 +1,87 @@
+"""``edge_state_*`` tables: provisioning and order-independent upserts.
+
+Every row keeps the ``(journal_epoch, commit_seq)`` of the change that wrote it;
+a change is applied only when it is newer, and deletes leave a tombstone. So
+redelivery, replay after live writes, and batches handled out of order by
+parallel workers all converge on the device's latest state without a lock.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from dataclasses import dataclass
+
+from edgesync._core import RowBatch
+from edgesync.materialize._identifiers import quote_ident
+from edgesync.store import Conn
+
+__all__ = ["MirrorColumn", "StateTarget"]
+
+_temp_names = itertools.count()
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorColumn:
+    source: str
+    target: str
+    pg_type: str
+
+
+class StateTarget:
+    def __init__(self, table: str, columns: list[MirrorColumn]) -> None:
+        self.table = table
+        self.columns = columns
+
+    async def provision(self, conn: Conn) -> None:
+        """Create the table, or add the columns a newer schema brought (idempotent)."""
+        q = quote_ident(self.table)
+        await conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {q} ("
+            " device_id uuid NOT NULL,"
+            " _edge_pk_hash text NOT NULL,"
+            " _edge_journal_epoch uuid NOT NULL,"
+            " _edge_commit_seq bigint NOT NULL,"
+            " _edge_deleted boolean NOT NULL DEFAULT false,"
+            " _edge_synced_at timestamptz NOT NULL DEFAULT now(),"
+            " PRIMARY KEY (device_id, _edge_pk_hash))"
+        )
+        for col in self.columns:
+            await conn.execute(
+                f"ALTER TABLE {q} ADD COLUMN IF NOT EXISTS {quote_ident(col.target)} {col.pg_type}"
+            )
+
+    async def apply(self, conn: Conn, device_id: uuid.UUID, batch: RowBatch) -> int:
+        """Upsert one batch; returns how many target rows changed. Runs inside the caller's
+        transaction (the ledger row commits with it)."""
+        staging = f"_edge_in_{next(_temp_names)}"
+        copy = batch.encode_state_copy([(c.source, c.pg_type) for c in self.columns])
+        cols_ddl = "".join(f", {quote_ident(c.target)} {c.pg_type}" for c in self.columns)
+        await conn.execute(
+            f"CREATE TEMP TABLE {staging} (pk_hash text, epoch uuid, seq bigint, deleted boolean"
+            f"{cols_ddl}) ON COMMIT DROP"
+        )
+        # A memoryview: asyncpg would take plain bytes for a file path.
+        await conn.copy_to_table(staging, source=memoryview(copy),  # type: ignore[arg-type]
+                                 format="text")
+        targets = [quote_ident(c.target) for c in self.columns]
+        insert_cols = ", ".join(
+            ["device_id", "_edge_pk_hash", "_edge_journal_epoch", "_edge_commit_seq",
+             "_edge_deleted", *targets])
+        select_cols = ", ".join(["$1::uuid", "pk_hash", "epoch", "seq", "deleted", *targets])
+        updates = ", ".join(
+            f"{c} = EXCLUDED.{c}" for c in
+            ["_edge_journal_epoch", "_edge_commit_seq", "_edge_deleted", *targets])
+        q = quote_ident(self.table)
+        status = await conn.execute(
+            f"INSERT INTO {q} AS t ({insert_cols}) "
+            f"SELECT DISTINCT ON (pk_hash) {select_cols} FROM {staging} "
+            "ORDER BY pk_hash, epoch DESC, seq DESC "
+            f"ON CONFLICT (device_id, _edge_pk_hash) DO UPDATE SET {updates}, "
+            "_edge_synced_at = now() "
+            "WHERE (t._edge_journal_epoch, t._edge_commit_seq) "
+            "< (EXCLUDED._edge_journal_epoch, EXCLUDED._edge_commit_seq)",
+            device_id,
+        )
+        await conn.execute(f"DROP TABLE IF EXISTS {staging}")
+        return int(status.rsplit(" ", 1)[-1])

@@ -1,0 +1,25 @@
+"""Wire protocol shared by the device agent and the cloud worker."""
+
+from edgesync.protocol._broker_url import BrokerUrl, parse_broker_url
+from edgesync.protocol._mqtt import TlsFiles, mqtt_client
+from edgesync.protocol._topics import (
+    DEVICE_TO_CLOUD,
+    TopicKind,
+    TopicRef,
+    parse_topic,
+    topic_for,
+    worker_subscriptions,
+)
+
+__all__ = [
+    "DEVICE_TO_CLOUD",
+    "BrokerUrl",
+    "TlsFiles",
+    "TopicKind",
+    "TopicRef",
+    "mqtt_client",
+    "parse_broker_url",
+    "parse_topic",
+    "topic_for",
+    "worker_subscriptions",
+]

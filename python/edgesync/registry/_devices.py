@@ -1,0 +1,129 @@
+"""The device registry.
+
+A message's topic names ``{topic_slug}/{device_name}``; the registry turns that
+pair into the device, its project and fleet. Nothing in a payload can.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from edgesync.errors import ConfigError, ConflictError
+from edgesync.store import Conn
+
+__all__ = ["DeviceResolver", "DeviceScope", "add_device", "ensure_fleet", "ensure_project",
+           "get_device"]
+
+# Device names become one MQTT topic level and the client id: no wildcards, no slash.
+_DEVICE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_SLUG = re.compile(r"^(|[a-z0-9][a-z0-9._-]{0,62})$")
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceScope:
+    device_id: uuid.UUID
+    device_name: str
+    project_id: uuid.UUID
+    fleet_id: uuid.UUID | None
+    topic_slug: str
+    policy: dict[str, Any]
+
+    @property
+    def root_topic(self) -> str:
+        return f"{self.topic_slug}/{self.device_name}"
+
+
+_SCOPE_SQL = """
+SELECT d.id AS device_id, d.name AS device_name, d.project_id, d.fleet_id,
+       p.topic_slug, p.policy
+FROM edge_devices d JOIN edge_projects p ON p.id = d.project_id
+"""
+
+
+def _scope(row: asyncpg.Record) -> DeviceScope:
+    return DeviceScope(row["device_id"], row["device_name"], row["project_id"], row["fleet_id"],
+                       row["topic_slug"], dict(row["policy"]))
+
+
+async def ensure_project(conn: Conn, name: str, topic_slug: str) -> uuid.UUID:
+    if not _SLUG.match(topic_slug):
+        raise ConfigError("topic_slug", f"{topic_slug!r} must be lowercase letters, digits, . _ -")
+    row = await conn.fetchrow("SELECT id, topic_slug FROM edge_projects WHERE name = $1", name)
+    if row:
+        if row["topic_slug"] != topic_slug:
+            raise ConflictError(
+                f"project {name!r} exists with topic slug {row['topic_slug']!r}, "
+                f"not {topic_slug!r}")
+        return uuid.UUID(str(row["id"]))
+    try:
+        await conn.execute(
+            "INSERT INTO edge_projects (id, name, topic_slug) VALUES ($1, $2, $3)",
+            new_id := uuid.uuid4(), name, topic_slug)
+    except asyncpg.UniqueViolationError as exc:
+        raise ConflictError(f"topic slug {topic_slug!r} is used by another project") from exc
+    return new_id
+
+
+async def ensure_fleet(conn: Conn, project_id: uuid.UUID, name: str) -> uuid.UUID:
+    row = await conn.fetchval(
+        "INSERT INTO edge_fleets (id, project_id, name) VALUES ($1, $2, $3) "
+        "ON CONFLICT (project_id, name) DO UPDATE SET name = EXCLUDED.name RETURNING id",
+        uuid.uuid4(), project_id, name)
+    return uuid.UUID(str(row))
+
+
+async def add_device(conn: Conn, *, project: str, name: str, topic_slug: str = "",
+                     fleet: str | None = None) -> DeviceScope:
+    """Register a device (creating its project and fleet when new)."""
+    if not _DEVICE_NAME.match(name):
+        raise ConfigError("name", f"device name {name!r} must match {_DEVICE_NAME.pattern}")
+    async with conn.transaction():
+        project_id = await ensure_project(conn, project, topic_slug)
+        fleet_id = await ensure_fleet(conn, project_id, fleet) if fleet else None
+        try:
+            await conn.execute(
+                "INSERT INTO edge_devices (id, project_id, fleet_id, name) "
+                "VALUES ($1, $2, $3, $4)",
+                uuid.uuid4(), project_id, fleet_id, name)
+        except asyncpg.UniqueViolationError as exc:
+            raise ConflictError(
+                f"device name {name!r} is already in use in project {project!r}") from exc
+        scope = await get_device(conn, topic_slug, name)
+    assert scope is not None
+    return scope
+
+
+async def get_device(conn: Conn, topic_slug: str, name: str) -> DeviceScope | None:
+    row = await conn.fetchrow(_SCOPE_SQL + "WHERE p.topic_slug = $1 AND d.name = $2",
+                              topic_slug, name)
+    return _scope(row) if row else None
+
+
+class DeviceResolver:
+    """Topic → device scope, cached briefly so ingest does not hit the registry per message."""
+
+    def __init__(self, pool: asyncpg.Pool, ttl: float = 30.0) -> None:
+        self._pool = pool
+        self._ttl = ttl
+        self._cache: dict[tuple[str, str], tuple[float, DeviceScope | None]] = {}
+
+    async def resolve(self, topic_slug: str, device_name: str) -> DeviceScope | None:
+        key = (topic_slug, device_name)
+        hit = self._cache.get(key)
+        now = time.monotonic()
+        # Unknown devices are cached for a shorter time so a fresh registration shows up fast.
+        if hit and now - hit[0] < (self._ttl if hit[1] else 2.0):
+            return hit[1]
+        async with self._pool.acquire() as conn:
+            scope = await get_device(conn, topic_slug, device_name)
+        self._cache[key] = (now, scope)
+        return scope
+
+    def forget(self) -> None:
+        self._cache.clear()

@@ -1,0 +1,5 @@
+"""The cloud worker process (``edgesync serve``)."""
+
+from edgesync.server._server import Server, ServerSettings, default_data_dir
+
+__all__ = ["Server", "ServerSettings", "default_data_dir"]

@@ -1,0 +1,100 @@
+"""``edgesync serve``: the cloud worker as one ``async with`` service.
+
+With no database URL it runs the embedded PostgreSQL, and with no broker URL the
+embedded broker, so a newcomer needs nothing installed. Background loops (MQTT
+ingest, replay) run as named tasks in one TaskGroup: if one fails, all stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+import asyncpg
+import platformdirs
+
+from edgesync.broker import embedded_broker
+from edgesync.ingest import IngestPipeline, MqttIngest
+from edgesync.protocol import BrokerUrl, TlsFiles, parse_broker_url
+from edgesync.staging import Replayer
+from edgesync.store import create_pool, embedded_postgres, migrate
+
+__all__ = ["Server", "ServerSettings", "default_data_dir"]
+
+_log = logging.getLogger(__name__)
+
+
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("edgesync"))
+
+
+@dataclass(slots=True)
+class ServerSettings:
+    database_url: str | None = None
+    mqtt_url: str | None = None
+    data_dir: Path = field(default_factory=default_data_dir)
+    embedded_mqtt_port: int | None = 1883
+    client_id: str = field(default_factory=lambda: f"edgesync-worker-{socket.gethostname()}")
+    shared_group: str | None = None
+    tls: TlsFiles | None = None
+
+
+class Server:
+    def __init__(self, settings: ServerSettings) -> None:
+        self.settings = settings
+        self._stack = contextlib.AsyncExitStack()
+        self.database_url = ""
+        self.broker: BrokerUrl | None = None
+        self.pool: asyncpg.Pool | None = None
+        self.pipeline: IngestPipeline | None = None
+        self.ingest: MqttIngest | None = None
+        self.replayer: Replayer | None = None
+
+    async def __aenter__(self) -> Server:
+        s = self.settings
+        try:
+            if s.database_url:
+                self.database_url = s.database_url
+            else:
+                self.database_url = await self._stack.enter_async_context(
+                    embedded_postgres(s.data_dir))
+            self.pool = await create_pool(self.database_url)
+            self._stack.push_async_callback(self.pool.close)
+            async with self.pool.acquire() as conn:
+                ran = await migrate(conn)
+            _log.info("database ready (%d migration(s) applied)", ran)
+            if s.mqtt_url:
+                self.broker = parse_broker_url(s.mqtt_url, "--mqtt-url")
+            else:
+                self.broker = await self._stack.enter_async_context(
+                    embedded_broker(port=s.embedded_mqtt_port))
+            self.pipeline = IngestPipeline(self.pool)
+            self.ingest = MqttIngest(self.pipeline, self.broker, client_id=s.client_id,
+                                     tls=s.tls, shared_group=s.shared_group)
+            self.replayer = Replayer(self.pool)
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self._stack.aclose()
+
+    async def run(self) -> None:
+        """Run until cancelled."""
+        assert self.ingest and self.replayer
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self.ingest.run(), name="edgesync.ingest")
+            tg.create_task(self.replayer.run(), name="edgesync.replay")
+
+    async def wait_ready(self, limit: float = 30.0) -> None:
+        assert self.ingest
+        await asyncio.wait_for(self.ingest.connected.wait(), limit)
+
+

@@ -1,0 +1,109 @@
+"""Replay: drain staged batches of approved schemas into their targets.
+
+An approval writes a replay intent and NOTIFYs; the replayer also polls, so an
+intent written while no worker ran (approval from the CLI, a crash) is picked up
+at the next start. Each staged batch is materialized and removed in one
+transaction; newer-wins upserts make the order against live batches irrelevant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+
+import asyncpg
+
+from edgesync import _core
+from edgesync.errors import BatchRejected
+from edgesync.governance import REPLAY_CHANNEL, emit, get_lineage_for_update, load_state_target
+from edgesync.staging._staged import unstage
+
+__all__ = ["Replayer"]
+
+_log = logging.getLogger(__name__)
+_CHUNK = 20
+
+
+class Replayer:
+    def __init__(self, pool: asyncpg.Pool, *, poll_interval: float = 2.0) -> None:
+        self._pool = pool
+        self._poll = poll_interval
+        self._wake = asyncio.Event()
+
+    async def run(self) -> None:
+        async with self._pool.acquire() as listener:
+            await listener.add_listener(REPLAY_CHANNEL, self._on_notify)
+            try:
+                while True:
+                    await self.drain_pending()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), self._poll)
+                    self._wake.clear()
+            finally:
+                await listener.remove_listener(REPLAY_CHANNEL, self._on_notify)
+
+    def _on_notify(self, *_: object) -> None:
+        self._wake.set()
+
+    async def drain_pending(self) -> int:
+        async with self._pool.acquire() as conn:
+            lineages = await conn.fetch(
+                "SELECT DISTINCT lineage_id FROM edge_replay_intents WHERE status = 'pending'")
+        total = 0
+        for rec in lineages:
+            total += await self.replay_lineage(rec["lineage_id"])
+        return total
+
+    async def replay_lineage(self, lineage_id: uuid.UUID) -> int:
+        replayed = 0
+        while True:
+            async with self._pool.acquire() as conn, conn.transaction():
+                lineage = await get_lineage_for_update(conn, lineage_id)
+                if lineage is None:
+                    return replayed
+                if lineage.status == "paused" and lineage.pause_reason != "schema_review":
+                    return replayed  # backpressure / breaker: resumes through their own path
+                staged = await conn.fetch(
+                    "SELECT id, schema_hash, blob, row_count, byte_count FROM edge_staged_rows "
+                    "WHERE lineage_id = $1 AND staging_reason <> 'materialization_failed' "
+                    "AND schema_hash IN (SELECT schema_hash FROM edge_schema_versions "
+                    "  WHERE lineage_id = $1 AND status = 'approved') ORDER BY id LIMIT $2",
+                    lineage_id, _CHUNK)
+                if not staged:
+                    done = await conn.fetchval(
+                        "UPDATE edge_replay_intents SET status = 'done', completed_at = now(), "
+                        "rows_replayed = rows_replayed + $2 WHERE lineage_id = $1 "
+                        "AND status = 'pending' RETURNING id", lineage_id, 0)
+                    if done:
+                        await emit(conn, lineage.project_id, "edgesync.replay.completed.v1",
+                                   lineage.id, {"lineage_id": str(lineage.id)})
+                    return replayed
+                for rec in staged:
+                    target = await load_state_target(conn, lineage, rec["schema_hash"])
+                    assert target is not None
+                    try:
+                        async with conn.transaction():
+                            batch = _core.decode_row_batch(_core.decompress_blob(rec["blob"]))
+                            await target.apply(conn, lineage.device_id, batch)
+                    except (BatchRejected, asyncpg.PostgresError) as exc:
+                        _log.warning("replay of staged batch %s failed: %s", rec["id"], exc)
+                        await conn.execute(
+                            "UPDATE edge_staged_rows "
+                            "SET staging_reason = 'materialization_failed' WHERE id = $1",
+                            rec["id"])
+                        await conn.execute(
+                            "UPDATE edge_table_lineages SET materialization_errors = "
+                            "materialization_errors + 1, last_error = $2 WHERE id = $1",
+                            lineage_id, str(exc))
+                        continue
+                    await unstage(conn, rec["id"], lineage_id, rec["row_count"], rec["byte_count"])
+                    await conn.execute(
+                        "UPDATE edge_table_lineages SET materialized_rows = materialized_rows + $2 "
+                        "WHERE id = $1", lineage_id, rec["row_count"])
+                    await conn.execute(
+                        "UPDATE edge_replay_intents SET rows_replayed = rows_replayed + $2 "
+                        "WHERE lineage_id = $1 AND status = 'pending'",
+                        lineage_id, rec["row_count"])
+                    replayed += rec["row_count"]

@@ -1,0 +1,73 @@
+"""Staged rows: batches held (as zstd blobs of the original payload) until they can
+be materialized. Keeping the payload whole means replay decodes and validates it
+through exactly the same Rust path as a live batch."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import orjson
+
+from edgesync import _core
+from edgesync._core import RowBatch
+from edgesync.store import Conn
+
+__all__ = ["list_staged_rows", "stage_row_batch", "unstage"]
+
+
+async def stage_row_batch(conn: Conn, *, lineage_id: uuid.UUID,
+                          device_id: uuid.UUID, segment_id: int, batch: RowBatch,
+                          payload: bytes, reason: str) -> None:
+    blob = _core.compress_blob(payload)
+    await conn.execute(
+        "INSERT INTO edge_staged_rows (lineage_id, device_id, segment_id, source_table, "
+        "staging_reason, schema_hash, journal_epoch, first_commit_seq, last_commit_seq, "
+        "row_count, byte_count, blob) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        lineage_id, device_id, segment_id, batch.source_table, reason, batch.schema_hash,
+        uuid.UUID(batch.journal_epoch), batch.first_commit_seq, batch.last_commit_seq,
+        batch.row_count, len(payload), blob)
+    await conn.execute(
+        "UPDATE edge_table_lineages SET staged_rows = staged_rows + $2, "
+        "staged_bytes = staged_bytes + $3, updated_at = now() WHERE id = $1",
+        lineage_id, batch.row_count, len(payload))
+
+
+async def unstage(conn: Conn, staged_id: int, lineage_id: uuid.UUID,
+                  row_count: int, byte_count: int) -> None:
+    await conn.execute("DELETE FROM edge_staged_rows WHERE id = $1", staged_id)
+    await conn.execute(
+        "UPDATE edge_table_lineages SET staged_rows = greatest(staged_rows - $2, 0), "
+        "staged_bytes = greatest(staged_bytes - $3, 0), updated_at = now() WHERE id = $1",
+        lineage_id, row_count, byte_count)
+
+
+async def list_staged_rows(conn: Conn, lineage_id: uuid.UUID, *,
+                           offset: int = 0, limit: int = 100) -> list[dict[str, Any]]:
+    """Staged row operations, oldest first, one dict per row of each staged batch."""
+    out: list[dict[str, Any]] = []
+    skipped = 0
+    async for rec in _iter_staged(conn, lineage_id):
+        doc = orjson.loads(_core.decompress_blob(rec["blob"]))
+        rows = doc.get("rows", [])
+        if skipped + len(rows) <= offset:
+            skipped += len(rows)
+            continue
+        for row in rows[max(0, offset - skipped):]:
+            out.append({"staged_id": rec["id"], "staging_reason": rec["staging_reason"],
+                        "schema_hash": rec["schema_hash"], **row})
+            if len(out) >= limit:
+                return out
+        skipped += len(rows)
+    return out
+
+
+async def _iter_staged(conn: Conn, lineage_id: uuid.UUID
+                       ) -> AsyncIterator[asyncpg.Record]:
+    async with conn.transaction():
+        async for rec in conn.cursor(
+            "SELECT id, staging_reason, schema_hash, blob FROM edge_staged_rows "
+            "WHERE lineage_id = $1 ORDER BY id", lineage_id):
+            yield rec

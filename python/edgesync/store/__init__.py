@@ -1,0 +1,17 @@
+"""PostgreSQL access: connection pools, versioned migrations, the embedded server."""
+
+from edgesync.store._conn import Conn
+from edgesync.store._connect import open_database
+from edgesync.store._embedded import embedded_postgres
+from edgesync.store._migrations import KNOWN_VERSION, applied_version, migrate
+from edgesync.store._pool import create_pool
+
+__all__ = [
+    "KNOWN_VERSION",
+    "Conn",
+    "applied_version",
+    "create_pool",
+    "embedded_postgres",
+    "migrate",
+    "open_database",
+]

@@ -1,0 +1,88 @@
+"""Versioned schema migrations, applied at ``serve`` start-up.
+
+Each ``migrations/NNNN_name.sql`` runs once, in its own transaction, under an
+advisory lock so several workers starting together do not race. A database that
+already carries a version this build does not know is refused: running old code
+against a newer schema could corrupt it silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+from edgesync.errors import SchemaTooNewError, StoreError
+from edgesync.store._conn import Conn
+
+__all__ = ["KNOWN_VERSION", "Migration", "applied_version", "load_migrations", "migrate"]
+
+_log = logging.getLogger(__name__)
+_LOCK_KEY = 0x6564_6765_7379_6E63 >> 1  # "edgesync", kept inside bigint range
+_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def load_migrations() -> list[Migration]:
+    found = []
+    for entry in resources.files("edgesync.store").joinpath("migrations").iterdir():
+        m = _NAME.match(entry.name)
+        if m:
+            found.append(Migration(int(m.group(1)), m.group(2), entry.read_text("utf-8")))
+    found.sort(key=lambda mig: mig.version)
+    versions = [mig.version for mig in found]
+    if versions != list(range(1, len(found) + 1)):
+        raise StoreError(f"migration files are not numbered 1..N: {versions}")
+    return found
+
+
+KNOWN_VERSION = len(load_migrations())
+
+_LEDGER = """
+CREATE TABLE IF NOT EXISTS edge_schema_migrations (
+    version     integer PRIMARY KEY,
+    name        text NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now()
+)"""
+
+
+async def applied_version(conn: Conn) -> int:
+    exists = await conn.fetchval("SELECT to_regclass('edge_schema_migrations') IS NOT NULL")
+    if not exists:
+        return 0
+    return int(await conn.fetchval("SELECT coalesce(max(version), 0) FROM edge_schema_migrations"))
+
+
+async def migrate(conn: Conn) -> int:
+    """Bring the schema up to date; returns how many migrations ran (0 when current)."""
+    migrations = load_migrations()
+    await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_KEY)
+    try:
+        await conn.execute(_LEDGER)
+        current = await applied_version(conn)
+        if current > len(migrations):
+            raise SchemaTooNewError(
+                f"database schema is at version {current}, but this edgesync knows only "
+                f"versions up to {len(migrations)}: upgrade edgesync before serving this database"
+            )
+        ran = 0
+        for mig in migrations[current:]:
+            async with conn.transaction():
+                await conn.execute(mig.sql)
+                await conn.execute(
+                    "INSERT INTO edge_schema_migrations (version, name) VALUES ($1, $2)",
+                    mig.version,
+                    mig.name,
+                )
+            _log.info("applied migration %04d_%s", mig.version, mig.name)
+            ran += 1
+        return ran
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_KEY)

@@ -1,0 +1,44 @@
+"""Connection pools with the codecs edgesync relies on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import orjson
+
+from edgesync.errors import StoreError
+from edgesync.store._conn import Conn
+
+__all__ = ["create_pool"]
+
+
+async def _init_connection(conn: Conn) -> None:
+    for typ in ("json", "jsonb"):
+        await conn.set_type_codec(
+            typ,
+            encoder=lambda v: orjson.dumps(v).decode(),
+            decoder=orjson.loads,
+            schema="pg_catalog",
+        )
+
+
+async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10,
+                      **kwargs: Any) -> asyncpg.Pool:
+    try:
+        pool = await asyncpg.create_pool(
+            dsn, min_size=min_size, max_size=max_size, init=_init_connection, **kwargs
+        )
+    except (OSError, asyncpg.PostgresError) as exc:
+        raise StoreError(f"cannot connect to PostgreSQL at {_redact(dsn)}: {exc}") from exc
+    assert pool is not None
+    return pool
+
+
+def _redact(dsn: str) -> str:
+    head, sep, tail = dsn.partition("@")
+    if not sep or ":" not in head.split("//", 1)[-1]:
+        return dsn
+    scheme, _, cred = head.partition("//")
+    user = cred.split(":", 1)[0]
+    return f"{scheme}//{user}:***@{tail}"

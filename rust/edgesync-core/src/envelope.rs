@@ -1,0 +1,1311 @@
+//! Decoding and validation of `sync/rows/batch` payloads.
+//!
+//! [`decode_row_batch`] never panics: every input either yields a [`RowBatch`]
+//! or a [`CoreError::Rejected`] whose `code` is a protocol rejection code.
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value};
+
+use crate::affinity::Affinity;
+use crate::error::CoreError;
+use crate::fingerprint::{schema_fingerprint, ColumnSpec};
+use crate::pkhash::pk_hash;
+
+/// Largest accepted payload, in bytes (512 KiB).
+pub const MAX_BATCH_BYTES: usize = 512 * 1024;
+/// Largest number of rows in one batch.
+pub const MAX_BATCH_ROWS: usize = 4096;
+/// The one `format_version` understood.
+pub const SUPPORTED_FORMAT_VERSION: i64 = 1;
+/// The one `capture_strategy` of row batches.
+pub const CAPTURE_STRATEGY: &str = "sqlite_row_batch_v1";
+
+const TENANT_FIELDS: [&str; 4] = ["device_id", "org_id", "project_id", "fleet_id"];
+const MAX_SOURCE_TABLE_BYTES: usize = 255;
+
+/// A row operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Insert,
+    Update,
+    Delete,
+}
+
+impl Op {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Insert => "insert",
+            Op::Update => "update",
+            Op::Delete => "delete",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Op> {
+        match s {
+            "insert" => Some(Op::Insert),
+            "update" => Some(Op::Update),
+            "delete" => Some(Op::Delete),
+            _ => None,
+        }
+    }
+}
+
+/// One validated row operation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub commit_seq: i64,
+    pub op: Op,
+    pub pk: Map<String, Value>,
+    /// `None` exactly for deletes.
+    pub row: Option<Map<String, Value>>,
+    /// `source_pk_hash` of `pk`.
+    pub pk_hash: String,
+}
+
+/// A validated row batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowBatch {
+    pub format_version: i64,
+    pub capture_strategy: String,
+    /// Lower-case UUIDv7.
+    pub batch_id: String,
+    /// Lower-case UUIDv7.
+    pub journal_epoch: String,
+    pub source_table: String,
+    pub schema_hash: String,
+    /// Canonical JSON of `schema_columns` (the fingerprint input), when present.
+    pub schema_columns_json: Option<String>,
+    pub first_commit_seq: i64,
+    pub last_commit_seq: i64,
+    /// Size of the payload in bytes.
+    pub payload_size: usize,
+    pub rows: Vec<Row>,
+}
+
+impl RowBatch {
+    pub fn row_count(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Union of the keys of every `row` and `pk` object in first-seen order
+    /// (per row op: the `row` keys, then the `pk` keys).
+    pub fn column_names(&self) -> Vec<String> {
+        let mut seen: HashSet<&str> = HashSet::new();
+        let mut names = Vec::new();
+        for r in &self.rows {
+            let row_keys = r.row.iter().flat_map(|m| m.keys());
+            for key in row_keys.chain(r.pk.keys()) {
+                if seen.insert(key.as_str()) {
+                    names.push(key.clone());
+                }
+            }
+        }
+        names
+    }
+}
+
+fn reject(
+    code: &'static str,
+    field: impl Into<Option<String>>,
+    detail: impl Into<String>,
+) -> CoreError {
+    CoreError::rejected(code, field.into(), detail)
+}
+
+/// Parses a JSON document, classifying failures as `malformed_json` or
+/// `invalid_number_encoding` (NaN, Infinity, numbers overflowing f64).
+pub fn parse_json(bytes: &[u8]) -> Result<Value, CoreError> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| reject("malformed_json", None, format!("payload is not UTF-8: {e}")))?;
+    serde_json::from_str::<Value>(text).map_err(|e| {
+        let msg = e.to_string();
+        if msg.starts_with("number out of range") || has_non_finite_token(text) {
+            reject(
+                "invalid_number_encoding",
+                None,
+                format!("non-finite number (NaN/Infinity or out of f64 range): {msg}"),
+            )
+        } else {
+            reject("malformed_json", None, format!("invalid JSON: {msg}"))
+        }
+    })
+}
+
+/// True if a bare `NaN`, `Infinity` or `Inf` token (any case, any sign)
+/// appears outside JSON strings.
+fn has_non_finite_token(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    let mut in_string = false;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if in_string {
+            match b {
+                b'\\' => i += 1,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        if b == b'"' {
+            in_string = true;
+            i += 1;
+        } else if b.is_ascii_alphabetic() {
+            let start = i;
+            while i < bytes.len() && bytes[i].is_ascii_alphabetic() {
+                i += 1;
+            }
+            let word = &text[start..i];
+            if ["nan", "infinity", "inf"]
+                .iter()
+                .any(|w| word.eq_ignore_ascii_case(w))
+            {
+                return true;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    false
+}
+
+/// Validates a hyphenated UUID with version 7 and the RFC 4122 variant;
+/// returns it lower-cased.
+pub fn normalize_uuid_v7(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    if b.len() != 36 {
+        return None;
+    }
+    for (i, &c) in b.iter().enumerate() {
+        let ok = match i {
+            8 | 13 | 18 | 23 => c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        };
+        if !ok {
+            return None;
+        }
+    }
+    if b[14] != b'7' || !matches!(b[19], b'8' | b'9' | b'a' | b'b' | b'A' | b'B') {
+        return None;
+    }
+    Some(s.to_ascii_lowercase())
+}
+
+fn is_lower_hex_64(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(_) => "integer",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Decodes and validates a row batch payload (see the module docs for the codes).
+pub fn decode_row_batch(payload: &[u8]) -> Result<RowBatch, CoreError> {
+    if payload.len() > MAX_BATCH_BYTES {
+        return Err(reject(
+            "payload_too_large",
+            None,
+            format!(
+                "payload is {} bytes; the limit is {MAX_BATCH_BYTES}",
+                payload.len()
+            ),
+        ));
+    }
+    let mut top = match parse_json(payload)? {
+        Value::Object(map) => map,
+        other => {
+            return Err(reject(
+                "malformed_json",
+                None,
+                format!("payload must be a JSON object, got {}", type_name(&other)),
+            ))
+        }
+    };
+
+    if let Some(key) = TENANT_FIELDS.iter().find(|k| top.contains_key(**k)) {
+        return Err(reject(
+            "envelope_unstripped_tenant_fields",
+            Some((*key).to_owned()),
+            format!("tenant field {key:?} must not appear in device payloads"),
+        ));
+    }
+
+    let format_version = match top.get("format_version") {
+        None => {
+            return Err(reject(
+                "invalid_format_version",
+                Some("format_version".into()),
+                "format_version is missing",
+            ))
+        }
+        Some(v) => match (v.as_i64(), v.as_u64()) {
+            (Some(n), _) if n < 1 => {
+                return Err(reject(
+                    "invalid_format_version",
+                    Some("format_version".into()),
+                    format!("format_version must be >= 1, got {n}"),
+                ))
+            }
+            (Some(n), _) if n == SUPPORTED_FORMAT_VERSION => n,
+            (Some(_), _) | (None, Some(_)) => {
+                return Err(reject(
+                    "unsupported_format_version",
+                    Some("format_version".into()),
+                    format!(
+                        "format_version {v} is not supported (this build understands {SUPPORTED_FORMAT_VERSION})"
+                    ),
+                ))
+            }
+            (None, None) => {
+                return Err(reject(
+                    "invalid_format_version",
+                    Some("format_version".into()),
+                    format!("format_version must be an integer, got {}", type_name(v)),
+                ))
+            }
+        },
+    };
+
+    match top.get("capture_strategy") {
+        Some(Value::String(s)) if s == CAPTURE_STRATEGY => {}
+        other => {
+            return Err(reject(
+                "unsupported_capture_strategy",
+                Some("capture_strategy".into()),
+                format!(
+                    "capture_strategy must be {CAPTURE_STRATEGY:?}, got {}",
+                    describe(other)
+                ),
+            ))
+        }
+    }
+
+    let batch_id = uuid_field(&top, "batch_id", "invalid_batch_id")?;
+    let journal_epoch = uuid_field(&top, "journal_epoch", "invalid_journal_epoch")?;
+
+    let source_table = match top.get("source_table") {
+        Some(Value::String(s))
+            if !s.is_empty() && s.len() <= MAX_SOURCE_TABLE_BYTES && !s.contains('\0') =>
+        {
+            s.clone()
+        }
+        other => {
+            return Err(reject(
+                "invalid_source_table",
+                Some("source_table".into()),
+                format!(
+                    "source_table must be a non-empty string of at most {MAX_SOURCE_TABLE_BYTES} bytes without NUL, got {}",
+                    describe(other)
+                ),
+            ))
+        }
+    };
+
+    let schema_hash = match top.get("schema_hash") {
+        Some(Value::String(s)) if is_lower_hex_64(s) => s.clone(),
+        other => {
+            return Err(reject(
+                "invalid_schema_hash",
+                Some("schema_hash".into()),
+                format!(
+                    "schema_hash must be 64 lowercase hex characters, got {}",
+                    describe(other)
+                ),
+            ))
+        }
+    };
+
+    let raw_rows = match top.remove("rows") {
+        Some(Value::Array(rows)) => rows,
+        other => {
+            return Err(reject(
+                "invalid_rows",
+                Some("rows".into()),
+                format!("rows must be an array, got {}", describe(other.as_ref())),
+            ))
+        }
+    };
+    if raw_rows.len() > MAX_BATCH_ROWS {
+        return Err(reject(
+            "batch_too_many_rows",
+            Some("rows".into()),
+            format!(
+                "batch carries {} rows; the limit is {MAX_BATCH_ROWS}",
+                raw_rows.len()
+            ),
+        ));
+    }
+    if raw_rows.is_empty() {
+        return Err(reject("invalid_rows", Some("rows".into()), "rows is empty"));
+    }
+
+    let mut rows = Vec::with_capacity(raw_rows.len());
+    let mut prev_seq: Option<i64> = None;
+    for (i, raw) in raw_rows.into_iter().enumerate() {
+        let row = decode_row(i, raw)?;
+        if let Some(prev) = prev_seq {
+            if row.commit_seq <= prev {
+                return Err(reject(
+                    "invalid_row",
+                    Some(format!("rows[{i}].commit_seq")),
+                    format!(
+                        "commit_seq {} does not increase (previous row has {prev})",
+                        row.commit_seq
+                    ),
+                ));
+            }
+        }
+        prev_seq = Some(row.commit_seq);
+        rows.push(row);
+    }
+    // Strictly increasing, so min/max are the ends.
+    let min_seq = rows[0].commit_seq;
+    let max_seq = rows[rows.len() - 1].commit_seq;
+    let first_commit_seq = seq_bound(&top, "first_commit_seq", min_seq, "minimum")?;
+    let last_commit_seq = seq_bound(&top, "last_commit_seq", max_seq, "maximum")?;
+
+    let schema_columns_json = match top.get("schema_columns") {
+        None | Some(Value::Null) => None,
+        Some(sc) => {
+            let canonical = schema_columns_canonical(sc, &source_table, &schema_hash)?;
+            Some(canonical)
+        }
+    };
+
+    Ok(RowBatch {
+        format_version,
+        capture_strategy: CAPTURE_STRATEGY.to_owned(),
+        batch_id,
+        journal_epoch,
+        source_table,
+        schema_hash,
+        schema_columns_json,
+        first_commit_seq,
+        last_commit_seq,
+        payload_size: payload.len(),
+        rows,
+    })
+}
+
+fn describe(v: Option<&Value>) -> String {
+    match v {
+        None => "nothing (missing)".to_owned(),
+        Some(Value::String(s)) if s.len() <= 80 => format!("{s:?}"),
+        Some(v) => type_name(v).to_owned(),
+    }
+}
+
+fn uuid_field(
+    top: &Map<String, Value>,
+    key: &str,
+    code: &'static str,
+) -> Result<String, CoreError> {
+    match top.get(key) {
+        Some(Value::String(s)) => normalize_uuid_v7(s),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        reject(
+            code,
+            Some(key.to_owned()),
+            format!(
+                "{key} must be a hyphenated UUIDv7 string, got {}",
+                describe(top.get(key))
+            ),
+        )
+    })
+}
+
+fn seq_bound(
+    top: &Map<String, Value>,
+    key: &str,
+    expected: i64,
+    what: &str,
+) -> Result<i64, CoreError> {
+    match top.get(key).and_then(Value::as_i64) {
+        Some(n) if n == expected => Ok(n),
+        _ => Err(reject(
+            "commit_seq_mismatch",
+            Some(key.to_owned()),
+            format!(
+                "{key} must equal the {what} row commit_seq {expected}, got {}",
+                match top.get(key) {
+                    Some(v @ Value::Number(_)) => v.to_string(),
+                    other => describe(other),
+                }
+            ),
+        )),
+    }
+}
+
+fn decode_row(i: usize, raw: Value) -> Result<Row, CoreError> {
+    let field = |name: &str| Some(format!("rows[{i}].{name}"));
+    let mut obj = match raw {
+        Value::Object(m) => m,
+        other => {
+            return Err(reject(
+                "invalid_row",
+                Some(format!("rows[{i}]")),
+                format!("row op must be an object, got {}", type_name(&other)),
+            ))
+        }
+    };
+    let commit_seq = match obj.get("commit_seq").and_then(Value::as_i64) {
+        Some(n) if n >= 1 => n,
+        _ => {
+            return Err(reject(
+                "invalid_row",
+                field("commit_seq"),
+                format!(
+                    "commit_seq must be an integer >= 1, got {}",
+                    match obj.get("commit_seq") {
+                        Some(v @ Value::Number(_)) => v.to_string(),
+                        other => describe(other),
+                    }
+                ),
+            ))
+        }
+    };
+    let op = match obj.get("op") {
+        Some(Value::String(s)) => Op::parse(s),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        reject(
+            "invalid_row",
+            field("op"),
+            format!(
+                "op must be insert, update or delete, got {}",
+                describe(obj.get("op"))
+            ),
+        )
+    })?;
+    let pk = match obj.remove("pk") {
+        Some(Value::Object(m)) if !m.is_empty() => m,
+        other => {
+            return Err(reject(
+                "invalid_row",
+                field("pk"),
+                format!(
+                    "pk must be a non-empty object, got {}",
+                    match other {
+                        Some(Value::Object(_)) => "an empty object".to_owned(),
+                        other => describe(other.as_ref()),
+                    }
+                ),
+            ))
+        }
+    };
+    let row = match (op, obj.remove("row")) {
+        (Op::Delete, None | Some(Value::Null)) => None,
+        (Op::Insert | Op::Update, Some(Value::Object(m))) => Some(m),
+        (Op::Delete, Some(other)) => {
+            return Err(reject(
+                "invalid_row",
+                field("row"),
+                format!("row must be null for delete, got {}", type_name(&other)),
+            ))
+        }
+        (_, other) => {
+            return Err(reject(
+                "invalid_row",
+                field("row"),
+                format!(
+                    "row must be an object for {}, got {}",
+                    op.as_str(),
+                    describe(other.as_ref())
+                ),
+            ))
+        }
+    };
+    let pk_hash = pk_hash(&pk);
+    Ok(Row {
+        commit_seq,
+        op,
+        pk,
+        row,
+        pk_hash,
+    })
+}
+
+/// Validates `schema_columns` and returns its canonical JSON (the fingerprint input).
+fn schema_columns_canonical(
+    sc: &Value,
+    source_table: &str,
+    schema_hash: &str,
+) -> Result<String, CoreError> {
+    let bad = |field: String, detail: String| reject("invalid_schema_columns", Some(field), detail);
+    let obj = sc.as_object().ok_or_else(|| {
+        bad(
+            "schema_columns".into(),
+            format!("schema_columns must be an object, got {}", type_name(sc)),
+        )
+    })?;
+    if let Some(key) = obj.keys().find(|k| *k != "table_name" && *k != "columns") {
+        return Err(bad(
+            format!("schema_columns.{key}"),
+            format!("unexpected key {key:?} in schema_columns"),
+        ));
+    }
+    match obj.get("table_name") {
+        Some(Value::String(t)) if t == source_table => {}
+        other => {
+            return Err(bad(
+                "schema_columns.table_name".into(),
+                format!(
+                    "schema_columns.table_name must equal source_table {source_table:?}, got {}",
+                    describe(other)
+                ),
+            ))
+        }
+    }
+    let cols = match obj.get("columns") {
+        Some(Value::Array(cols)) => cols,
+        other => {
+            return Err(bad(
+                "schema_columns.columns".into(),
+                format!("columns must be an array, got {}", describe(other)),
+            ))
+        }
+    };
+    let mut specs = Vec::with_capacity(cols.len());
+    for (i, col) in cols.iter().enumerate() {
+        let at = |k: &str| format!("schema_columns.columns[{i}]{k}");
+        let col = col.as_object().ok_or_else(|| {
+            bad(
+                at(""),
+                format!("column must be an object, got {}", type_name(col)),
+            )
+        })?;
+        if let Some(key) = col.keys().find(|k| {
+            !matches!(
+                k.as_str(),
+                "name" | "decl_type_affinity" | "pk_ordinal" | "not_null"
+            )
+        }) {
+            return Err(bad(
+                at(&format!(".{key}")),
+                format!("unexpected key {key:?}"),
+            ));
+        }
+        let name = match col.get("name") {
+            Some(Value::String(s)) => s,
+            other => {
+                return Err(bad(
+                    at(".name"),
+                    format!("name must be a string, got {}", describe(other)),
+                ))
+            }
+        };
+        let affinity = match col.get("decl_type_affinity") {
+            Some(Value::String(s)) => Affinity::from_name(s),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            bad(
+                at(".decl_type_affinity"),
+                format!(
+                    "decl_type_affinity must be one of INTEGER, TEXT, BLOB, REAL, NUMERIC, got {}",
+                    describe(col.get("decl_type_affinity"))
+                ),
+            )
+        })?;
+        let pk_ordinal = match col.get("pk_ordinal").and_then(Value::as_i64) {
+            Some(n) if n >= 0 => n,
+            _ => {
+                return Err(bad(
+                    at(".pk_ordinal"),
+                    "pk_ordinal must be an integer >= 0".into(),
+                ))
+            }
+        };
+        let not_null = match col.get("not_null") {
+            Some(Value::Bool(b)) => *b,
+            other => {
+                return Err(bad(
+                    at(".not_null"),
+                    format!("not_null must be a boolean, got {}", describe(other)),
+                ))
+            }
+        };
+        specs.push(ColumnSpec {
+            name: name.clone(),
+            declared_type: affinity.as_str().to_owned(),
+            pk_ordinal,
+            not_null,
+        });
+    }
+    let fp = schema_fingerprint(source_table, &specs).map_err(|e| match e {
+        CoreError::Schema(msg) => bad("schema_columns.columns".into(), msg),
+        other => other,
+    })?;
+    if fp.schema_hash != schema_hash {
+        return Err(reject(
+            "schema_hash_mismatch",
+            Some("schema_hash".into()),
+            format!(
+                "schema_hash {schema_hash} does not match the fingerprint of schema_columns ({})",
+                fp.schema_hash
+            ),
+        ));
+    }
+    Ok(fp.canonical_json)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::fingerprint::schema_fingerprint;
+    use serde_json::json;
+
+    pub(crate) const BATCH_ID: &str = "019693e0-7c4a-7b2e-9a1d-3f5e6d7c8b9a";
+    pub(crate) const EPOCH: &str = "019693d0-0000-7000-8000-000000000001";
+
+    pub(crate) fn device_state_hash() -> String {
+        schema_fingerprint(
+            "device_state",
+            &[
+                ColumnSpec::new("id", "INTEGER", 1, false),
+                ColumnSpec::new("mode", "TEXT", 0, false),
+                ColumnSpec::new("setpoint", "REAL", 0, true),
+            ],
+        )
+        .unwrap()
+        .schema_hash
+    }
+
+    pub(crate) fn valid() -> Value {
+        json!({
+            "format_version": 1,
+            "capture_strategy": "sqlite_row_batch_v1",
+            "batch_id": BATCH_ID,
+            "journal_epoch": EPOCH,
+            "source_table": "device_state",
+            "schema_hash": device_state_hash(),
+            "schema_columns": {
+                "table_name": "device_state",
+                "columns": [
+                    {"name": "id", "decl_type_affinity": "INTEGER", "pk_ordinal": 1, "not_null": false},
+                    {"name": "mode", "decl_type_affinity": "TEXT", "pk_ordinal": 0, "not_null": false},
+                    {"name": "setpoint", "decl_type_affinity": "REAL", "pk_ordinal": 0, "not_null": true}
+                ]
+            },
+            "first_commit_seq": 101,
+            "last_commit_seq": 103,
+            "rows": [
+                {"commit_seq": 101, "op": "insert", "pk": {"id": 1},
+                 "row": {"id": 1, "mode": "cooling", "setpoint": 21}},
+                {"commit_seq": 102, "op": "update", "pk": {"id": 1},
+                 "row": {"id": 1, "mode": "heating", "setpoint": 22.5, "extra": null}},
+                {"commit_seq": 103, "op": "delete", "pk": {"id": 1}, "row": null}
+            ]
+        })
+    }
+
+    fn bytes(v: &Value) -> Vec<u8> {
+        serde_json::to_vec(v).unwrap()
+    }
+
+    fn decode(v: &Value) -> Result<RowBatch, CoreError> {
+        decode_row_batch(&bytes(v))
+    }
+
+    fn code_field(r: Result<RowBatch, CoreError>) -> (&'static str, Option<String>) {
+        match r {
+            Err(CoreError::Rejected { code, field, .. }) => (code, field),
+            other => panic!("expected a rejection, got {other:?}"),
+        }
+    }
+
+    type Mutation = Box<dyn Fn(&mut Map<String, Value>)>;
+
+    fn with(f: impl FnOnce(&mut Map<String, Value>)) -> Value {
+        let mut v = valid();
+        f(v.as_object_mut().unwrap());
+        v
+    }
+
+    fn expect(v: Value, code: &str, field: Option<&str>) {
+        let (c, f) = code_field(decode(&v));
+        assert_eq!(c, code, "payload {v}");
+        assert_eq!(f.as_deref(), field, "payload {v}");
+    }
+
+    #[test]
+    fn valid_batch_decodes() {
+        let payload = bytes(&valid());
+        let b = decode_row_batch(&payload).unwrap();
+        assert_eq!(b.format_version, 1);
+        assert_eq!(b.capture_strategy, "sqlite_row_batch_v1");
+        assert_eq!(b.batch_id, BATCH_ID);
+        assert_eq!(b.journal_epoch, EPOCH);
+        assert_eq!(b.source_table, "device_state");
+        assert_eq!(b.schema_hash, device_state_hash());
+        assert_eq!(
+            b.schema_columns_json.as_deref(),
+            Some(crate::fingerprint::tests::DEVICE_STATE_JSON)
+        );
+        assert_eq!((b.first_commit_seq, b.last_commit_seq), (101, 103));
+        assert_eq!(b.row_count(), 3);
+        assert_eq!(b.payload_size, payload.len());
+        assert_eq!(b.rows[2].op, Op::Delete);
+        assert_eq!(b.rows[2].row, None);
+        assert_eq!(
+            b.rows[0].pk_hash,
+            crate::pk_hash_json(b"{\"id\":1}").unwrap()
+        );
+        assert_eq!(b.column_names(), ["id", "mode", "setpoint", "extra"]);
+    }
+
+    #[test]
+    fn uuids_normalized_to_lowercase_and_schema_columns_optional() {
+        let v = with(|m| {
+            m.insert("batch_id".into(), json!(BATCH_ID.to_uppercase()));
+            m.remove("schema_columns");
+        });
+        let b = decode(&v).unwrap();
+        assert_eq!(b.batch_id, BATCH_ID);
+        assert_eq!(b.schema_columns_json, None);
+        let v = with(|m| {
+            m.insert("schema_columns".into(), Value::Null);
+        });
+        assert_eq!(decode(&v).unwrap().schema_columns_json, None);
+    }
+
+    #[test]
+    fn delete_row_may_be_absent() {
+        let v = with(|m| {
+            m["rows"][2].as_object_mut().unwrap().remove("row");
+        });
+        assert!(decode(&v).unwrap().rows[2].row.is_none());
+    }
+
+    #[test]
+    fn payload_too_large() {
+        let mut p = bytes(&valid());
+        p.resize(MAX_BATCH_BYTES + 1, b' ');
+        assert_eq!(code_field(decode_row_batch(&p)).0, "payload_too_large");
+        // Exactly at the limit is fine (trailing whitespace is valid JSON).
+        p.truncate(MAX_BATCH_BYTES);
+        assert!(decode_row_batch(&p).is_ok());
+    }
+
+    #[test]
+    fn malformed_json() {
+        for p in [
+            &b""[..],
+            b"\xff\xfe",
+            b"{",
+            b"[1,2]",
+            b"\"x\"",
+            b"null",
+            b"{\"a\":1}{",
+            b"{'a':1}",
+        ] {
+            assert_eq!(code_field(decode_row_batch(p)).0, "malformed_json", "{p:?}");
+        }
+        let deep = "[".repeat(100_000);
+        assert_eq!(
+            code_field(decode_row_batch(deep.as_bytes())).0,
+            "malformed_json"
+        );
+    }
+
+    #[test]
+    fn invalid_number_encoding() {
+        for p in [
+            r#"{"format_version": NaN}"#,
+            r#"{"x": Infinity}"#,
+            r#"{"x": -Infinity}"#,
+            r#"{"x": [1, nan]}"#,
+            r#"{"x": 1e999}"#,
+            r#"{"x": -1e999}"#,
+        ] {
+            assert_eq!(
+                code_field(decode_row_batch(p.as_bytes())).0,
+                "invalid_number_encoding",
+                "{p}"
+            );
+        }
+        // Inside strings these are just text.
+        assert_eq!(
+            code_field(decode_row_batch(br#"{"x": "NaN", "y": tru}"#)).0,
+            "malformed_json"
+        );
+        assert!(!has_non_finite_token(r#"{"a":"Infinity \" NaN"}"#));
+        assert!(has_non_finite_token(r#"{"a":"\\",b:NaN}"#));
+    }
+
+    #[test]
+    fn tenant_fields() {
+        for key in TENANT_FIELDS {
+            let v = with(|m| {
+                m.insert(key.into(), json!("x"));
+                m.remove("format_version"); // tenant check comes first
+            });
+            expect(v, "envelope_unstripped_tenant_fields", Some(key));
+        }
+    }
+
+    #[test]
+    fn format_version() {
+        let fv = Some("format_version");
+        expect(
+            with(|m| {
+                m.remove("format_version");
+            }),
+            "invalid_format_version",
+            fv,
+        );
+        for bad in [
+            json!(0),
+            json!(-1),
+            json!("1"),
+            json!(1.0),
+            json!(null),
+            json!(1.5),
+        ] {
+            expect(
+                with(|m| {
+                    m.insert("format_version".into(), bad.clone());
+                }),
+                "invalid_format_version",
+                fv,
+            );
+        }
+        for bad in [json!(2), json!(u64::MAX)] {
+            expect(
+                with(|m| {
+                    m.insert("format_version".into(), bad.clone());
+                }),
+                "unsupported_format_version",
+                fv,
+            );
+        }
+    }
+
+    #[test]
+    fn capture_strategy() {
+        for bad in [json!("sqlite_telemetry_batch_v1"), json!(null), json!(1)] {
+            expect(
+                with(|m| {
+                    m.insert("capture_strategy".into(), bad.clone());
+                }),
+                "unsupported_capture_strategy",
+                Some("capture_strategy"),
+            );
+        }
+        expect(
+            with(|m| {
+                m.remove("capture_strategy");
+            }),
+            "unsupported_capture_strategy",
+            Some("capture_strategy"),
+        );
+    }
+
+    #[test]
+    fn uuid_rules() {
+        assert!(normalize_uuid_v7(BATCH_ID).is_some());
+        assert!(normalize_uuid_v7("019693E0-7C4A-7B2E-BA1D-3F5E6D7C8B9A").is_some());
+        for bad in [
+            "019693e0-7c4a-4b2e-9a1d-3f5e6d7c8b9a", // v4
+            "019693e0-7c4a-7b2e-ca1d-3f5e6d7c8b9a", // wrong variant
+            "019693e0-7c4a-7b2e-7a1d-3f5e6d7c8b9a", // NCS variant
+            "019693e07c4a7b2e9a1d3f5e6d7c8b9a",     // no hyphens
+            "{019693e0-7c4a-7b2e-9a1d-3f5e6d7c8b9a}",
+            "019693e0-7c4a-7b2e-9a1d-3f5e6d7c8b9",
+            "019693e0-7c4a-7b2e-9a1d-3f5e6d7c8b9g",
+            "019693e0_7c4a-7b2e-9a1d-3f5e6d7c8b9a",
+            "019693e0-7c4a-7b2e-9a1d-3f5e6d7c8b9\u{e9}",
+            "",
+        ] {
+            assert!(normalize_uuid_v7(bad).is_none(), "{bad}");
+        }
+        let v4 = json!("019693e0-7c4a-4b2e-9a1d-3f5e6d7c8b9a");
+        expect(
+            with(|m| {
+                m.insert("batch_id".into(), v4.clone());
+            }),
+            "invalid_batch_id",
+            Some("batch_id"),
+        );
+        expect(
+            with(|m| {
+                m.remove("batch_id");
+            }),
+            "invalid_batch_id",
+            Some("batch_id"),
+        );
+        expect(
+            with(|m| {
+                m.insert("journal_epoch".into(), v4.clone());
+            }),
+            "invalid_journal_epoch",
+            Some("journal_epoch"),
+        );
+        expect(
+            with(|m| {
+                m.insert("journal_epoch".into(), json!(7));
+            }),
+            "invalid_journal_epoch",
+            Some("journal_epoch"),
+        );
+    }
+
+    #[test]
+    fn source_table_and_schema_hash() {
+        let st = Some("source_table");
+        for bad in [
+            json!(""),
+            json!(null),
+            json!(3),
+            json!("a\u{0}b"),
+            json!("x".repeat(256)),
+        ] {
+            expect(
+                with(|m| {
+                    m.insert("source_table".into(), bad.clone());
+                }),
+                "invalid_source_table",
+                st,
+            );
+        }
+        let sh = Some("schema_hash");
+        let upper = device_state_hash().to_uppercase();
+        for bad in [
+            json!(upper),
+            json!("ab"),
+            json!(null),
+            json!("g".repeat(64)),
+        ] {
+            expect(
+                with(|m| {
+                    m.insert("schema_hash".into(), bad.clone());
+                }),
+                "invalid_schema_hash",
+                sh,
+            );
+        }
+    }
+
+    #[test]
+    fn rows_container() {
+        let f = Some("rows");
+        expect(
+            with(|m| {
+                m.remove("rows");
+            }),
+            "invalid_rows",
+            f,
+        );
+        expect(
+            with(|m| {
+                m.insert("rows".into(), json!({}));
+            }),
+            "invalid_rows",
+            f,
+        );
+        expect(
+            with(|m| {
+                m.insert("rows".into(), json!([]));
+            }),
+            "invalid_rows",
+            f,
+        );
+        let many: Vec<Value> = (1..=4097)
+            .map(|i| json!({"commit_seq": i, "op": "delete", "pk": {"id": i}}))
+            .collect();
+        expect(
+            with(|m| {
+                m.insert("rows".into(), Value::Array(many));
+            }),
+            "batch_too_many_rows",
+            f,
+        );
+        let ok: Vec<Value> = (1..=4096)
+            .map(|i| json!({"commit_seq": i, "op": "delete", "pk": {"id": i}}))
+            .collect();
+        let b = decode(&with(|m| {
+            m.insert("rows".into(), Value::Array(ok));
+            m.insert("first_commit_seq".into(), json!(1));
+            m.insert("last_commit_seq".into(), json!(4096));
+        }))
+        .unwrap();
+        assert_eq!(b.row_count(), 4096);
+    }
+
+    #[test]
+    fn row_rules() {
+        let cases: Vec<(Mutation, &str)> = vec![
+            (Box::new(|m| m["rows"][1] = json!(5)), "rows[1]"),
+            (
+                Box::new(|m| m["rows"][1]["commit_seq"] = json!(0)),
+                "rows[1].commit_seq",
+            ),
+            (
+                Box::new(|m| m["rows"][1]["commit_seq"] = json!(102.0)),
+                "rows[1].commit_seq",
+            ),
+            (
+                Box::new(|m| m["rows"][1]["commit_seq"] = json!("102")),
+                "rows[1].commit_seq",
+            ),
+            (
+                Box::new(|m| {
+                    m["rows"][1].as_object_mut().unwrap().remove("commit_seq");
+                }),
+                "rows[1].commit_seq",
+            ),
+            (
+                Box::new(|m| m["rows"][1]["commit_seq"] = json!(101)),
+                "rows[1].commit_seq",
+            ),
+            (
+                Box::new(|m| m["rows"][2]["commit_seq"] = json!(50)),
+                "rows[2].commit_seq",
+            ),
+            (
+                Box::new(|m| m["rows"][1]["op"] = json!("upsert")),
+                "rows[1].op",
+            ),
+            (
+                Box::new(|m| m["rows"][1]["op"] = json!("UPDATE")),
+                "rows[1].op",
+            ),
+            (
+                Box::new(|m| {
+                    m["rows"][1].as_object_mut().unwrap().remove("op");
+                }),
+                "rows[1].op",
+            ),
+            (Box::new(|m| m["rows"][1]["pk"] = json!({})), "rows[1].pk"),
+            (Box::new(|m| m["rows"][1]["pk"] = json!([1])), "rows[1].pk"),
+            (
+                Box::new(|m| {
+                    m["rows"][1].as_object_mut().unwrap().remove("pk");
+                }),
+                "rows[1].pk",
+            ),
+            (
+                Box::new(|m| m["rows"][1]["row"] = json!(null)),
+                "rows[1].row",
+            ),
+            (
+                Box::new(|m| {
+                    m["rows"][0].as_object_mut().unwrap().remove("row");
+                }),
+                "rows[0].row",
+            ),
+            (
+                Box::new(|m| m["rows"][0]["row"] = json!([1])),
+                "rows[0].row",
+            ),
+            (
+                Box::new(|m| m["rows"][2]["row"] = json!({"id": 1})),
+                "rows[2].row",
+            ),
+        ];
+        for (mutate, field) in cases {
+            expect(with(|m| mutate(m)), "invalid_row", Some(field));
+        }
+    }
+
+    #[test]
+    fn commit_seq_bounds() {
+        for (key, val) in [
+            ("first_commit_seq", json!(100)),
+            ("first_commit_seq", json!(null)),
+            ("last_commit_seq", json!(104)),
+            ("last_commit_seq", json!("103")),
+            ("last_commit_seq", json!(103.0)),
+        ] {
+            expect(
+                with(|m| {
+                    m.insert(key.into(), val.clone());
+                }),
+                "commit_seq_mismatch",
+                Some(key),
+            );
+        }
+        expect(
+            with(|m| {
+                m.remove("last_commit_seq");
+            }),
+            "commit_seq_mismatch",
+            Some("last_commit_seq"),
+        );
+    }
+
+    #[test]
+    fn schema_columns_rules() {
+        let bad_cases: Vec<(Mutation, &str)> = vec![
+            (
+                Box::new(|m| m["schema_columns"] = json!([])),
+                "schema_columns",
+            ),
+            (
+                Box::new(|m| m["schema_columns"]["table_name"] = json!("other")),
+                "schema_columns.table_name",
+            ),
+            (
+                Box::new(|m| m["schema_columns"]["extra"] = json!(1)),
+                "schema_columns.extra",
+            ),
+            (
+                Box::new(|m| m["schema_columns"]["columns"] = json!({})),
+                "schema_columns.columns",
+            ),
+            (
+                Box::new(|m| m["schema_columns"]["columns"] = json!([])),
+                "schema_columns.columns",
+            ),
+            (
+                Box::new(|m| m["schema_columns"]["columns"][0] = json!("id")),
+                "schema_columns.columns[0]",
+            ),
+            (
+                Box::new(|m| {
+                    m["schema_columns"]["columns"][0]["decl_type_affinity"] = json!("VARCHAR")
+                }),
+                "schema_columns.columns[0].decl_type_affinity",
+            ),
+            (
+                Box::new(|m| m["schema_columns"]["columns"][0]["pk_ordinal"] = json!(-1)),
+                "schema_columns.columns[0].pk_ordinal",
+            ),
+            (
+                Box::new(|m| m["schema_columns"]["columns"][0]["not_null"] = json!(0)),
+                "schema_columns.columns[0].not_null",
+            ),
+            (
+                Box::new(|m| m["schema_columns"]["columns"][0]["name"] = json!(1)),
+                "schema_columns.columns[0].name",
+            ),
+            (
+                Box::new(|m| m["schema_columns"]["columns"][0]["default"] = json!(1)),
+                "schema_columns.columns[0].default",
+            ),
+            (
+                Box::new(|m| m["schema_columns"]["columns"][1]["name"] = json!("id")),
+                "schema_columns.columns",
+            ),
+            (
+                Box::new(|m| m["schema_columns"]["columns"][1]["pk_ordinal"] = json!(3)),
+                "schema_columns.columns",
+            ),
+        ];
+        for (mutate, field) in bad_cases {
+            expect(with(|m| mutate(m)), "invalid_schema_columns", Some(field));
+        }
+        expect(
+            with(|m| m["schema_columns"]["columns"][2]["not_null"] = json!(false)),
+            "schema_hash_mismatch",
+            Some("schema_hash"),
+        );
+        // Column order inside schema_columns does not matter.
+        let b = decode(&with(|m| {
+            m["schema_columns"]["columns"]
+                .as_array_mut()
+                .unwrap()
+                .reverse();
+        }))
+        .unwrap();
+        assert_eq!(
+            b.schema_columns_json.as_deref(),
+            Some(crate::fingerprint::tests::DEVICE_STATE_JSON)
+        );
+    }
+
+    #[test]
+    fn check_order_first_failure_wins() {
+        // Everything wrong at once: the earliest rule in the documented order reports.
+        let v = json!({"format_version": 9, "capture_strategy": "x", "rows": 1});
+        expect(v, "unsupported_format_version", Some("format_version"));
+        let v = with(|m| {
+            m.insert("schema_hash".into(), json!("zz"));
+            m.insert("rows".into(), json!([]));
+        });
+        expect(v, "invalid_schema_hash", Some("schema_hash"));
+    }
+
+    /// Tiny deterministic PRNG (xorshift64*), no dependencies.
+    pub(crate) struct Rng(u64);
+    impl Rng {
+        pub(crate) fn new(seed: u64) -> Self {
+            Rng(seed | 1)
+        }
+        pub(crate) fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        pub(crate) fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    #[test]
+    fn never_panics_on_mangled_input() {
+        let good = bytes(&valid());
+        let mut rng = Rng::new(0x5eed);
+        let alphabet = b"{}[]\":,0123456789.eE+-tfnulraseNIy \\\x00\xff\xc3";
+        let mut inputs: Vec<Vec<u8>> = Vec::new();
+        for cut in 0..good.len() {
+            inputs.push(good[..cut].to_vec());
+        }
+        for _ in 0..3000 {
+            let mut p = good.clone();
+            for _ in 0..1 + rng.below(4) {
+                let i = rng.below(p.len());
+                match rng.below(3) {
+                    0 => p[i] = alphabet[rng.below(alphabet.len())],
+                    1 => {
+                        p.remove(i);
+                    }
+                    _ => p.insert(i, alphabet[rng.below(alphabet.len())]),
+                }
+            }
+            inputs.push(p);
+        }
+        for _ in 0..2000 {
+            let len = rng.below(200);
+            inputs.push(
+                (0..len)
+                    .map(|_| alphabet[rng.below(alphabet.len())])
+                    .collect(),
+            );
+            inputs.push((0..len).map(|_| rng.next() as u8).collect());
+        }
+        inputs.push("{\"a\":".repeat(50_000).into_bytes());
+        let mut accepted = 0;
+        for p in &inputs {
+            match std::panic::catch_unwind(|| decode_row_batch(p)) {
+                Ok(Ok(b)) => {
+                    accepted += 1;
+                    // Whatever decodes must also encode or reject cleanly.
+                    let cols: Vec<(String, crate::PgType)> = crate::PgType::ALL
+                        .iter()
+                        .map(|t| ("mode".to_owned(), *t))
+                        .collect();
+                    let _ = b.encode_state_copy(&cols);
+                }
+                Ok(Err(CoreError::Rejected { .. })) => {}
+                Ok(Err(other)) => panic!("non-rejection error {other:?} for {p:?}"),
+                Err(_) => panic!("panic for input {:?}", String::from_utf8_lossy(p)),
+            }
+        }
+        assert!(accepted > 0);
+    }
+}

@@ -1,0 +1,240 @@
+//! `edgesync._core`: thin PyO3 bindings over `edgesync-core`.
+//!
+//! Heavy calls release the GIL. Every error goes through [`errors::to_pyerr`].
+
+mod errors;
+
+use std::ops::Deref;
+
+use edgesync_core as core;
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::PyBytes;
+
+use errors::IntoPyResult;
+
+/// Bytes of a `bytes`, `bytearray`, `memoryview` or other byte buffer argument.
+/// `bytes` is borrowed without copying; other buffers are copied so the GIL
+/// can be released safely while the bytes are read.
+enum ByteArg {
+    Backed(PyBackedBytes),
+    Owned(Vec<u8>),
+}
+
+impl Deref for ByteArg {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            ByteArg::Backed(b) => b,
+            ByteArg::Owned(v) => v,
+        }
+    }
+}
+
+fn byte_arg(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<ByteArg> {
+    if let Ok(backed) = obj.extract::<PyBackedBytes>() {
+        return Ok(ByteArg::Backed(backed));
+    }
+    match PyBuffer::<u8>::get(obj) {
+        Ok(buf) => Ok(ByteArg::Owned(buf.to_vec(obj.py())?)),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "{name} must be a bytes-like object, not {}",
+            obj.get_type().name()?
+        ))),
+    }
+}
+
+/// SQLite column affinity (INTEGER, TEXT, BLOB, REAL, NUMERIC) of a declared type.
+#[pyfunction]
+fn sqlite_affinity(declared_type: &str) -> &'static str {
+    core::sqlite_affinity(declared_type).as_str()
+}
+
+/// Fingerprint of a table: ``(schema_hash, canonical_json)``.
+#[pyfunction]
+fn schema_fingerprint(
+    table_name: &str,
+    columns: Vec<(String, String, i64, bool)>,
+) -> PyResult<(String, String)> {
+    let specs: Vec<core::ColumnSpec> = columns
+        .into_iter()
+        .map(
+            |(name, declared_type, pk_ordinal, not_null)| core::ColumnSpec {
+                name,
+                declared_type,
+                pk_ordinal,
+                not_null,
+            },
+        )
+        .collect();
+    let fp = core::schema_fingerprint(table_name, &specs).into_py_result()?;
+    Ok((fp.schema_hash, fp.canonical_json))
+}
+
+/// ``source_pk_hash``: SHA-256 hex of the canonical form of a ``pk`` JSON object.
+#[pyfunction]
+fn pk_hash(pk_json: &Bound<'_, PyAny>) -> PyResult<String> {
+    let data = byte_arg(pk_json, "pk_json")?;
+    core::pk_hash_json(&data).into_py_result()
+}
+
+/// zstd frame (with content size) of ``data``; releases the GIL.
+#[pyfunction]
+#[pyo3(signature = (data, level = 3))]
+fn compress_blob<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    level: i32,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let data = byte_arg(data, "data")?;
+    let out = py
+        .detach(|| core::compress_blob(&data, level))
+        .into_py_result()?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// Inverse of compress_blob; BlobError if corrupt or larger than ``max_size``.
+#[pyfunction]
+#[pyo3(signature = (data, max_size = 1 << 31))]
+fn decompress_blob<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    max_size: u64,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let data = byte_arg(data, "data")?;
+    let out = py
+        .detach(|| core::decompress_blob(&data, max_size))
+        .into_py_result()?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// A validated ``sync/rows/batch`` payload, kept in Rust memory.
+#[pyclass(frozen, name = "RowBatch", module = "edgesync._core")]
+struct PyRowBatch {
+    inner: core::RowBatch,
+}
+
+#[pymethods]
+impl PyRowBatch {
+    #[getter]
+    fn format_version(&self) -> i64 {
+        self.inner.format_version
+    }
+
+    #[getter]
+    fn capture_strategy(&self) -> &str {
+        &self.inner.capture_strategy
+    }
+
+    #[getter]
+    fn batch_id(&self) -> &str {
+        &self.inner.batch_id
+    }
+
+    #[getter]
+    fn journal_epoch(&self) -> &str {
+        &self.inner.journal_epoch
+    }
+
+    #[getter]
+    fn source_table(&self) -> &str {
+        &self.inner.source_table
+    }
+
+    #[getter]
+    fn schema_hash(&self) -> &str {
+        &self.inner.schema_hash
+    }
+
+    /// The ``schema_columns`` object re-serialized canonically, when present.
+    #[getter]
+    fn schema_columns_json<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        self.inner
+            .schema_columns_json
+            .as_ref()
+            .map(|s| PyBytes::new(py, s.as_bytes()))
+    }
+
+    #[getter]
+    fn first_commit_seq(&self) -> i64 {
+        self.inner.first_commit_seq
+    }
+
+    #[getter]
+    fn last_commit_seq(&self) -> i64 {
+        self.inner.last_commit_seq
+    }
+
+    #[getter]
+    fn row_count(&self) -> usize {
+        self.inner.row_count()
+    }
+
+    #[getter]
+    fn payload_size(&self) -> usize {
+        self.inner.payload_size
+    }
+
+    /// Union of the keys of every ``row`` and ``pk`` object, in first-seen order.
+    fn column_names(&self) -> Vec<String> {
+        self.inner.column_names()
+    }
+
+    /// Rows as PostgreSQL COPY text format, one line per row op, releasing the GIL.
+    fn encode_state_copy<'py>(
+        &self,
+        py: Python<'py>,
+        columns: Vec<(String, String)>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let columns = columns
+            .into_iter()
+            .map(|(name, ty)| Ok((name, ty.parse::<core::PgType>()?)))
+            .collect::<Result<Vec<_>, core::CoreError>>()
+            .into_py_result()?;
+        let inner = &self.inner;
+        let out = py
+            .detach(|| inner.encode_state_copy(&columns))
+            .into_py_result()?;
+        Ok(PyBytes::new(py, &out))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "RowBatch(source_table={:?}, batch_id={:?}, rows={}, commit_seq={}..{})",
+            self.inner.source_table,
+            self.inner.batch_id,
+            self.inner.row_count(),
+            self.inner.first_commit_seq,
+            self.inner.last_commit_seq
+        )
+    }
+}
+
+/// Decode and validate a row batch, releasing the GIL; raises BatchRejected.
+#[pyfunction]
+fn decode_row_batch(py: Python<'_>, payload: &Bound<'_, PyAny>) -> PyResult<PyRowBatch> {
+    let payload = byte_arg(payload, "payload")?;
+    let inner = py
+        .detach(|| core::decode_row_batch(&payload))
+        .into_py_result()?;
+    Ok(PyRowBatch { inner })
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("MAX_BATCH_ROWS", core::MAX_BATCH_ROWS)?;
+    m.add("MAX_BATCH_BYTES", core::MAX_BATCH_BYTES)?;
+    m.add("SUPPORTED_FORMAT_VERSION", core::SUPPORTED_FORMAT_VERSION)?;
+    m.add_function(wrap_pyfunction!(sqlite_affinity, m)?)?;
+    m.add_function(wrap_pyfunction!(schema_fingerprint, m)?)?;
+    m.add_function(wrap_pyfunction!(pk_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(compress_blob, m)?)?;
+    m.add_function(wrap_pyfunction!(decompress_blob, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_row_batch, m)?)?;
+    m.add_class::<PyRowBatch>()?;
+    Ok(())
+}

@@ -1,0 +1,142 @@
+"""Shared fixtures: a fresh PostgreSQL database per test session, the broker URL,
+and builders for device payloads.
+
+``EDGESYNC_TEST_DATABASE_URL`` / ``EDGESYNC_TEST_MQTT_URL`` choose the servers; by
+default the local PostgreSQL (127.0.0.1:5432) and Mosquitto (127.0.0.1:1883).
+A missing server fails the run: these tests never skip for lack of a service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import asyncpg
+import orjson
+import pytest
+
+from edgesync import _core
+from edgesync.protocol import parse_broker_url
+from edgesync.store import create_pool, migrate
+
+BASE_DB = os.environ.get("EDGESYNC_TEST_DATABASE_URL",
+                         "postgresql://postgres@127.0.0.1:5432/postgres")
+MQTT_URL = os.environ.get("EDGESYNC_TEST_MQTT_URL", "mqtt://127.0.0.1:1883")
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item
+                                  ) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """``EDGESYNC_TEST_UVLOOP=1`` runs the whole suite on uvloop."""
+    if os.environ.get("EDGESYNC_TEST_UVLOOP") == "1":
+        import uvloop
+
+        return {"uvloop": uvloop.new_event_loop}
+    return {"asyncio": asyncio.new_event_loop}
+
+
+def _with_db(url: str, name: str) -> str:
+    head, _, query = url.partition("?")
+    base = head.rsplit("/", 1)[0]
+    return f"{base}/{name}" + (f"?{query}" if query else "")
+
+
+@pytest.fixture(scope="session")
+async def database_url() -> AsyncIterator[str]:
+    name = f"edgesync_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    try:
+        admin = await asyncpg.connect(BASE_DB)
+    except (OSError, asyncpg.PostgresError) as exc:
+        pytest.fail(f"PostgreSQL for tests is not reachable at {BASE_DB}: {exc}")
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    await admin.close()
+    yield _with_db(BASE_DB, name)
+    admin = await asyncpg.connect(BASE_DB)
+    await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    await admin.close()
+
+
+@pytest.fixture(scope="session")
+async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    p = await create_pool(database_url, max_size=8)
+    async with p.acquire() as conn:
+        await migrate(conn)
+    yield p
+    await p.close()
+
+
+@pytest.fixture(scope="session")
+def mqtt_url() -> str:
+    url = parse_broker_url(MQTT_URL)
+    try:
+        socket.create_connection((url.host, url.port), timeout=5).close()
+    except OSError as exc:
+        pytest.fail(f"MQTT broker for tests is not reachable at {MQTT_URL}: {exc}")
+    return MQTT_URL
+
+
+@pytest.fixture
+def unique() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+def uuid7() -> str:
+    """A UUIDv7 string for test payloads (time-ordered like the agent's)."""
+    import time
+
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms << 80) | (0x7 << 76) | ((rand >> 62) & 0xFFF) << 64 | (0b10 << 62) | (
+        rand & ((1 << 62) - 1))
+    return str(uuid.UUID(int=value))
+
+
+COLUMNS = [("id", "INTEGER", 1, True), ("mode", "TEXT", 0, True), ("setpoint", "REAL", 0, False)]
+
+
+class BatchFactory:
+    """Builds ``sync/rows/batch`` payloads the way the agent does."""
+
+    def __init__(self, table: str = "device_state",
+                 columns: list[tuple[str, str, int, bool]] | None = None) -> None:
+        self.table = table
+        self.epoch = uuid7()
+        self.seq = 0
+        self.set_columns(columns or COLUMNS)
+
+    def set_columns(self, columns: list[tuple[str, str, int, bool]]) -> None:
+        self.columns = columns
+        self.schema_hash, canonical = _core.schema_fingerprint(self.table, columns)
+        self.schema_columns = orjson.loads(canonical)
+
+    def rows(self, *ops: tuple[str, dict[str, Any]]) -> list[dict[str, Any]]:
+        pk_names = [c[0] for c in self.columns if c[2]]
+        out = []
+        for op, row in ops:
+            self.seq += 1
+            out.append({"commit_seq": self.seq, "op": op,
+                        "pk": {k: row[k] for k in pk_names},
+                        "row": None if op == "delete" else row})
+        return out
+
+    def payload(self, rows: list[dict[str, Any]], *, with_schema: bool = True,
+                **override: Any) -> bytes:
+        doc: dict[str, Any] = {
+            "format_version": 1, "capture_strategy": "sqlite_row_batch_v1",
+            "batch_id": uuid7(), "journal_epoch": self.epoch, "source_table": self.table,
+            "schema_hash": self.schema_hash,
+            "first_commit_seq": min(r["commit_seq"] for r in rows),
+            "last_commit_seq": max(r["commit_seq"] for r in rows), "rows": rows,
+        }
+        if with_schema:
+            doc["schema_columns"] = self.schema_columns
+        doc.update(override)
+        return orjson.dumps(doc)
+
+
+@pytest.fixture
+def batches() -> Iterator[Callable[..., BatchFactory]]:
+    yield BatchFactory
