@@ -38,3 +38,7 @@ echo "== pytest"
 # Run from the tests' point of view with the installed package, never the source tree.
 cd "$root"
 .venv-test/bin/python -m pytest -p no:cacheprovider --import-mode=importlib "$@"
+
+echo "== benchmark smoke"
+.venv-test/bin/python -m pytest -p no:cacheprovider --import-mode=importlib -q \
+  --benchmark-disable benches
