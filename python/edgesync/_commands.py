@@ -34,12 +34,14 @@ async def serve(args: argparse.Namespace) -> None:
 
 
 def agent_validate(path: Path) -> int:
-    from edgesync.agent import load_config
+    from edgesync.agent import validate_config
 
-    config = load_config(path)
-    print(f"{path}: OK")
-    print(config.summary() if hasattr(config, "summary") else config)
-    return 0
+    problems = validate_config(path)
+    for problem in problems:
+        print(f"{path}: {problem}")
+    if not problems:
+        print(f"{path}: OK")
+    return 1 if problems else 0
 
 
 async def agent_run(path: Path) -> None:

@@ -1,0 +1,12 @@
+"""The device agent: captures SQLite changes with triggers and publishes them over MQTT.
+
+    from edgesync.agent import Agent, load_config
+
+    async with Agent(load_config("/etc/edgesync/agent.yaml")) as agent:
+        await agent.run()
+"""
+
+from edgesync.agent._config import AgentConfig, load_config, validate_config
+from edgesync.agent._runner import Agent
+
+__all__ = ["Agent", "AgentConfig", "load_config", "validate_config"]

@@ -1,0 +1,124 @@
+"""The agent's MQTT link: one persistent session, reconnecting with jittered backoff.
+
+``MqttLink.run()`` connects (client id = device id, ``clean_session`` from the config),
+subscribes to ``{root}/sync/ingest/control`` at QoS 1 right after connecting, hands
+every control payload to a callback in arrival order, and reconnects after any broker
+failure. ``publish()`` waits for a connection, publishes at QoS 1 and returns once the
+broker's PUBACK arrived. aiomqtt errors never leave this module: they become
+``BrokerError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import NoReturn
+
+import aiomqtt
+
+from edgesync.agent._config import ConnectionConfig
+from edgesync.errors import BrokerError
+from edgesync.protocol import TopicKind, mqtt_client, topic_for
+
+__all__ = ["Backoff", "MqttLink", "raise_if_cancelling"]
+
+log = logging.getLogger("edgesync.agent")
+
+ControlHandler = Callable[[bytes], Awaitable[None]]
+
+
+def raise_if_cancelling() -> None:
+    """Re-raise a cancellation that was swallowed on the way.
+
+    On Python 3.11 ``asyncio.wait_for`` (used by aiomqtt) drops a cancellation that
+    arrives just as the awaited operation completes; loops call this so that a
+    cancelled task still stops.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
+class Backoff:
+    """Exponential backoff with jitter: the n-th delay is uniform in [d/2, d],
+    d = min(cap, base * 2**n)."""
+
+    def __init__(self, base: float = 0.5, cap: float = 60.0) -> None:
+        self.base, self.cap, self.attempt = base, cap, 0
+
+    def next_delay(self) -> float:
+        d = min(self.cap, self.base * 2.0**self.attempt)
+        self.attempt = min(self.attempt + 1, 30)
+        return d / 2 + random.uniform(0, d / 2)
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+class MqttLink:
+    def __init__(self, conn: ConnectionConfig, on_control: ControlHandler, *,
+                 publish_timeout_s: float = 30.0, backoff: Backoff | None = None) -> None:
+        self._conn = conn
+        self._on_control = on_control
+        self._publish_timeout = publish_timeout_s
+        self._backoff = backoff or Backoff()
+        self._client: aiomqtt.Client | None = None
+        self.connected = asyncio.Event()
+        self.control_topic = topic_for(conn.root_topic, TopicKind.INGEST_CONTROL)
+
+    async def run(self) -> NoReturn:
+        """Stay connected forever; cancel the task to stop."""
+        while True:
+            try:
+                await self._session()
+            except aiomqtt.MqttError as exc:
+                # aiomqtt may turn our cancellation into an MqttError while it
+                # disconnects; stopping wins over reconnecting.
+                raise_if_cancelling()
+                delay = self._backoff.next_delay()
+                log.warning("MQTT broker %s: %s; reconnecting in %.1fs",
+                            self._conn.broker, exc, delay)
+            else:  # pragma: no cover - the message stream only ends with an error
+                delay = self._backoff.next_delay()
+            await asyncio.sleep(delay)
+
+    async def _session(self) -> None:
+        client = mqtt_client(
+            self._conn.broker,
+            identifier=self._conn.device_id,
+            clean_session=self._conn.clean_session,
+            keepalive=max(1, round(self._conn.keep_alive_s)),
+            tls=self._conn.tls_files,
+        )
+        async with client:
+            await client.subscribe(self.control_topic, qos=1)
+            log.info("connected to %s as %s; subscribed to %s", self._conn.broker,
+                     self._conn.device_id, self.control_topic)
+            self._backoff.reset()
+            self._client = client
+            self.connected.set()
+            try:
+                async for message in client.messages:
+                    if isinstance(message.payload, bytes | bytearray):
+                        await self._on_control(bytes(message.payload))
+                    else:
+                        log.warning("ignoring a non-binary control payload on %s",
+                                    message.topic)
+            finally:
+                self.connected.clear()
+                self._client = None
+
+    async def publish(self, topic: str, payload: bytes) -> None:
+        """Publish at QoS 1 and wait for the PUBACK; BrokerError when that fails."""
+        await self.connected.wait()
+        client = self._client
+        if client is None:
+            raise BrokerError("not connected to the MQTT broker")
+        try:
+            await client.publish(topic, payload, qos=1, timeout=self._publish_timeout)
+        except aiomqtt.MqttError as exc:
+            raise_if_cancelling()
+            raise BrokerError(f"publish to {topic} failed: {exc}") from exc
+        raise_if_cancelling()

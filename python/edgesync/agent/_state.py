@@ -1,0 +1,231 @@
+"""``state.db``: the agent's own durable state, separate from the application database.
+
+Per replicated table: the journal epoch (UUIDv7), the publish cursor
+(``last_published_commit_seq``), the schema fingerprint and whether its
+``schema_columns`` have been sent, plus reserved pause columns. Per table at most one
+*pending* batch: its id and journal range are written here before it is published, so
+a restart re-sends the same ``batch_id`` for the same rows.
+
+The store is synchronous; the agent calls it from its single database thread.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgesync.agent._uuid7 import uuid7
+from edgesync.errors import StoreError
+
+__all__ = ["PendingBatch", "StateStore", "TableState"]
+
+_STATE_FORMAT = "1"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tables (
+    source_table              TEXT PRIMARY KEY,
+    journal_epoch             TEXT NOT NULL,
+    last_published_commit_seq INTEGER NOT NULL DEFAULT 0,
+    schema_hash               TEXT,
+    schema_json               TEXT,
+    schema_sent               INTEGER NOT NULL DEFAULT 0,
+    paused                    INTEGER NOT NULL DEFAULT 0,  -- reserved: pause_lineage
+    server_watermark          INTEGER                      -- reserved: pause_lineage
+);
+CREATE TABLE IF NOT EXISTS pending_batches (
+    source_table        TEXT PRIMARY KEY,
+    batch_id            TEXT NOT NULL,
+    journal_epoch       TEXT NOT NULL,
+    first_commit_seq    INTEGER NOT NULL,
+    last_commit_seq     INTEGER NOT NULL,
+    schema_hash         TEXT NOT NULL,
+    schema_columns_json TEXT
+);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class TableState:
+    source_table: str
+    journal_epoch: str
+    last_published_commit_seq: int
+    schema_hash: str | None
+    schema_json: str | None
+    schema_sent: bool
+    paused: bool
+    server_watermark: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingBatch:
+    """A batch chosen for publishing but not yet confirmed by a PUBACK."""
+
+    source_table: str
+    batch_id: str
+    journal_epoch: str
+    first_commit_seq: int
+    last_commit_seq: int
+    schema_hash: str
+    schema_columns_json: str | None  # set when this batch carries ``schema_columns``
+
+
+class StateStore:
+    def __init__(self, path: Path) -> None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open state database {str(path)!r}: {exc}") from exc
+        self.path = path
+        try:
+            self._db.execute("PRAGMA busy_timeout = 5000")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA synchronous = FULL")
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot prepare state database {str(path)!r}: {exc}") from exc
+        self._migrate()
+
+    # -- plumbing
+
+    def _tx(self) -> _Tx:
+        return _Tx(self._db)
+
+    def _migrate(self) -> None:
+        try:
+            with self._tx():
+                for stmt in _SCHEMA.split(";"):
+                    if stmt.strip():
+                        self._db.execute(stmt)
+                row = self._db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
+                if row is None:
+                    self._db.execute("INSERT INTO meta VALUES ('format', ?)", (_STATE_FORMAT,))
+                elif row[0] != _STATE_FORMAT:
+                    raise StoreError(
+                        f"state database {str(self.path)!r} has format {row[0]}, "
+                        f"this agent understands {_STATE_FORMAT}")
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot prepare state database {str(self.path)!r}: {exc}") from exc
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- journal identity
+
+    def bind_journal(self, journal_id: str) -> bool:
+        """Tie this state to the source database's journal instance.
+
+        When the journal was rebuilt (its id changed), every table gets a new epoch, its
+        cursor restarts at 0, its schema must be re-sent and pending batches are dropped.
+        Returns True when such a reset happened.
+        """
+        with self._tx():
+            row = self._db.execute("SELECT value FROM meta WHERE key='journal_id'").fetchone()
+            if row is not None and row[0] == journal_id:
+                return False
+            for (table,) in self._db.execute("SELECT source_table FROM tables").fetchall():
+                self._db.execute(
+                    "UPDATE tables SET journal_epoch=?, last_published_commit_seq=0, "
+                    "schema_sent=0, paused=0, server_watermark=NULL WHERE source_table=?",
+                    (uuid7(), table))
+            self._db.execute("DELETE FROM pending_batches")
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('journal_id', ?)",
+                             (journal_id,))
+            return row is not None
+
+    # -- tables
+
+    def table(self, name: str) -> TableState | None:
+        row = self._db.execute(
+            "SELECT source_table, journal_epoch, last_published_commit_seq, schema_hash, "
+            "schema_json, schema_sent, paused, server_watermark FROM tables "
+            "WHERE source_table=?", (name,)).fetchone()
+        if row is None:
+            return None
+        return TableState(row[0], row[1], row[2], row[3], row[4], bool(row[5]), bool(row[6]),
+                          row[7])
+
+    def tables(self) -> list[TableState]:
+        names = [r[0] for r in self._db.execute("SELECT source_table FROM tables ORDER BY 1")]
+        return [t for t in map(self.table, names) if t is not None]
+
+    def ensure_table(self, name: str, schema_hash: str, schema_json: str) -> TableState:
+        """Register ``name`` (new epoch on first sight) and record its current fingerprint.
+
+        A fingerprint different from the stored one marks the schema as not yet sent, so
+        the next batch carries ``schema_columns``.
+        """
+        with self._tx():
+            self._db.execute(
+                "INSERT INTO tables (source_table, journal_epoch, schema_hash, schema_json) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (source_table) DO UPDATE SET "
+                "schema_sent = CASE WHEN schema_hash IS excluded.schema_hash "
+                "                   THEN schema_sent ELSE 0 END, "
+                "schema_hash = excluded.schema_hash, schema_json = excluded.schema_json",
+                (name, uuid7(), schema_hash, schema_json))
+        state = self.table(name)
+        assert state is not None
+        return state
+
+    # -- pending batches
+
+    def pending(self, table: str) -> PendingBatch | None:
+        row = self._db.execute(
+            "SELECT source_table, batch_id, journal_epoch, first_commit_seq, last_commit_seq, "
+            "schema_hash, schema_columns_json FROM pending_batches WHERE source_table=?",
+            (table,)).fetchone()
+        return PendingBatch(*row) if row is not None else None
+
+    def save_pending(self, batch: PendingBatch) -> None:
+        """Durably record ``batch`` before it is published (one pending batch per table)."""
+        with self._tx():
+            self._db.execute(
+                "INSERT OR REPLACE INTO pending_batches VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (batch.source_table, batch.batch_id, batch.journal_epoch,
+                 batch.first_commit_seq, batch.last_commit_seq, batch.schema_hash,
+                 batch.schema_columns_json))
+
+    def confirm(self, batch: PendingBatch) -> None:
+        """The broker acknowledged ``batch``: advance the cursor and forget the pending row."""
+        with self._tx():
+            self._db.execute(
+                "UPDATE tables SET last_published_commit_seq = "
+                "  max(last_published_commit_seq, ?), "
+                "schema_sent = CASE WHEN ? AND schema_hash IS ? THEN 1 ELSE schema_sent END "
+                "WHERE source_table=? AND journal_epoch=?",
+                (batch.last_commit_seq, batch.schema_columns_json is not None,
+                 batch.schema_hash, batch.source_table, batch.journal_epoch))
+            self._db.execute(
+                "DELETE FROM pending_batches WHERE source_table=? AND batch_id=?",
+                (batch.source_table, batch.batch_id))
+
+    def record_progress(self, table: str, committed_commit_seq: int) -> None:
+        """The cloud committed everything up to ``committed_commit_seq``: nothing up to it
+        needs publishing again."""
+        with self._tx():
+            self._db.execute(
+                "UPDATE tables SET last_published_commit_seq = "
+                "  max(last_published_commit_seq, ?) WHERE source_table=?",
+                (committed_commit_seq, table))
+            self._db.execute(
+                "DELETE FROM pending_batches WHERE source_table=? AND last_commit_seq <= ?",
+                (table, committed_commit_seq))
+
+
+class _Tx:
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` on error) on an autocommit connection."""
+
+    __slots__ = ("_db",)
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self._db.execute("ROLLBACK" if exc_type is not None else "COMMIT")
