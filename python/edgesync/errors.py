@@ -17,7 +17,9 @@ never see a Rust-specific type.
     │                          asked; ``field`` names the offending part
     ├── NotFoundError          an object that does not exist (or is not visible)
     ├── ConflictError          optimistic-concurrency or state-machine conflict
-    └── BrokerError            the MQTT broker could not be reached or refused us
+    ├── BrokerError            the MQTT broker could not be reached or refused us
+    └── ControlRejected        a downlink control failed signature, expiry or replay
+                               checks; ``reason`` says which
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ __all__ = [
     "BrokerError",
     "ConfigError",
     "ConflictError",
+    "ControlRejected",
     "EdgesyncError",
     "IdentifierError",
     "InvalidRequestError",
@@ -101,3 +104,12 @@ class ConflictError(EdgesyncError):
 
 class BrokerError(EdgesyncError):
     """The MQTT broker could not be reached or refused the connection."""
+
+
+class ControlRejected(EdgesyncError):
+    """A signed downlink control was refused (unsigned, bad_signature, expired, replayed)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail

@@ -2,6 +2,7 @@
 
 from edgesync.protocol._broker_url import BrokerUrl, parse_broker_url
 from edgesync.protocol._mqtt import TlsFiles, mqtt_client
+from edgesync.protocol._signing import canonical_control, sign_control, verify_control
 from edgesync.protocol._topics import (
     DEVICE_TO_CLOUD,
     TopicKind,
@@ -17,9 +18,12 @@ __all__ = [
     "TlsFiles",
     "TopicKind",
     "TopicRef",
+    "canonical_control",
     "mqtt_client",
     "parse_broker_url",
     "parse_topic",
+    "sign_control",
     "topic_for",
+    "verify_control",
     "worker_subscriptions",
 ]
