@@ -16,7 +16,8 @@ from importlib import resources
 from edgesync.errors import SchemaTooNewError, StoreError
 from edgesync.store._conn import Conn
 
-__all__ = ["KNOWN_VERSION", "Migration", "applied_version", "load_migrations", "migrate"]
+__all__ = ["KNOWN_VERSION", "Migration", "applied_version", "applied_versions", "load_migrations",
+           "migrate"]
 
 _log = logging.getLogger(__name__)
 _LOCK_KEY = 0x6564_6765_7379_6E63 >> 1  # "edgesync", kept inside bigint range
@@ -38,12 +39,12 @@ def load_migrations() -> list[Migration]:
             found.append(Migration(int(m.group(1)), m.group(2), entry.read_text("utf-8")))
     found.sort(key=lambda mig: mig.version)
     versions = [mig.version for mig in found]
-    if versions != list(range(1, len(found) + 1)):
-        raise StoreError(f"migration files are not numbered 1..N: {versions}")
+    if len(set(versions)) != len(versions):
+        raise StoreError(f"two migration files share a number: {versions}")
     return found
 
 
-KNOWN_VERSION = len(load_migrations())
+KNOWN_VERSION = max(m.version for m in load_migrations())
 
 _LEDGER = """
 CREATE TABLE IF NOT EXISTS edge_schema_migrations (
@@ -53,11 +54,16 @@ CREATE TABLE IF NOT EXISTS edge_schema_migrations (
 )"""
 
 
-async def applied_version(conn: Conn) -> int:
+async def applied_versions(conn: Conn) -> set[int]:
     exists = await conn.fetchval("SELECT to_regclass('edge_schema_migrations') IS NOT NULL")
     if not exists:
-        return 0
-    return int(await conn.fetchval("SELECT coalesce(max(version), 0) FROM edge_schema_migrations"))
+        return set()
+    rows = await conn.fetch("SELECT version FROM edge_schema_migrations")
+    return {int(r["version"]) for r in rows}
+
+
+async def applied_version(conn: Conn) -> int:
+    return max(await applied_versions(conn), default=0)
 
 
 async def migrate(conn: Conn) -> int:
@@ -66,14 +72,17 @@ async def migrate(conn: Conn) -> int:
     await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_KEY)
     try:
         await conn.execute(_LEDGER)
-        current = await applied_version(conn)
-        if current > len(migrations):
+        applied = await applied_versions(conn)
+        unknown = sorted(applied - {m.version for m in migrations})
+        if unknown:
             raise SchemaTooNewError(
-                f"database schema is at version {current}, but this edgesync knows only "
-                f"versions up to {len(migrations)}: upgrade edgesync before serving this database"
+                f"database carries schema version(s) {unknown} that this edgesync does not know "
+                f"(it knows up to {KNOWN_VERSION}): upgrade edgesync before serving this database"
             )
         ran = 0
-        for mig in migrations[current:]:
+        # Every known migration not yet applied runs, in number order; a gap left by a
+        # migration added later on another branch is filled when it arrives.
+        for mig in (m for m in migrations if m.version not in applied):
             async with conn.transaction():
                 await conn.execute(mig.sql)
                 await conn.execute(
