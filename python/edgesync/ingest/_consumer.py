@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 
 import aiomqtt
 
 from edgesync.ingest._pipeline import IngestPipeline
-from edgesync.protocol import BrokerUrl, TlsFiles, mqtt_client, worker_subscriptions
+from edgesync.protocol import (
+    Backoff,
+    BrokerUrl,
+    TlsFiles,
+    mqtt_client,
+    raise_if_cancelling,
+    worker_subscriptions,
+)
 
 __all__ = ["MqttIngest"]
 
@@ -27,27 +33,27 @@ class MqttIngest:
         self.connected = asyncio.Event()
 
     async def run(self) -> None:
-        delay = 0.5
+        backoff = Backoff()
         while True:
             try:
-                await self._consume()
+                await self._consume(backoff)
             except aiomqtt.MqttError as exc:
-                self.connected.clear()
-                # Full jitter keeps a fleet of workers from reconnecting in lockstep.
-                wait = random.uniform(0, delay)
+                raise_if_cancelling()
+                wait = backoff.next_delay()
                 _log.warning("broker %s: %s; reconnecting in %.1fs", self._url, exc, wait)
                 await asyncio.sleep(wait)
-                delay = min(delay * 2, 30.0)
-            else:
-                delay = 0.5
+            finally:
+                self.connected.clear()
 
-    async def _consume(self) -> None:
+    async def _consume(self, backoff: Backoff) -> None:
         client = mqtt_client(self._url, identifier=self._client_id, clean_session=False,
                              tls=self._tls)
         async with client:
+            raise_if_cancelling()  # a stop that arrived while connecting
             for topic_filter in worker_subscriptions(self._shared_group):
                 await client.subscribe(topic_filter, qos=1)
             self.connected.set()
+            backoff.reset()
             _log.info("ingest subscribed on %s", self._url)
             async for message in client.messages:
                 payload = message.payload

@@ -27,6 +27,13 @@ async def claim_batch(conn: Conn, device_id: uuid.UUID, topic_kind: str,
         device_id, uuid.UUID(batch.batch_id), topic_kind, batch.source_table, batch.schema_hash,
         uuid.UUID(batch.journal_epoch), batch.first_commit_seq, batch.last_commit_seq,
         batch.row_count, batch.payload_size)
+    if seg_id is None:
+        # Seen again: a new seen_seq makes the progress reporter confirm it once more, so
+        # a device that missed the first confirmation stops re-sending.
+        await conn.execute(
+            "UPDATE edge_export_segments SET seen_seq = nextval('edge_export_segments_seen_seq') "
+            "WHERE device_id = $1 AND batch_id = $2 AND outcome <> 'rejected'",
+            device_id, uuid.UUID(batch.batch_id))
     return seg_id
 
 

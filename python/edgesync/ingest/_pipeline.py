@@ -16,10 +16,12 @@ import orjson
 
 from edgesync import _core
 from edgesync._core import RowBatch
+from edgesync.control import record_materialization_failure
 from edgesync.errors import BatchRejected
 from edgesync.governance import admit, lock_lineage
 from edgesync.ingest._ledger import claim_batch, record_rejection, settle_batch
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
+from edgesync.ingest._telemetry import ingest_telemetry
 from edgesync.materialize import StateTarget
 from edgesync.protocol import TopicKind, parse_topic
 from edgesync.registry import DeviceResolver, DeviceScope
@@ -49,6 +51,8 @@ class IngestPipeline:
                 f"no device {ref.device_name!r} in a project with topic slug {ref.slug!r}"))
         if ref.kind is TopicKind.ROWS_BATCH:
             return self._count(await self._rows_batch(scope, payload))
+        if ref.kind is TopicKind.TELEMETRY_BATCH:
+            return self._count(await ingest_telemetry(self._pool, scope, payload))
         if ref.kind is TopicKind.INGEST_ACK:
             return self._count(await self._ack(scope, payload))
         return self._count(IngestOutcome(OutcomeStatus.IGNORED, None,
@@ -97,10 +101,7 @@ class IngestPipeline:
                 await target.apply(conn, scope.device_id, batch)
         except (BatchRejected, asyncpg.DataError, asyncpg.IntegrityConstraintViolationError,
                 asyncpg.UndefinedColumnError, asyncpg.UndefinedTableError) as exc:
-            await conn.execute(
-                "UPDATE edge_table_lineages SET materialization_errors = "
-                "materialization_errors + 1, last_error = $2, updated_at = now() WHERE id = $1",
-                lineage_id, str(exc)[:2000])
+            await record_materialization_failure(conn, lineage_id, str(exc))
             _log.warning("materialization of batch %s failed: %s", batch.batch_id, exc)
             return str(exc)
         await conn.execute(

@@ -2,6 +2,7 @@
 
 from edgesync.protocol._broker_url import BrokerUrl, parse_broker_url
 from edgesync.protocol._mqtt import TlsFiles, mqtt_client
+from edgesync.protocol._reconnect import Backoff, raise_if_cancelling
 from edgesync.protocol._signing import canonical_control, sign_control, verify_control
 from edgesync.protocol._topics import (
     DEVICE_TO_CLOUD,
@@ -14,6 +15,7 @@ from edgesync.protocol._topics import (
 
 __all__ = [
     "DEVICE_TO_CLOUD",
+    "Backoff",
     "BrokerUrl",
     "TlsFiles",
     "TopicKind",
@@ -22,6 +24,7 @@ __all__ = [
     "mqtt_client",
     "parse_broker_url",
     "parse_topic",
+    "raise_if_cancelling",
     "sign_control",
     "topic_for",
     "verify_control",

@@ -18,7 +18,9 @@ from types import TracebackType
 import asyncpg
 import platformdirs
 
+from edgesync.api import ApiServer, bind_socket, create_app
 from edgesync.broker import embedded_broker
+from edgesync.control import BackpressureSweeper, ControlSender, MqttPublisher, ProgressReporter
 from edgesync.ingest import IngestPipeline, MqttIngest
 from edgesync.protocol import BrokerUrl, TlsFiles, parse_broker_url
 from edgesync.staging import Replayer
@@ -42,6 +44,9 @@ class ServerSettings:
     client_id: str = field(default_factory=lambda: f"edgesync-worker-{socket.gethostname()}")
     shared_group: str | None = None
     tls: TlsFiles | None = None
+    api_host: str = "127.0.0.1"
+    api_port: int | None = None
+    """Port of the HTTP API (0: any free port); ``None`` serves no API."""
 
 
 class Server:
@@ -54,6 +59,11 @@ class Server:
         self.pipeline: IngestPipeline | None = None
         self.ingest: MqttIngest | None = None
         self.replayer: Replayer | None = None
+        self.api: ApiServer | None = None
+        self.publisher: MqttPublisher | None = None
+        self.controls: ControlSender | None = None
+        self.progress: ProgressReporter | None = None
+        self.sweeper: BackpressureSweeper | None = None
 
     async def __aenter__(self) -> Server:
         s = self.settings
@@ -77,6 +87,16 @@ class Server:
             self.ingest = MqttIngest(self.pipeline, self.broker, client_id=s.client_id,
                                      tls=s.tls, shared_group=s.shared_group)
             self.replayer = Replayer(self.pool)
+            if s.api_port is not None:
+                sock = bind_socket(s.api_host, s.api_port)
+                self._stack.callback(sock.close)
+                self.api = ApiServer(create_app(self.pool), sock)
+                _log.info("HTTP API listening on %s", self.api.url)
+            self.publisher = MqttPublisher(self.broker, client_id=f"{s.client_id}-control",
+                                           tls=s.tls)
+            self.controls = ControlSender(self.pool, self.publisher)
+            self.progress = ProgressReporter(self.pool, self.publisher)
+            self.sweeper = BackpressureSweeper(self.pool)
         except BaseException:
             await self._stack.aclose()
             raise
@@ -88,10 +108,17 @@ class Server:
 
     async def run(self) -> None:
         """Run until cancelled."""
-        assert self.ingest and self.replayer
+        assert self.ingest and self.replayer and self.publisher and self.controls
+        assert self.progress and self.sweeper
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.ingest.run(), name="edgesync.ingest")
             tg.create_task(self.replayer.run(), name="edgesync.replay")
+            if self.api is not None:
+                tg.create_task(self.api.run(), name="edgesync.api")
+            tg.create_task(self.publisher.run(), name="edgesync.control.publisher")
+            tg.create_task(self.controls.run(), name="edgesync.control.outbox")
+            tg.create_task(self.progress.run(), name="edgesync.control.progress")
+            tg.create_task(self.sweeper.run(), name="edgesync.control.backpressure")
 
     async def wait_ready(self, limit: float = 30.0) -> None:
         assert self.ingest

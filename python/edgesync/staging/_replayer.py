@@ -16,8 +16,10 @@ import uuid
 import asyncpg
 
 from edgesync import _core
+from edgesync.control import record_materialization_failure
 from edgesync.errors import BatchRejected
 from edgesync.governance import REPLAY_CHANNEL, emit, get_lineage_for_update, load_state_target
+from edgesync.materialize import TsTarget
 from edgesync.staging._staged import unstage
 
 __all__ = ["Replayer"]
@@ -49,8 +51,12 @@ class Replayer:
 
     async def drain_pending(self) -> int:
         async with self._pool.acquire() as conn:
+            # Telemetry lineages first (telemetry-first replay when both kinds wait).
             lineages = await conn.fetch(
-                "SELECT DISTINCT lineage_id FROM edge_replay_intents WHERE status = 'pending'")
+                "SELECT i.lineage_id FROM edge_replay_intents i "
+                "JOIN edge_table_lineages l ON l.id = i.lineage_id WHERE i.status = 'pending' "
+                "GROUP BY i.lineage_id, l.pipeline ORDER BY l.pipeline <> 'telemetry', "
+                "min(i.created_at)")
         total = 0
         for rec in lineages:
             total += await self.replay_lineage(rec["lineage_id"])
@@ -63,13 +69,15 @@ class Replayer:
                 lineage = await get_lineage_for_update(conn, lineage_id)
                 if lineage is None:
                     return replayed
-                if lineage.status == "paused" and lineage.pause_reason != "schema_review":
-                    return replayed  # backpressure / breaker: resumes through their own path
+                if lineage.status == "paused" and lineage.pause_reason == "circuit_breaker":
+                    return replayed  # resumes through reset-materialization
                 staged = await conn.fetch(
-                    "SELECT id, schema_hash, blob, row_count, byte_count FROM edge_staged_rows "
+                    "SELECT id, schema_hash, pipeline, blob, row_count, byte_count "
+                    "FROM edge_staged_rows "
                     "WHERE lineage_id = $1 AND staging_reason <> 'materialization_failed' "
                     "AND schema_hash IN (SELECT schema_hash FROM edge_schema_versions "
-                    "  WHERE lineage_id = $1 AND status = 'approved') ORDER BY id LIMIT $2",
+                    "  WHERE lineage_id = $1 AND status = 'approved') "
+                    "ORDER BY pipeline <> 'telemetry', id LIMIT $2",
                     lineage_id, _CHUNK)
                 if not staged:
                     done = await conn.fetchval(
@@ -85,18 +93,21 @@ class Replayer:
                     assert target is not None
                     try:
                         async with conn.transaction():
-                            batch = _core.decode_row_batch(_core.decompress_blob(rec["blob"]))
-                            await target.apply(conn, lineage.device_id, batch)
+                            payload = _core.decompress_blob(rec["blob"])
+                            if rec["pipeline"] == "telemetry":
+                                await TsTarget(target.table, target.columns).apply(
+                                    conn, lineage.device_id,
+                                    _core.decode_telemetry_batch(payload))
+                            else:
+                                await target.apply(conn, lineage.device_id,
+                                                   _core.decode_row_batch(payload))
                     except (BatchRejected, asyncpg.PostgresError) as exc:
                         _log.warning("replay of staged batch %s failed: %s", rec["id"], exc)
                         await conn.execute(
                             "UPDATE edge_staged_rows "
                             "SET staging_reason = 'materialization_failed' WHERE id = $1",
                             rec["id"])
-                        await conn.execute(
-                            "UPDATE edge_table_lineages SET materialization_errors = "
-                            "materialization_errors + 1, last_error = $2 WHERE id = $1",
-                            lineage_id, str(exc))
+                        await record_materialization_failure(conn, lineage_id, str(exc))
                         continue
                     await unstage(conn, rec["id"], lineage_id, rec["row_count"], rec["byte_count"])
                     await conn.execute(

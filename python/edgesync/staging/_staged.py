@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 import asyncpg
 import orjson
 
 from edgesync import _core
-from edgesync._core import RowBatch
+from edgesync._core import RowBatch, TelemetryBatch
+from edgesync.control import check_backpressure
 from edgesync.store import Conn
 
-__all__ = ["list_staged_rows", "stage_row_batch", "unstage"]
+__all__ = ["list_staged_rows", "stage_row_batch", "stage_telemetry_batch", "unstage"]
 
 
 async def stage_row_batch(conn: Conn, *, lineage_id: uuid.UUID,
@@ -33,6 +35,27 @@ async def stage_row_batch(conn: Conn, *, lineage_id: uuid.UUID,
         "UPDATE edge_table_lineages SET staged_rows = staged_rows + $2, "
         "staged_bytes = staged_bytes + $3, updated_at = now() WHERE id = $1",
         lineage_id, batch.row_count, len(payload))
+    await check_backpressure(conn, lineage_id)
+
+
+async def stage_telemetry_batch(conn: Conn, *, lineage_id: uuid.UUID,
+                                device_id: uuid.UUID, segment_id: int, batch: TelemetryBatch,
+                                payload: bytes, reason: str) -> None:
+    """Like ``stage_row_batch``, keeping the batch's event time range and batch_seq."""
+    blob = _core.compress_blob(payload)
+    await conn.execute(
+        "INSERT INTO edge_staged_rows (lineage_id, device_id, segment_id, source_table, "
+        "staging_reason, schema_hash, pipeline, batch_seq, first_event_ts, last_event_ts, "
+        "row_count, byte_count, blob) "
+        "VALUES ($1, $2, $3, $4, $5, $6, 'telemetry', $7, $8, $9, $10, $11, $12)",
+        lineage_id, device_id, segment_id, batch.source_table, reason, batch.schema_hash,
+        batch.batch_seq, datetime.fromisoformat(batch.first_event_ts),
+        datetime.fromisoformat(batch.last_event_ts), batch.row_count, len(payload), blob)
+    await conn.execute(
+        "UPDATE edge_table_lineages SET staged_rows = staged_rows + $2, "
+        "staged_bytes = staged_bytes + $3, updated_at = now() WHERE id = $1",
+        lineage_id, batch.row_count, len(payload))
+    await check_backpressure(conn, lineage_id)
 
 
 async def unstage(conn: Conn, staged_id: int, lineage_id: uuid.UUID,

@@ -1,0 +1,30 @@
+"""Downlink control: the outbox and its sender, progress confirmations, and the pauses
+that reach devices (backpressure, materialization circuit breaker)."""
+
+from edgesync.control._flow import (
+    check_backpressure,
+    record_materialization_failure,
+    reset_materialization,
+    sweep_backpressure,
+)
+from edgesync.control._outbox import CONTROL_CHANNEL, enqueue_control
+from edgesync.control._policy import FlowPolicy
+from edgesync.control._progress import ProgressReporter
+from edgesync.control._publisher import MqttPublisher
+from edgesync.control._sender import ControlSender, Publisher
+from edgesync.control._sweeper import BackpressureSweeper
+
+__all__ = [
+    "CONTROL_CHANNEL",
+    "BackpressureSweeper",
+    "ControlSender",
+    "FlowPolicy",
+    "MqttPublisher",
+    "ProgressReporter",
+    "Publisher",
+    "check_backpressure",
+    "enqueue_control",
+    "record_materialization_failure",
+    "reset_materialization",
+    "sweep_backpressure",
+]

@@ -1,0 +1,152 @@
+"""Pauses that reach the device: volume backpressure and the materialization breaker.
+
+Both differ from a schema-review pause (which the device never hears about): the
+lineage pauses, the device gets ``pause_lineage`` with the last accepted sequence as
+``server_watermark`` through the outbox, and later ``resume_lineage``. Every state
+change and its control are written in one transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+import asyncpg
+
+from edgesync.control._outbox import enqueue_control
+from edgesync.control._policy import FlowPolicy
+from edgesync.governance import emit
+from edgesync.store import Conn
+
+__all__ = ["check_backpressure", "record_materialization_failure", "reset_materialization",
+           "sweep_backpressure"]
+
+_log = logging.getLogger(__name__)
+
+_LINEAGE = """
+SELECT l.*, p.policy FROM edge_table_lineages l JOIN edge_projects p ON p.id = l.project_id
+WHERE l.id = $1 FOR UPDATE OF l
+"""
+
+
+async def _watermark(conn: Conn, lineage: asyncpg.Record) -> int:
+    column = "batch_seq" if lineage["pipeline"] == "telemetry" else "last_commit_seq"
+    value = await conn.fetchval(
+        f"SELECT max({column}) FROM edge_export_segments WHERE device_id = $1 "
+        "AND source_table = $2 AND outcome <> 'rejected'",
+        lineage["device_id"], lineage["source_table"])
+    return int(value or 0)
+
+
+async def _pause_device(conn: Conn, lineage: asyncpg.Record, reason: str, detail: str) -> None:
+    await conn.execute(
+        "UPDATE edge_table_lineages SET status = 'paused', pause_reason = $2, "
+        "paused_by_control = true, updated_at = now() WHERE id = $1", lineage["id"], reason)
+    await enqueue_control(conn, device_id=lineage["device_id"], lineage_id=lineage["id"],
+                          kind="pause_lineage",
+                          body={"source_table": lineage["source_table"],
+                                "server_watermark": await _watermark(conn, lineage),
+                                "reason": detail})
+    await emit(conn, lineage["project_id"], "integration.edge_table_lineage.ingestion_paused.v1",
+               lineage["id"], {"lineage_id": str(lineage["id"]), "reason": reason,
+                               "detail": detail})
+    _log.warning("lineage %s paused (%s): %s", lineage["id"], reason, detail)
+
+
+async def _resume_device(conn: Conn, lineage: asyncpg.Record) -> None:
+    """Lift a device-visible pause. A schema review still open keeps the lineage paused
+    in the cloud (rows stage), but the device may send again."""
+    open_review = await conn.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM edge_schema_reviews WHERE lineage_id = $1 "
+        "AND status IN ('queued', 'in_review'))", lineage["id"])
+    status, reason = ("paused", "schema_review") if open_review else ("active", None)
+    await conn.execute(
+        "UPDATE edge_table_lineages SET status = $2, pause_reason = $3, "
+        "paused_by_control = false, updated_at = now() WHERE id = $1",
+        lineage["id"], status, reason)
+    if lineage["paused_by_control"]:
+        await enqueue_control(conn, device_id=lineage["device_id"], lineage_id=lineage["id"],
+                              kind="resume_lineage",
+                              body={"source_table": lineage["source_table"],
+                                    "server_watermark": await _watermark(conn, lineage)})
+    if status == "active":
+        await emit(conn, lineage["project_id"],
+                   "integration.edge_table_lineage.ingestion_resumed.v1", lineage["id"],
+                   {"lineage_id": str(lineage["id"])})
+
+
+async def check_backpressure(conn: Conn, lineage_id: uuid.UUID) -> bool:
+    """After staging: pause the device when the lineage's backlog crossed a cap.
+    Returns whether a pause was sent now."""
+    lineage = await conn.fetchrow(_LINEAGE, lineage_id)
+    if lineage is None or lineage["paused_by_control"]:
+        return False
+    policy = FlowPolicy.from_project(dict(lineage["policy"]))
+    if not policy.over_cap(lineage["staged_rows"], lineage["staged_bytes"]):
+        return False
+    await _pause_device(conn, lineage, "backpressure",
+                        f"staged backlog {lineage['staged_rows']} rows / "
+                        f"{lineage['staged_bytes']} bytes exceeds the project's cap")
+    return True
+
+
+async def sweep_backpressure(conn: Conn) -> int:
+    """Resume lineages paused for backpressure whose backlog fell below the threshold."""
+    ids = await conn.fetch(
+        "SELECT id FROM edge_table_lineages WHERE pause_reason = 'backpressure'")
+    resumed = 0
+    for rec in ids:
+        async with conn.transaction():
+            lineage = await conn.fetchrow(_LINEAGE, rec["id"])
+            if lineage is None or lineage["pause_reason"] != "backpressure":
+                continue
+            policy = FlowPolicy.from_project(dict(lineage["policy"]))
+            if policy.below_resume(lineage["staged_rows"], lineage["staged_bytes"]):
+                await _resume_device(conn, lineage)
+                resumed += 1
+    return resumed
+
+
+async def record_materialization_failure(conn: Conn, lineage_id: uuid.UUID, error: str) -> bool:
+    """Count a permanent write error; the breaker opens at the policy's threshold.
+    Returns whether the lineage was paused now."""
+    lineage = await conn.fetchrow(_LINEAGE, lineage_id)
+    if lineage is None:
+        return False
+    errors = int(lineage["materialization_errors"]) + 1
+    await conn.execute(
+        "UPDATE edge_table_lineages SET materialization_errors = $2, last_error = $3, "
+        "updated_at = now() WHERE id = $1", lineage_id, errors, error[:2000])
+    await emit(conn, lineage["project_id"],
+               "integration.edge_export_segment.materialization_failed.v1", lineage_id,
+               {"lineage_id": str(lineage_id), "error": error[:500]})
+    policy = FlowPolicy.from_project(dict(lineage["policy"]))
+    if lineage["status"] != "active" or errors < policy.breaker_threshold:
+        return False
+    await _pause_device(conn, lineage, "circuit_breaker",
+                        f"{errors} permanent materialization errors; last: {error[:300]}")
+    return True
+
+
+async def reset_materialization(conn: Conn, lineage_id: uuid.UUID) -> dict[str, Any]:
+    """Operator reset after fixing the cause: clear the breaker, make failed staged rows
+    replayable again, schedule replay, and resume the device if it had been paused."""
+    lineage = await conn.fetchrow(_LINEAGE, lineage_id)
+    if lineage is None:
+        from edgesync.errors import NotFoundError
+
+        raise NotFoundError(f"lineage {lineage_id} not found")
+    await conn.execute(
+        "UPDATE edge_table_lineages SET materialization_errors = 0, last_error = NULL, "
+        "updated_at = now() WHERE id = $1", lineage_id)
+    requeued = await conn.execute(
+        "UPDATE edge_staged_rows SET staging_reason = 'lineage_paused' "
+        "WHERE lineage_id = $1 AND staging_reason = 'materialization_failed'", lineage_id)
+    if lineage["pause_reason"] == "circuit_breaker":
+        await _resume_device(conn, lineage)
+    await conn.execute(
+        "INSERT INTO edge_replay_intents (id, lineage_id) VALUES ($1, $2)",
+        uuid.uuid4(), lineage_id)
+    await conn.execute("SELECT pg_notify('edge_replay', $1)", str(lineage_id))
+    return {"lineage_id": lineage_id, "requeued_batches": int(requeued.rsplit(" ", 1)[-1])}

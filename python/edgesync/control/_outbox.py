@@ -1,0 +1,29 @@
+"""The transactional outbox of downlink controls.
+
+A control is written in the same transaction as the decision that caused it (a
+pause, a resume, a state write), so the decision and the intent to tell the device
+commit together; the sender publishes it afterwards and again until the device
+acknowledges its ``control_id``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from edgesync.store import Conn
+
+__all__ = ["CONTROL_CHANNEL", "enqueue_control"]
+
+CONTROL_CHANNEL = "edge_controls"
+
+
+async def enqueue_control(conn: Conn, *, device_id: uuid.UUID, lineage_id: uuid.UUID | None,
+                          kind: str, body: dict[str, Any]) -> uuid.UUID:
+    control_id = uuid.uuid4()
+    doc = {"control_id": str(control_id), "control_kind": kind, **body}
+    await conn.execute(
+        "INSERT INTO edge_pending_controls (id, device_id, lineage_id, control_kind, body) "
+        "VALUES ($1, $2, $3, $4, $5)", control_id, device_id, lineage_id, kind, doc)
+    await conn.execute("SELECT pg_notify($1, $2)", CONTROL_CHANNEL, str(device_id))
+    return control_id

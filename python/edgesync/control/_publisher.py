@@ -1,0 +1,57 @@
+"""A long-lived MQTT connection the worker uses to publish downlink controls."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import aiomqtt
+
+from edgesync.errors import BrokerError
+from edgesync.protocol import Backoff, BrokerUrl, TlsFiles, mqtt_client, raise_if_cancelling
+
+__all__ = ["MqttPublisher"]
+
+_log = logging.getLogger(__name__)
+
+
+class MqttPublisher:
+    def __init__(self, url: BrokerUrl, *, client_id: str, tls: TlsFiles | None = None) -> None:
+        self._url = url
+        self._client_id = client_id
+        self._tls = tls
+        self._client: aiomqtt.Client | None = None
+        self.connected = asyncio.Event()
+
+    async def run(self) -> None:
+        backoff = Backoff()
+        while True:
+            try:
+                client = mqtt_client(self._url, identifier=self._client_id, clean_session=True,
+                                     tls=self._tls)
+                async with client:
+                    raise_if_cancelling()  # a stop that arrived while connecting
+                    self._client = client
+                    self.connected.set()
+                    backoff.reset()
+                    # Nothing is subscribed: iterating only surfaces a lost connection.
+                    async for _ in client.messages:
+                        pass
+            except aiomqtt.MqttError as exc:
+                raise_if_cancelling()
+                wait = backoff.next_delay()
+                _log.warning("control publisher on %s: %s; reconnecting in %.1fs",
+                             self._url, exc, wait)
+                await asyncio.sleep(wait)
+            finally:
+                self.connected.clear()
+                self._client = None
+
+    async def publish(self, topic: str, payload: bytes) -> None:
+        await self.connected.wait()
+        assert self._client is not None
+        try:
+            await self._client.publish(topic, payload, qos=1)
+        except aiomqtt.MqttError as exc:
+            raise_if_cancelling()
+            raise BrokerError(f"publishing on {topic} failed: {exc}") from exc

@@ -1,0 +1,94 @@
+"""Publishes pending controls from the outbox until each is acknowledged.
+
+A control is (re)published when it was never sent or its last send is older than
+``resend_after``; the broker's persistent session delivers it to a device that was
+offline. Devices with signed control get a fresh ``sig_seq`` and expiry each time a
+control is signed, so a re-sent control is never a replay of an expired one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import timedelta
+from typing import Any, Protocol
+
+import asyncpg
+import orjson
+
+from edgesync.control._outbox import CONTROL_CHANNEL
+from edgesync.control._signer import sign_for_device
+from edgesync.errors import BrokerError, ConfigError
+from edgesync.protocol import TopicKind, topic_for
+
+__all__ = ["ControlSender", "Publisher"]
+
+_log = logging.getLogger(__name__)
+
+
+class Publisher(Protocol):
+    async def publish(self, topic: str, payload: bytes) -> None: ...
+
+
+class ControlSender:
+    def __init__(self, pool: asyncpg.Pool, publisher: Publisher, *,
+                 resend_after: timedelta = timedelta(seconds=30),
+                 signature_ttl: timedelta = timedelta(minutes=10),
+                 poll_interval: float = 2.0) -> None:
+        self._pool = pool
+        self._publisher = publisher
+        self._resend_after = resend_after
+        self._ttl = signature_ttl
+        self._poll = poll_interval
+        self._wake = asyncio.Event()
+
+    async def run(self) -> None:
+        async with self._pool.acquire() as listener:
+            await listener.add_listener(CONTROL_CHANNEL, self._on_notify)
+            try:
+                while True:
+                    try:
+                        await self.send_due()
+                    except (OSError, asyncpg.PostgresError, BrokerError) as exc:
+                        _log.warning("control sender: %s", exc)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), self._poll)
+                    self._wake.clear()
+            finally:
+                await listener.remove_listener(CONTROL_CHANNEL, self._on_notify)
+
+    def _on_notify(self, *_: object) -> None:
+        self._wake.set()
+
+    async def send_due(self) -> int:
+        """Publish every control that is due; returns how many were sent."""
+        sent = 0
+        async with self._pool.acquire() as conn:
+            due = await conn.fetch(
+                "SELECT c.id, c.body, d.id AS device_id, d.name, p.topic_slug "
+                "FROM edge_pending_controls c JOIN edge_devices d ON d.id = c.device_id "
+                "JOIN edge_projects p ON p.id = d.project_id "
+                "WHERE c.status = 'pending' AND (c.last_sent_at IS NULL "
+                "  OR c.last_sent_at < now() - $1::interval) "
+                "ORDER BY c.created_at LIMIT 500", self._resend_after)
+            for rec in due:
+                async with conn.transaction():
+                    body: dict[str, Any] | None
+                    error: str | None = None
+                    try:
+                        body = await sign_for_device(conn, rec["device_id"], dict(rec["body"]),
+                                                     ttl=self._ttl)
+                    except ConfigError as exc:
+                        _log.error("control %s not sent: %s", rec["id"], exc)
+                        body, error = None, str(exc)
+                    await conn.execute(
+                        "UPDATE edge_pending_controls SET attempts = attempts + 1, "
+                        "last_sent_at = now(), sig_seq = $2, last_error = $3 WHERE id = $1",
+                        rec["id"], body.get("sig_seq") if body else None, error)
+                if body is None:
+                    continue
+                topic = topic_for(f"{rec['topic_slug']}/{rec['name']}", TopicKind.INGEST_CONTROL)
+                await self._publisher.publish(topic, orjson.dumps(body))
+                sent += 1
+        return sent

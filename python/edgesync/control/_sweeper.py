@@ -1,0 +1,38 @@
+"""Periodic backpressure sweep (one worker at a time, by advisory lock)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import asyncpg
+
+from edgesync.control._flow import sweep_backpressure
+
+__all__ = ["BackpressureSweeper"]
+
+_log = logging.getLogger(__name__)
+_LOCK = 0x65_64_67_65_73_77  # "edgesw"
+
+
+class BackpressureSweeper:
+    def __init__(self, pool: asyncpg.Pool, *, interval: float = 2.0) -> None:
+        self._pool = pool
+        self._interval = interval
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.sweep()
+            except (OSError, asyncpg.PostgresError) as exc:
+                _log.warning("backpressure sweep: %s", exc)
+            await asyncio.sleep(self._interval)
+
+    async def sweep(self) -> int:
+        async with self._pool.acquire() as conn:
+            if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", _LOCK):
+                return 0
+            try:
+                return await sweep_backpressure(conn)
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK)
