@@ -17,6 +17,8 @@ never see a Rust-specific type.
     │                          asked; ``field`` names the offending part
     ├── NotFoundError          an object that does not exist (or is not visible)
     ├── ConflictError          optimistic-concurrency or state-machine conflict
+    ├── StateWriteError        a cloud write-back that cannot be done; ``code`` is the
+    │                          documented edge_state_* error code
     ├── BrokerError            the MQTT broker could not be reached or refused us
     └── ControlRejected        a downlink control failed signature, expiry or replay
                                checks; ``reason`` says which
@@ -37,6 +39,7 @@ __all__ = [
     "NotFoundError",
     "SchemaError",
     "SchemaTooNewError",
+    "StateWriteError",
     "StoreError",
 ]
 
@@ -113,3 +116,13 @@ class ControlRejected(EdgesyncError):
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+
+
+class StateWriteError(EdgesyncError):
+    """Cloud write-back refused: ``edge_state_not_cloud_authoritative``,
+    ``edge_state_mirror_not_provisioned`` or ``edge_state_write_failed``."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message

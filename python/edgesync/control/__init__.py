@@ -13,9 +13,11 @@ from edgesync.control._progress import ProgressReporter
 from edgesync.control._publisher import MqttPublisher
 from edgesync.control._sender import ControlSender, Publisher
 from edgesync.control._sweeper import BackpressureSweeper
+from edgesync.control._writeback import MAX_WRITE_ROWS, write_state_rows
 
 __all__ = [
     "CONTROL_CHANNEL",
+    "MAX_WRITE_ROWS",
     "BackpressureSweeper",
     "ControlSender",
     "FlowPolicy",
@@ -27,4 +29,5 @@ __all__ = [
     "record_materialization_failure",
     "reset_materialization",
     "sweep_backpressure",
+    "write_state_rows",
 ]

@@ -73,9 +73,13 @@ async def claim_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
 
 
 async def approve_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
-                         action_version: int, column_actions: list[dict[str, Any]] | None
-                         ) -> dict[str, Any]:
-    """Approve with per-column actions (``None`` mirrors every column)."""
+                         action_version: int, column_actions: list[dict[str, Any]] | None,
+                         sync_authority: str | None = None) -> dict[str, Any]:
+    """Approve with per-column actions (``None`` mirrors every column). ``sync_authority``
+    ``cloud_authoritative`` lets the cloud write rows back to a state table."""
+    if sync_authority not in (None, "device_authoritative", "cloud_authoritative"):
+        raise InvalidRequestError(
+            "sync_authority", "must be device_authoritative or cloud_authoritative")
     async with conn.transaction():
         review = await get_review(conn, review_id, for_update=True)
         _check(review, action_version, ("in_review",))
@@ -95,6 +99,12 @@ async def approve_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
         assert lineage is not None
         await approve_schema(conn, lineage, review["schema_version_id"], review["schema_hash"],
                              columns, actions, review["id"])
+        if sync_authority is not None:
+            if sync_authority == "cloud_authoritative" and lineage.pipeline != "rows":
+                raise InvalidRequestError("sync_authority",
+                                          "only state (rows) tables can be cloud-authoritative")
+            await conn.execute("UPDATE edge_table_lineages SET sync_authority = $2 WHERE id = $1",
+                               lineage.id, sync_authority)
         result = await _transition(
             conn, review, "approved", actor,
             column_actions=[{"source_column_name": a.source_column_name, "action": a.action,

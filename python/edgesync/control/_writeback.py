@@ -1,0 +1,133 @@
+"""Cloud state write-back for ``cloud_authoritative`` state tables.
+
+The cloud upserts its rows into the lineage's ``edge_state_*`` table with a new
+``cloud_version`` and, in the same transaction, queues a ``state_write`` control that
+carries the rows and that version to the device. The device applies them without
+journaling them back, and quotes the version it last saw (``lkcv``) when it later
+changes those rows itself (rule in docs/protocol.md, "Write-back").
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import asyncpg
+import orjson
+
+from edgesync import _core
+from edgesync.control._outbox import enqueue_control
+from edgesync.errors import InvalidRequestError, NotFoundError, StateWriteError
+from edgesync.governance import get_lineage_for_update, load_state_target
+from edgesync.materialize import MirrorColumn, quote_ident
+from edgesync.store import Conn
+
+__all__ = ["MAX_WRITE_ROWS", "write_state_rows"]
+
+MAX_WRITE_ROWS = 500
+_NIL_EPOCH = uuid.UUID(int=0)
+
+
+def _param(value: Any, pg_type: str, field: str) -> str | None:
+    """A value as text for ``CAST($n AS text)::pg_type``; PostgreSQL does the checking."""
+    if value is None:
+        return None
+    if pg_type == "bytea":
+        if isinstance(value, dict) and isinstance(value.get("$blob"), str):
+            return "\\x" + str(value["$blob"])
+        if isinstance(value, str):
+            return "\\x" + value.encode().hex()
+        raise InvalidRequestError(field, 'bytea values are {"$blob": "<hex>"} or strings')
+    if pg_type == "jsonb":
+        return orjson.dumps(value).decode()
+    if isinstance(value, dict | list):
+        raise InvalidRequestError(field, f"an object or list cannot be written as {pg_type}")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _check_rows(rows: Any, pk_names: set[str], writable: dict[str, MirrorColumn]
+                ) -> list[dict[str, Any]]:
+    if not isinstance(rows, list) or not 1 <= len(rows) <= MAX_WRITE_ROWS:
+        raise InvalidRequestError("rows", f"must be a list of 1 to {MAX_WRITE_ROWS} rows")
+    for i, row in enumerate(rows):
+        pk, values = (row.get("pk"), row.get("values")) if isinstance(row, dict) else (None, None)
+        if not isinstance(pk, dict) or set(pk) != pk_names:
+            raise InvalidRequestError(f"rows[{i}].pk",
+                                      f"must name exactly the primary key {sorted(pk_names)}")
+        if not isinstance(values, dict) or not values:
+            raise InvalidRequestError(f"rows[{i}].values", "must be a non-empty object")
+        unknown = sorted(set(values) - set(writable))
+        if unknown:
+            raise InvalidRequestError(f"rows[{i}].values",
+                                      f"column(s) {unknown} are not mirrored in this table")
+    return rows
+
+
+async def write_state_rows(conn: Conn, *, project_id: uuid.UUID, device_id: uuid.UUID,
+                           lineage_id: uuid.UUID, rows: Any) -> dict[str, Any]:
+    """Upsert cloud state and queue the ``state_write`` control, in one transaction."""
+    async with conn.transaction():
+        lineage = await get_lineage_for_update(conn, lineage_id)
+        if lineage is None or lineage.project_id != project_id or \
+                lineage.device_id != device_id:
+            raise NotFoundError(f"state table {lineage_id} not found for this device")
+        info = await conn.fetchrow(
+            "SELECT l.sync_authority, v.schema_columns FROM edge_table_lineages l "
+            "LEFT JOIN edge_schema_versions v ON v.lineage_id = l.id "
+            "AND v.schema_hash = l.approved_schema_hash WHERE l.id = $1", lineage_id)
+        assert info is not None
+        if lineage.pipeline != "rows" or info["sync_authority"] != "cloud_authoritative":
+            raise StateWriteError("edge_state_not_cloud_authoritative",
+                                  f"lineage {lineage_id} is device-authoritative")
+        target = None
+        if lineage.approved_schema_hash:
+            target = await load_state_target(conn, lineage, lineage.approved_schema_hash)
+        if target is None or not info["schema_columns"]:
+            raise StateWriteError("edge_state_mirror_not_provisioned",
+                                  "approve the schema review before writing back")
+        pk_names = {str(c["name"]) for c in info["schema_columns"]["columns"]
+                    if c["pk_ordinal"]}
+        by_source = {c.source: c for c in target.columns}
+        rows = _check_rows(rows, pk_names, by_source)
+        version = int(await conn.fetchval(
+            "UPDATE edge_table_lineages SET cloud_version = cloud_version + 1, "
+            "updated_at = now() WHERE id = $1 RETURNING cloud_version", lineage_id))
+        await conn.execute(
+            f"ALTER TABLE {quote_ident(target.table)} "
+            "ADD COLUMN IF NOT EXISTS _edge_cloud_version bigint")
+        for i, row in enumerate(rows):
+            await _upsert(conn, target.table, device_id, i, row, by_source, version)
+        control_id = await enqueue_control(
+            conn, device_id=device_id, lineage_id=lineage_id, kind="state_write",
+            body={"source_table": lineage.source_table,
+                  "rows": [{"pk": r["pk"], "values": r["values"], "cloud_version": version}
+                           for r in rows]})
+    return {"control_id": str(control_id), "rows_written": len(rows),
+            "source_table": lineage.source_table, "cloud_version": version}
+
+
+async def _upsert(conn: Conn, table: str, device_id: uuid.UUID, index: int,
+                  row: dict[str, Any], by_source: dict[str, MirrorColumn], version: int) -> None:
+    merged = {**row["values"], **row["pk"]}
+    cols = [by_source[name] for name in merged if name in by_source]
+    args: list[Any] = [device_id, _core.pk_hash(orjson.dumps(row["pk"])), _NIL_EPOCH, version]
+    exprs = []
+    for col in cols:
+        args.append(_param(merged[col.source], col.pg_type, f"rows[{index}].values.{col.source}"))
+        exprs.append(f"CAST(${len(args)} AS text)::{col.pg_type}")
+    names = [quote_ident(c.target) for c in cols]
+    sets = "".join(f", {n} = EXCLUDED.{n}" for n in names)
+    try:
+        async with conn.transaction():
+            await conn.execute(
+                f"INSERT INTO {quote_ident(table)} (device_id, _edge_pk_hash, "
+                "_edge_journal_epoch, _edge_commit_seq, _edge_deleted, _edge_cloud_version"
+                + "".join(f", {n}" for n in names) + ") VALUES ($1, $2, $3, 0, false, $4"
+                + "".join(f", {e}" for e in exprs) + ") "
+                "ON CONFLICT (device_id, _edge_pk_hash) DO UPDATE SET _edge_deleted = false, "
+                "_edge_cloud_version = EXCLUDED._edge_cloud_version, _edge_synced_at = now()"
+                + sets, *args)
+    except (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError) as exc:
+        raise InvalidRequestError(f"rows[{index}]", f"cannot be written: {exc}") from exc

@@ -1,0 +1,99 @@
+"""Cloud state write-back: the cloud's rows land in the state table and a state_write
+control carrying them and their cloud_version is queued for the device."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import pytest
+
+from edgesync import governance, registry
+from edgesync.control import write_state_rows
+from edgesync.errors import InvalidRequestError, StateWriteError
+from edgesync.ingest import IngestPipeline
+from edgesync.materialize import quote_ident
+from edgesync.staging import Replayer
+
+
+async def setup_lineage(pool: asyncpg.Pool, batches: Any, unique: str,
+                        authority: str | None) -> tuple[registry.DeviceScope, Any]:
+    async with pool.acquire() as conn:
+        scope = await registry.add_device(conn, project=f"wb-{unique}", name=f"gw-{unique}",
+                                          topic_slug=f"wb-{unique}")
+    f = batches()
+    out = await IngestPipeline(pool).handle(f"{scope.root_topic}/sync/rows/batch", f.payload(
+        f.rows(("insert", {"id": 1, "mode": "heat", "setpoint": 20.0}))))
+    if authority is not None:
+        async with pool.acquire() as conn:
+            (review,) = [r for r in await governance.list_reviews(conn, status="queued")
+                         if r["lineage_id"] == out.lineage_id]
+            c = await governance.claim_review(conn, review["id"], actor="t", action_version=1)
+            await governance.approve_review(conn, review["id"], actor="t",
+                                            action_version=c["action_version"],
+                                            column_actions=None, sync_authority=authority)
+        await Replayer(pool).drain_pending()
+    return scope, out.lineage_id
+
+
+async def write(pool: asyncpg.Pool, scope: registry.DeviceScope, lineage_id: Any,
+                rows: Any) -> dict[str, Any]:
+    async with pool.acquire() as conn:
+        return await write_state_rows(conn, project_id=scope.project_id,
+                                      device_id=scope.device_id, lineage_id=lineage_id,
+                                      rows=rows)
+
+
+async def test_write_back_upserts_and_queues_state_write(pool, batches, unique):
+    scope, lineage_id = await setup_lineage(pool, batches, unique, "cloud_authoritative")
+    result = await write(pool, scope, lineage_id, [
+        {"pk": {"id": 1}, "values": {"mode": "cooling", "setpoint": 21}},
+        {"pk": {"id": 2}, "values": {"mode": "fan"}},
+    ])
+    assert (result["rows_written"], result["cloud_version"]) == (2, 1)
+    table = await pool.fetchval("SELECT target_table FROM edge_table_lineages WHERE id = $1",
+                                lineage_id)
+    rows = await pool.fetch(f"SELECT id, mode, setpoint, _edge_cloud_version FROM "
+                            f"{quote_ident(table)} ORDER BY id")
+    assert [tuple(r) for r in rows] == [(1, "cooling", 21.0, 1), (2, "fan", None, 1)]
+    control = await pool.fetchrow("SELECT control_kind, body, status FROM edge_pending_controls "
+                                  "WHERE id = $1::uuid", result["control_id"])
+    assert control["control_kind"] == "state_write" and control["status"] == "pending"
+    assert control["body"]["rows"][0] == {"pk": {"id": 1}, "cloud_version": 1,
+                                          "values": {"mode": "cooling", "setpoint": 21}}
+    again = await write(pool, scope, lineage_id, [{"pk": {"id": 2}, "values": {"mode": "off"}}])
+    assert again["cloud_version"] == 2
+
+
+async def test_write_back_refusals(pool, batches, unique):
+    scope, device_owned = await setup_lineage(pool, batches, unique, "device_authoritative")
+    with pytest.raises(StateWriteError) as exc:
+        await write(pool, scope, device_owned, [{"pk": {"id": 1}, "values": {"mode": "x"}}])
+    assert exc.value.code == "edge_state_not_cloud_authoritative"
+
+    scope2, under_review = await setup_lineage(pool, batches, unique + "r", None)
+    async with pool.acquire() as conn:
+        await conn.execute("UPDATE edge_table_lineages SET sync_authority = "
+                           "'cloud_authoritative' WHERE id = $1", under_review)
+    with pytest.raises(StateWriteError) as exc:
+        await write(pool, scope2, under_review, [{"pk": {"id": 1}, "values": {"mode": "x"}}])
+    assert exc.value.code == "edge_state_mirror_not_provisioned"
+
+    scope3, lineage_id = await setup_lineage(pool, batches, unique + "c", "cloud_authoritative")
+    bad = {
+        "rows": [],
+        "rows[0].pk": [{"pk": {"mode": "x"}, "values": {"mode": "y"}}],
+        "rows[0].values": [{"pk": {"id": 1}, "values": {"nope": 1}}],
+        "rows[0]": [{"pk": {"id": 1}, "values": {"setpoint": "warm"}}],
+    }
+    for field, rows in bad.items():
+        with pytest.raises(InvalidRequestError) as err:
+            await write(pool, scope3, lineage_id, rows)
+        assert err.value.field == field
+    with pytest.raises(InvalidRequestError):
+        await write(pool, scope3, lineage_id, [{"pk": {"id": i}, "values": {"mode": "m"}}
+                                               for i in range(501)])
+    # Nothing half-written by the refused requests.
+    version = await pool.fetchval("SELECT cloud_version FROM edge_table_lineages WHERE id = $1",
+                                  lineage_id)
+    assert version == 0
