@@ -21,6 +21,7 @@ from edgesync.errors import BatchRejected
 from edgesync.governance import admit, lock_lineage
 from edgesync.ingest._ledger import claim_batch, record_rejection, settle_batch
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
+from edgesync.ingest._reports import handle_ingest_request, handle_schema_observe
 from edgesync.ingest._telemetry import ingest_telemetry
 from edgesync.materialize import StateTarget
 from edgesync.protocol import TopicKind, parse_topic
@@ -55,6 +56,10 @@ class IngestPipeline:
             return self._count(await ingest_telemetry(self._pool, scope, payload))
         if ref.kind is TopicKind.INGEST_ACK:
             return self._count(await self._ack(scope, payload))
+        if ref.kind is TopicKind.SCHEMA_OBSERVE:
+            return self._count(await handle_schema_observe(self._pool, scope, payload))
+        if ref.kind is TopicKind.INGEST_REQUEST:
+            return self._count(await handle_ingest_request(self._pool, scope, payload))
         return self._count(IngestOutcome(OutcomeStatus.IGNORED, None,
                                          f"{ref.kind.value} is not handled by this server yet"))
 

@@ -1,0 +1,107 @@
+"""Device reports that carry no rows: schema observations and capture-gap reports.
+
+Observations are advisory (a data batch still triggers classification); they warm
+the registry so operators see a schema before its first batch. Gap reports record a
+range of changes the device had to drop, so the loss is visible and can be repaired
+by a re-seed rather than silently absent.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import orjson
+
+from edgesync.governance import emit
+from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
+from edgesync.registry import DeviceScope
+
+__all__ = ["handle_ingest_request", "handle_schema_observe"]
+
+_HASH = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _object(payload: bytes) -> dict[str, Any] | None:
+    try:
+        doc = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _reject(code: str, detail: str) -> IngestOutcome:
+    return IngestOutcome(OutcomeStatus.REJECTED, code, detail)
+
+
+def _table(doc: dict[str, Any]) -> str | None:
+    table = doc.get("source_table")
+    return table if isinstance(table, str) and 0 < len(table.encode()) <= 255 else None
+
+
+async def handle_schema_observe(pool: asyncpg.Pool, scope: DeviceScope, payload: bytes
+                                ) -> IngestOutcome:
+    doc = _object(payload)
+    if doc is None:
+        return _reject("malformed_json", "schema observation is not a JSON object")
+    if doc.get("format_version") != 1:
+        return _reject("invalid_format_version", "schema observation needs format_version 1")
+    table, schema_hash = _table(doc), doc.get("schema_hash")
+    if table is None:
+        return _reject("invalid_source_table", "source_table must be a non-empty string")
+    if not isinstance(schema_hash, str) or not _HASH.match(schema_hash):
+        return _reject("invalid_schema_hash", "schema_hash must be 64 lowercase hex digits")
+    observed = None
+    if isinstance(doc.get("observed_at"), str):
+        try:
+            observed = datetime.fromisoformat(doc["observed_at"].replace("Z", "+00:00"))
+        except ValueError:
+            observed = None
+    await pool.execute(
+        "INSERT INTO edge_schema_observations (device_id, source_table, schema_hash, "
+        "observed_at) VALUES ($1, $2, $3, $4) ON CONFLICT (device_id, source_table, "
+        "schema_hash) DO UPDATE SET observed_at = EXCLUDED.observed_at, received_at = now()",
+        scope.device_id, table, schema_hash, observed)
+    return IngestOutcome(OutcomeStatus.MATERIALIZED, None, schema_hash)
+
+
+async def handle_ingest_request(pool: asyncpg.Pool, scope: DeviceScope, payload: bytes
+                                ) -> IngestOutcome:
+    doc = _object(payload)
+    if doc is None:
+        return _reject("malformed_json", "ingest request is not a JSON object")
+    kind = doc.get("request_kind")
+    if kind == "gap_report":
+        return await _gap_report(pool, scope, doc)
+    return IngestOutcome(OutcomeStatus.IGNORED, "unsupported_request_kind",
+                         f"request_kind {kind!r} is not handled by this server")
+
+
+async def _gap_report(pool: asyncpg.Pool, scope: DeviceScope, doc: dict[str, Any]
+                      ) -> IngestOutcome:
+    table = _table(doc)
+    if table is None:
+        return _reject("invalid_source_table", "source_table must be a non-empty string")
+    seqs = [doc.get("first_commit_seq"), doc.get("last_commit_seq")]
+    if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seqs):
+        return _reject("invalid_gap_report", "first_commit_seq/last_commit_seq must be integers")
+    try:
+        epoch = uuid.UUID(str(doc["journal_epoch"])) if doc.get("journal_epoch") else None
+    except ValueError:
+        return _reject("invalid_journal_epoch", "journal_epoch is not a UUID")
+    async with pool.acquire() as conn, conn.transaction():
+        lineage_id = await conn.fetchval(
+            "SELECT id FROM edge_table_lineages WHERE device_id = $1 AND source_table = $2",
+            scope.device_id, table)
+        gap_id = await conn.fetchval(
+            "INSERT INTO edge_capture_gaps (device_id, lineage_id, source_table, journal_epoch, "
+            "first_commit_seq, last_commit_seq, reason) VALUES ($1, $2, $3, $4, $5, $6, $7) "
+            "RETURNING id", scope.device_id, lineage_id, table, epoch, seqs[0], seqs[1],
+            str(doc.get("reason") or "local retention exceeded")[:500])
+        await emit(conn, scope.project_id, "edgesync.capture_gap.reported.v1", lineage_id,
+                   {"gap_id": gap_id, "device_id": str(scope.device_id), "source_table": table,
+                    "first_commit_seq": seqs[0], "last_commit_seq": seqs[1]})
+    return IngestOutcome(OutcomeStatus.MATERIALIZED, None, f"gap {gap_id}", lineage_id)
