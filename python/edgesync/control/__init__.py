@@ -7,27 +7,36 @@ from edgesync.control._flow import (
     reset_materialization,
     sweep_backpressure,
 )
+from edgesync.control._objects import MAX_OBJECT_BYTES, ObjectStore
 from edgesync.control._outbox import CONTROL_CHANNEL, enqueue_control
 from edgesync.control._policy import FlowPolicy
 from edgesync.control._progress import ProgressReporter
 from edgesync.control._publisher import MqttPublisher
 from edgesync.control._sender import ControlSender, Publisher
 from edgesync.control._sweeper import BackpressureSweeper
+from edgesync.control._upload_routes import upload_router
+from edgesync.control._uploads import GRANT_TTL, grant_upload, verify_upload_url
 from edgesync.control._writeback import MAX_WRITE_ROWS, write_state_rows
 
 __all__ = [
     "CONTROL_CHANNEL",
+    "GRANT_TTL",
+    "MAX_OBJECT_BYTES",
     "MAX_WRITE_ROWS",
     "BackpressureSweeper",
     "ControlSender",
     "FlowPolicy",
     "MqttPublisher",
+    "ObjectStore",
     "ProgressReporter",
     "Publisher",
     "check_backpressure",
     "enqueue_control",
+    "grant_upload",
     "record_materialization_failure",
     "reset_materialization",
     "sweep_backpressure",
+    "upload_router",
+    "verify_upload_url",
     "write_state_rows",
 ]

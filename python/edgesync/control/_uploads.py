@@ -1,0 +1,82 @@
+"""Presigned uploads: ``url_request`` → ``url_grant`` → HTTP PUT → ``finalize``.
+
+The grant is a control like any other (outbox, ACK, signature). The URL carries an
+HMAC over (upload id, expiry) with a server secret kept in the database, so any
+worker can check it and nothing else can forge one; it expires after 15 minutes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from edgesync.control._outbox import enqueue_control
+from edgesync.errors import InvalidRequestError, NotFoundError
+from edgesync.store import Conn
+
+__all__ = ["GRANT_TTL", "UPLOAD_PATH", "grant_upload", "upload_secret", "verify_upload_url"]
+
+GRANT_TTL = timedelta(minutes=15)
+UPLOAD_PATH = "/core/api/v1/edge/uploads"
+SEGMENT_KINDS = ("bootstrap_snapshot", "payload_spill")
+
+
+def uuid7() -> uuid.UUID:
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms << 80) | (0x7 << 76) | (((rand >> 62) & 0xFFF) << 64) | (0b10 << 62) | (
+        rand & ((1 << 62) - 1))
+    return uuid.UUID(int=value)
+
+
+async def upload_secret(conn: Conn) -> bytes:
+    await conn.execute(
+        "INSERT INTO edge_server_secrets (name, value) VALUES ('upload_url', $1) "
+        "ON CONFLICT (name) DO NOTHING", os.urandom(32))
+    value = await conn.fetchval("SELECT value FROM edge_server_secrets WHERE name = 'upload_url'")
+    return bytes(value)
+
+
+def _signature(secret: bytes, upload_id: uuid.UUID, expires: int) -> str:
+    return hmac.new(secret, f"{upload_id}:{expires}".encode(), hashlib.sha256).hexdigest()
+
+
+async def grant_upload(conn: Conn, *, device_id: uuid.UUID, source_table: str,
+                       segment_kind: str, base_url: str) -> dict[str, Any]:
+    """Record an upload slot and queue its ``url_grant`` control (caller's transaction)."""
+    if segment_kind not in SEGMENT_KINDS:
+        raise InvalidRequestError("segment_kind", f"must be one of {', '.join(SEGMENT_KINDS)}")
+    upload_id = uuid7()
+    expires_at = datetime.now(UTC) + GRANT_TTL
+    expires = int(expires_at.timestamp())
+    await conn.execute(
+        "INSERT INTO edge_uploads (id, device_id, source_table, segment_kind, expires_at) "
+        "VALUES ($1, $2, $3, $4, $5)", upload_id, device_id, source_table, segment_kind,
+        expires_at)
+    sig = _signature(await upload_secret(conn), upload_id, expires)
+    url = f"{base_url.rstrip('/')}{UPLOAD_PATH}/{upload_id}?expires={expires}&signature={sig}"
+    body = {"source_table": source_table, "batch_id": str(upload_id),
+            "segment_kind": segment_kind, "presigned_url": url,
+            "presigned_url_expires_at": expires_at.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    control_id = await enqueue_control(conn, device_id=device_id, lineage_id=None,
+                                       kind="url_grant", body=body)
+    return {"control_id": str(control_id), **body}
+
+
+async def verify_upload_url(conn: Conn, upload_id: uuid.UUID, expires: int,
+                            signature: str) -> dict[str, Any]:
+    """The upload a presigned URL names, if its signature holds and it has not expired."""
+    good = _signature(await upload_secret(conn), upload_id, expires)
+    if not hmac.compare_digest(good, signature):
+        raise NotFoundError("no such upload")  # a forged URL learns nothing
+    if time.time() >= expires:
+        raise InvalidRequestError("expires", "the presigned URL has expired; request a new one")
+    row = await conn.fetchrow("SELECT * FROM edge_uploads WHERE id = $1", upload_id)
+    if row is None:
+        raise NotFoundError("no such upload")
+    return dict(row)
