@@ -42,9 +42,9 @@ def device_id() -> str:
 class Capture:
     """The agent's capture side, without MQTT: triggers installed, state.db opened."""
 
-    def __init__(self, source: Path, state: Path, strategies: dict[str, object] | None = None
-                 ) -> None:
-        from edgesync.agent._batcher import Batcher
+    def __init__(self, source: Path, state: Path, strategies: dict[str, object] | None = None,
+                 snapshot: bool = False) -> None:
+        from edgesync.agent._batcher import Batcher, read_journal
         from edgesync.agent._config import ReplicationConfig, TableStrategy
         from edgesync.agent._discovery import discover
         from edgesync.agent._state import StateStore
@@ -57,18 +57,32 @@ class Capture:
         self.db = sqlite3.connect(source, isolation_level=None)
         self.state = StateStore(state)
         self.discovery = discover(self.db, self.replication)
-        self.journal_id = install_triggers(self.db, self.discovery.rows)
+        self.installed = install_triggers(
+            self.db, self.discovery.rows, snapshot=snapshot,
+            known=[t.source_table for t in self.state.tables()])
+        self.journal_id = self.installed.journal_id
         self.state.bind_journal(self.journal_id)
         for t in self.discovery.rows:
             self.state.ensure_table(t.name, *t.fingerprint())
         self.batcher = Batcher(self.db, self.state)
+        self.batcher.set_tables(self.discovery.rows)
+        self._read = read_journal
 
     def journal(self) -> list[tuple[int, str, str, dict[str, object], dict[str, object] | None]]:
-        rows = self.db.execute(
-            "SELECT commit_seq, table_name, op, pk_json, row_json FROM __edgesync_journal "
-            "ORDER BY commit_seq").fetchall()
-        return [(s, t, op, json.loads(pk), json.loads(row) if row is not None else None)
-                for s, t, op, pk, row in rows]
+        """The journal as batches would carry it: (commit_seq, table, op, pk, row), rows
+        read from the table now; entries whose row is gone are left out."""
+        out = []
+        for t in self.discovery.rows:
+            for r in self._read(self.db, t, after=0, limit=1 << 30):
+                if r.encoded is not None:
+                    doc = json.loads(r.encoded)
+                    out.append((doc["commit_seq"], t.name, doc["op"], doc["pk"], doc["row"]))
+        return sorted(out, key=lambda e: e[0])
+
+    def ops(self) -> list[tuple[int, str, str]]:
+        """The raw journal: (commit_seq, table, op)."""
+        return [tuple(r) for r in self.db.execute(  # type: ignore[misc]
+            "SELECT commit_seq, table_name, op FROM __edgesync_journal ORDER BY 1")]
 
     def close(self) -> None:
         self.db.close()
@@ -81,8 +95,9 @@ def capture(source_db: Path, tmp_path: Path) -> Iterator[type[Capture]]:
 
     class _Bound(Capture):
         def __init__(self, strategies: dict[str, object] | None = None,
-                     state: Path | None = None) -> None:
-            super().__init__(source_db, state or tmp_path / "state" / "state.db", strategies)
+                     state: Path | None = None, snapshot: bool = False) -> None:
+            super().__init__(source_db, state or tmp_path / "state" / "state.db", strategies,
+                             snapshot)
             opened.append(self)
 
     yield _Bound

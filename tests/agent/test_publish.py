@@ -71,7 +71,7 @@ async def test_publish_batch_and_progress_control(app: sqlite3.Connection, sourc
             assert batch["capture_strategy"] == "sqlite_row_batch_v1"
             assert "schema_columns" in batch and "device_id" not in batch
             assert [(r["commit_seq"], r["op"], r["row"]) for r in batch["rows"]] == [
-                (1, "insert", {"id": 1, "mode": "cooling", "setpoint": 21.0}),
+                (1, "insert", {"id": 1, "mode": "cooling", "setpoint": 22.0}),
                 (2, "update", {"id": 1, "mode": "cooling", "setpoint": 22.0}),
             ]
             # PUBACK advanced the cursor but the journal is kept until the cloud confirms
@@ -93,8 +93,8 @@ async def test_publish_batch_and_progress_control(app: sqlite3.Connection, sourc
             assert (await next_message(observer, f"{root}/sync/ingest/ack"))["control_id"] == \
                 "ctl-2"
             # other kinds: ACKed, not yet supported
-            other = {"control_id": "ctl-3", "control_kind": "pause_lineage",
-                     "source_table": "device_state", "server_watermark": 2}
+            other = {"control_id": "ctl-3", "control_kind": "url_grant",
+                     "presigned_url": "https://example.invalid/x"}
             await observer.publish(f"{root}/sync/ingest/control", orjson.dumps(other), qos=1)
             assert (await next_message(observer, f"{root}/sync/ingest/ack"))["control_id"] == \
                 "ctl-3"

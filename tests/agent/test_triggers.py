@@ -1,4 +1,8 @@
-"""Triggers journal every change so that replaying the journal rebuilds the table."""
+"""Triggers journal every change so that replaying the journal rebuilds the table.
+
+The journal holds keys; the row images come from the table when a batch is built, so
+``cap.journal()`` shows each change with the row as it is *now* (entries whose row is
+gone are left out) and ``cap.ops()`` shows the raw journal."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from edgesync.agent._batcher import truncate_journal
 from edgesync.agent._triggers import quote_ident
 
 
@@ -53,12 +58,12 @@ def test_insert_update_delete(app: sqlite3.Connection, capture: Any) -> None:
     app.execute("INSERT INTO t VALUES (1, 'a', 1.5), (2, 'b', NULL)")
     app.execute("UPDATE t SET name = 'c' WHERE id = 1")
     app.execute("DELETE FROM t WHERE id = 2")
+    assert [op for _, _, op in cap.ops()] == ["insert", "insert", "update", "delete"]
     j = cap.journal()
     assert [(op, pk, row) for _, _, op, pk, row in j] == [
-        ("insert", {"id": 1}, {"id": 1, "name": "a", "v": 1.5}),
-        ("insert", {"id": 2}, {"id": 2, "name": "b", "v": None}),
+        ("insert", {"id": 1}, {"id": 1, "name": "c", "v": 1.5}),  # the row as it is now
         ("update", {"id": 1}, {"id": 1, "name": "c", "v": 1.5}),
-        ("delete", {"id": 2}, None),
+        ("delete", {"id": 2}, None),  # the insert of 2 is left out: the row is gone
     ]
     assert replay(j, "t") == table_image(app, "t", ["id"])
 
@@ -96,12 +101,12 @@ def test_upsert_and_insert_or_ignore(app: sqlite3.Connection, capture: Any) -> N
     app.execute("INSERT INTO t VALUES (1, 1)")
     app.execute("INSERT INTO t VALUES (1, 5) ON CONFLICT (id) DO UPDATE SET n = n + excluded.n")
     app.execute("INSERT INTO t VALUES (2, 7) ON CONFLICT (id) DO UPDATE SET n = 0")
-    before = len(cap.journal())
+    before = len(cap.ops())
     app.execute("INSERT OR IGNORE INTO t VALUES (1, 100)")
+    assert len(cap.ops()) == before  # an ignored insert journals nothing
     j = cap.journal()
-    assert len(j) == before  # an ignored insert journals nothing
     assert [(op, row) for _, _, op, _, row in j] == [
-        ("insert", {"id": 1, "n": 1}), ("update", {"id": 1, "n": 6}),
+        ("insert", {"id": 1, "n": 6}), ("update", {"id": 1, "n": 6}),
         ("insert", {"id": 2, "n": 7})]
     assert replay(j, "t") == table_image(app, "t", ["id"])
 
@@ -116,7 +121,8 @@ def test_without_rowid_composite_pk_and_pk_update(app: sqlite3.Connection,
     j = cap.journal()
     # pk objects follow the primary-key order (n, site), not the column order
     assert list(j[0][3]) == ["n", "site"]
-    assert [(op, pk) for _, _, op, pk, _ in j[2:]] == [
+    # the insert of (1, 'y') is left out: that key no longer exists
+    assert [(op, pk) for _, _, op, pk, _ in j[1:]] == [
         ("update", {"n": 1, "site": "x"}),
         ("delete", {"n": 1, "site": "y"}),
         ("update", {"n": 1, "site": "z"}),
@@ -130,9 +136,11 @@ def test_pk_update_detects_case_and_type_changes(app: sqlite3.Connection,
     cap = capture()
     app.execute("INSERT INTO t VALUES ('a', 1)")
     app.execute("UPDATE t SET k = 'A'")  # equal under NOCASE, different for the cloud
+    assert [op for _, _, op in cap.ops()] == ["insert", "delete", "update"]
     j = cap.journal()
-    assert [(op, pk) for _, _, op, pk, _ in j] == [
-        ("insert", {"k": "a"}), ("delete", {"k": "a"}), ("update", {"k": "A"})]
+    # the insert of 'a' must not pick up the row 'A' (equal under NOCASE): left out
+    assert [(op, pk, row) for _, _, op, pk, row in j] == [
+        ("delete", {"k": "a"}, None), ("update", {"k": "A"}, {"k": "A", "v": 1})]
     assert replay(j, "t") == table_image(app, "t", ["k"])
 
 
@@ -157,19 +165,22 @@ def test_blob_null_real_and_unicode_names(app: sqlite3.Connection, capture: Any)
 def test_real_values_keep_full_precision(app: sqlite3.Connection, capture: Any) -> None:
     app.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, r REAL)")
     cap = capture()
-    values = [0.1 + 0.2, 1 / 3, 2.0, -1.5e-300, 123456789.123456789, float("inf")]
+    values = [0.1 + 0.2, 1 / 3, 2.0, -1.5e-300, 123456789.123456789, 5e-324, 1e308]
     app.executemany("INSERT INTO t (r) VALUES (?)", [(v,) for v in values])
+    app.executemany("INSERT INTO t (r) VALUES (?)", [(float("inf"),), (float("-inf"),)])
     got = [row["r"] for _, _, _, _, row in cap.journal()]
-    assert got == values
+    assert got == [*values, None, None]  # JSON has no infinity
 
 
 def test_blob_primary_key(app: sqlite3.Connection, capture: Any) -> None:
     app.execute("CREATE TABLE b (k BLOB PRIMARY KEY, v INTEGER)")
     cap = capture()
     app.execute("INSERT INTO b VALUES (x'cafe', 1)")
+    assert [(op, pk, row) for _, _, op, pk, row in cap.journal()] == [
+        ("insert", {"k": {"$blob": "CAFE"}}, {"k": {"$blob": "CAFE"}, "v": 1})]
     app.execute("DELETE FROM b")
     assert [(op, pk) for _, _, op, pk, _ in cap.journal()] == [
-        ("insert", {"k": {"$blob": "CAFE"}}), ("delete", {"k": {"$blob": "CAFE"}})]
+        ("delete", {"k": {"$blob": "CAFE"}})]
 
 
 def test_delete_without_where_journals_every_row(app: sqlite3.Connection,
@@ -192,9 +203,9 @@ def test_tables_without_pk_are_refused_others_run(app: sqlite3.Connection, captu
         cap = capture({"scratch": {"strategy": "ignore"},
                        "temps": {"strategy": "telemetry", "ts_column": "ts"}})
     assert [t.name for t in cap.discovery.rows] == ["good"]
+    assert [t.name for t in cap.discovery.telemetry] == ["temps"]  # read by cursor
     assert "no explicit PRIMARY KEY" in cap.discovery.skipped["rowid_only"]
     assert "rowid_only" in caplog.text and "PRIMARY KEY" in caplog.text
-    assert "telemetry is not supported yet" in caplog.text
     for t in ("rowid_only", "good", "scratch", "temps"):
         app.execute(f"INSERT INTO {t} DEFAULT VALUES")
     assert [t for _, t, _, _, _ in cap.journal()] == ["good"]
@@ -226,12 +237,14 @@ def test_reinstall_is_idempotent_and_commit_seq_never_reused(app: sqlite3.Connec
     app.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
     cap = capture()
     app.execute("INSERT INTO t VALUES (1), (2)")
-    cap.db.execute("DELETE FROM __edgesync_journal")  # as a progress control would
+    assert truncate_journal(cap.db, "t", 2) == 1  # as a progress control would
     cap2 = capture()  # reinstall
     assert cap2.journal_id == cap.journal_id
     app.execute("INSERT INTO t VALUES (3)")
-    j = cap2.journal()
-    assert [s for s, *_ in j] == [3]
+    assert [s for s, _, _ in cap2.ops()] == [2, 3]  # the highest row stays, 3 is new
+    assert truncate_journal(cap.db, "t", 3) == 1
+    app.execute("INSERT INTO t VALUES (4)")
+    assert [s for s, _, _ in cap2.ops()] == [3, 4]
     names = {r[0] for r in app.execute(
         "SELECT name FROM sqlite_schema WHERE type = 'trigger'")}
     assert names == {"__edgesync_t_ins", "__edgesync_t_upd", "__edgesync_t_del"}

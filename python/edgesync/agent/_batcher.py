@@ -1,13 +1,18 @@
 """Journal rows → ``sync/rows/batch`` payloads.
 
 Rows are read per table in ``commit_seq`` order after the table's publish cursor and
-cut into batches of at most 4,096 rows and 512 KiB of JSON. The journal's ``pk_json``
-and ``row_json`` texts are spliced into the payload as they are (SQLite produced them
-with ``json_object``), so rows are never parsed in Python.
+cut into batches of at most 4,096 rows and 512 KiB of JSON. The journal holds keys
+only: one SQL statement per batch joins each journal row to the live table row and has
+SQLite write the whole ``{"commit_seq":…,"op":…,"pk":…,"row":…}`` text, which is
+spliced into the payload without being parsed in Python. An ``insert``/``update``
+whose row is gone by then (deleted, or replaced under another key) is left out: a
+later journal row of that key (the delete or the new insert) carries its final state.
 
-Before a batch is handed out it is recorded as *pending* in ``state.db``; until it is
-confirmed, asking again rebuilds the very same batch (same ``batch_id``, same rows),
-also after a crash and restart.
+Before a batch is handed out its journal range is recorded as *pending* in
+``state.db``; until it is confirmed, asking again rebuilds the batch of that range
+under the same ``batch_id``, also after a crash and restart. (The rows are read
+again, so a row changed in between is sent in its newer state: harmless, the change
+that made it newer is journaled after it and will follow.)
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ from dataclasses import dataclass
 
 import orjson
 
+from edgesync.agent._discovery import TableInfo
 from edgesync.agent._state import PendingBatch, StateStore, TableState
-from edgesync.agent._triggers import JOURNAL_TABLE, quote_ident
+from edgesync.agent._triggers import JOURNAL_TABLE, json_object_sql, key_column, quote_ident
 from edgesync.agent._uuid7 import uuid7
 
 __all__ = [
@@ -32,6 +38,7 @@ __all__ = [
     "JournalRow",
     "OversizedRowError",
     "encode_batch",
+    "journal_select_sql",
     "read_journal",
     "truncate_journal",
 ]
@@ -47,14 +54,7 @@ _J = quote_ident(JOURNAL_TABLE)
 @dataclass(frozen=True, slots=True)
 class JournalRow:
     commit_seq: int
-    op: bytes
-    pk_json: bytes
-    row_json: bytes | None
-
-    def encode(self) -> bytes:
-        return b'{"commit_seq":%d,"op":"%s","pk":%s,"row":%s}' % (
-            self.commit_seq, self.op, self.pk_json,
-            self.row_json if self.row_json is not None else b"null")
+    encoded: bytes | None  # the batch row's JSON; None when the row is gone
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,28 +75,65 @@ class OversizedRowError(Exception):
         self.table, self.commit_seq, self.size = table, commit_seq, size
 
 
-def read_journal(db: sqlite3.Connection, table: str, *, after: int, upto: int | None = None,
-                 limit: int = MAX_BATCH_ROWS) -> list[JournalRow]:
+def journal_select_sql(table: TableInfo) -> str:
+    """Parameters: table name, after, upto, limit."""
+    pk = table.pk_columns
+    pk_json = json_object_sql([(c.name, f"__j.{key_column(i)}") for i, c in enumerate(pk)])
+    row_json = json_object_sql([(c.name, f"__t.{quote_ident(c.name)}")
+                                for c in table.columns])
+    # `IS` finds the row through the primary key index; the BINARY repeat keeps a
+    # NOCASE key from matching a row whose key differs in case.
+    match = " AND ".join(
+        f"__t.{quote_ident(c.name)} IS __j.{key_column(i)} AND "
+        f"__t.{quote_ident(c.name)} IS __j.{key_column(i)} COLLATE BINARY"
+        for i, c in enumerate(pk))
+    row = (f"(SELECT {row_json} FROM {quote_ident(table.name)} AS __t WHERE {match})")
+    return (
+        f"SELECT __j.commit_seq, CAST('{{\"commit_seq\":' || __j.commit_seq || "
+        f"',\"op\":\"' || __j.op || '\",\"pk\":' || {pk_json} || ',\"row\":' || "
+        f"CASE WHEN __j.op = 'delete' THEN 'null' ELSE {row} END || '}}' AS BLOB) "
+        f"FROM {_J} AS __j WHERE __j.table_name = ? AND __j.commit_seq > ? "
+        f"AND __j.commit_seq <= ? ORDER BY __j.commit_seq LIMIT ?")
+
+
+def read_journal(db: sqlite3.Connection, table: TableInfo, *, after: int,
+                 upto: int | None = None, limit: int = MAX_BATCH_ROWS,
+                 sql: str | None = None) -> list[JournalRow]:
     """Journal rows of ``table`` with ``after < commit_seq <= upto``, oldest first."""
     rows = db.execute(
-        f"SELECT commit_seq, CAST(op AS BLOB), CAST(pk_json AS BLOB), CAST(row_json AS BLOB) "
-        f"FROM {_J} WHERE table_name = ? AND commit_seq > ? AND commit_seq <= ? "
-        f"ORDER BY commit_seq LIMIT ?",
-        (table, after, upto if upto is not None else (1 << 63) - 1, limit)).fetchall()
-    return [JournalRow(*r) for r in rows]
+        sql or journal_select_sql(table),
+        (table.name, after, upto if upto is not None else (1 << 63) - 1, limit)).fetchall()
+    return [JournalRow(seq, enc) for seq, enc in rows]
 
 
-def truncate_journal(db: sqlite3.Connection, table: str, upto: int) -> int:
-    """Delete journal rows of ``table`` with ``commit_seq <= upto``; returns how many."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        n = db.execute(f"DELETE FROM {_J} WHERE table_name = ? AND commit_seq <= ?",
-                       (table, upto)).rowcount
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    return n
+_TRUNCATE_CHUNK = 5000  # rows per write transaction: the application waits on each
+
+
+def truncate_journal(db: sqlite3.Connection, table: str, upto: int, *,
+                     from_seq: int = 0) -> int:
+    """Delete journal rows of ``table`` with ``from_seq <= commit_seq <= upto``; returns
+    how many. Several short transactions, so the application never waits long.
+
+    The journal's highest row always stays: new commit_seq values are max + 1, so
+    keeping it is what stops a value from being used twice.
+    """
+    total = 0
+    while True:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            n = db.execute(
+                f"DELETE FROM {_J} WHERE commit_seq IN (SELECT commit_seq FROM {_J} "
+                f"WHERE table_name = ? AND commit_seq >= ? AND commit_seq <= ? "
+                f"AND commit_seq < (SELECT max(commit_seq) FROM {_J}) "
+                f"ORDER BY commit_seq LIMIT {_TRUNCATE_CHUNK})",
+                (table, from_seq, upto)).rowcount
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        total += n
+        if n < _TRUNCATE_CHUNK:
+            return total
 
 
 def _prefix(p: PendingBatch) -> bytes:
@@ -119,7 +156,9 @@ def _frame(first: int, last: int) -> tuple[bytes, bytes]:
 
 def encode_batch(p: PendingBatch, rows: Sequence[JournalRow]) -> bytes:
     """The JSON payload of ``p`` carrying ``rows`` (first/last taken from the rows)."""
-    return _assemble(p, rows[0].commit_seq, rows[-1].commit_seq, [r.encode() for r in rows])
+    live = [r for r in rows if r.encoded is not None]
+    enc = [r.encoded for r in live if r.encoded is not None]
+    return _assemble(p, live[0].commit_seq, live[-1].commit_seq, enc)
 
 
 def _assemble(p: PendingBatch, first: int, last: int, encoded: Sequence[bytes]) -> bytes:
@@ -127,14 +166,15 @@ def _assemble(p: PendingBatch, first: int, last: int, encoded: Sequence[bytes]) 
     return b"".join((_prefix(p), mid, b",".join(encoded), end))
 
 
-def _fit(prefix_len: int, rows: Sequence[JournalRow], encoded: Sequence[bytes],
-         table: str) -> int:
-    """How many leading ``rows`` fit in one batch (at least one, or OversizedRowError)."""
+def _fit(prefix_len: int, rows: Sequence[JournalRow], table: str) -> int:
+    """How many leading ``rows`` (all live) fit in one batch (at least one, or
+    OversizedRowError)."""
     first = rows[0].commit_seq
     body = 0
     count = 0
-    for r, enc in zip(rows[:MAX_BATCH_ROWS], encoded, strict=False):
-        size = len(enc)
+    for r in rows[:MAX_BATCH_ROWS]:
+        assert r.encoded is not None
+        size = len(r.encoded)
         mid, end = _frame(first, r.commit_seq)
         total = prefix_len + len(mid) + body + (1 if count else 0) + size + len(end)
         if total > MAX_BATCH_BYTES:
@@ -152,36 +192,62 @@ class Batcher:
     def __init__(self, source: sqlite3.Connection, state: StateStore) -> None:
         self._db = source
         self._state = state
+        self._tables: dict[str, tuple[TableInfo, str]] = {}
+
+    def set_tables(self, tables: Sequence[TableInfo]) -> None:
+        """The rows tables as they are now (their columns shape the row JSON)."""
+        self._tables = {t.name: (t, journal_select_sql(t)) for t in tables}
 
     def journal_high_water(self) -> int:
         row = self._db.execute(f"SELECT max(commit_seq) FROM {_J}").fetchone()
         return int(row[0]) if row and row[0] is not None else 0
 
+    def _read(self, table: str, after: int, upto: int | None) -> list[JournalRow]:
+        info, sql = self._tables[table]
+        # One read transaction: journal rows and the table rows they join are one snapshot.
+        return read_journal(self._db, info, after=after, upto=upto, sql=sql)
+
     def next_batch(self, table: str, *, upto: int | None = None) -> Batch | None:
         """The pending batch of ``table`` if there is one, else a new one of the rows
         after its cursor (``<= upto`` when given); None when nothing is to be sent."""
-        pending = self._state.pending(table)
-        if pending is not None:
-            rows = read_journal(self._db, table, after=pending.first_commit_seq - 1,
-                                upto=pending.last_commit_seq)
-            if rows:
-                return Batch(pending, encode_batch(pending, rows), len(rows))
-            # Its rows were deleted by a progress control: the cloud has them.
-            self._state.confirm(pending)
+        if table not in self._tables:
+            return None
         ts: TableState | None = self._state.table(table)
         if ts is None or ts.paused or ts.schema_hash is None:
             return None
-        rows = read_journal(self._db, table, after=ts.last_published_commit_seq, upto=upto)
-        if not rows:
-            return None
-        probe = PendingBatch(table, uuid7(), ts.journal_epoch, 0, 0, ts.schema_hash,
-                             None if ts.schema_sent else ts.schema_json)
-        encoded = [r.encode() for r in rows]
-        n = _fit(len(_prefix(probe)), rows, encoded, table)
-        pending = PendingBatch(
-            table, probe.batch_id, probe.journal_epoch, rows[0].commit_seq,
-            rows[n - 1].commit_seq, probe.schema_hash, probe.schema_columns_json)
-        self._state.save_pending(pending)
-        payload = _assemble(pending, pending.first_commit_seq, pending.last_commit_seq,
-                            encoded[:n])
-        return Batch(pending, payload, n)
+        pending = self._state.pending(table)
+        if pending is not None:
+            rows = [r for r in self._read(table, pending.first_commit_seq - 1,
+                                          pending.last_commit_seq) if r.encoded is not None]
+            if rows:
+                return Batch(pending, encode_batch(pending, rows), len(rows))
+            # Its rows were deleted by a progress control (the cloud has them), or
+            # every row is gone from the table (later journal rows carry that).
+            self._state.confirm(pending)
+            ts = self._state.table(table)
+            assert ts is not None
+        while True:
+            scanned = self._read(table, ts.last_published_commit_seq, upto)
+            if not scanned:
+                return None
+            rows = [r for r in scanned if r.encoded is not None]
+            assert ts.schema_hash is not None
+            probe = PendingBatch(table, uuid7(), ts.journal_epoch, scanned[0].commit_seq,
+                                 scanned[-1].commit_seq, ts.schema_hash,
+                                 None if ts.schema_sent else ts.schema_json)
+            if not rows:  # every row of this stretch is gone: skip past it
+                self._state.save_pending(probe)
+                self._state.confirm(probe)
+                ts = self._state.table(table)
+                assert ts is not None
+                continue
+            assert ts.schema_hash is not None
+            n = _fit(len(_prefix(probe)), rows, table)
+            last = scanned[-1].commit_seq if n == len(rows) else rows[n - 1].commit_seq
+            pending = PendingBatch(table, probe.batch_id, probe.journal_epoch,
+                                   scanned[0].commit_seq, last, probe.schema_hash,
+                                   probe.schema_columns_json)
+            self._state.save_pending(pending)
+            payload = _assemble(pending, rows[0].commit_seq, rows[n - 1].commit_seq,
+                                [r.encoded for r in rows[:n] if r.encoded is not None])
+            return Batch(pending, payload, n)

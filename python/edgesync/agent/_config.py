@@ -150,6 +150,7 @@ class ReplicationConfig(_Frozen):
     local_retention_bytes: int = 256 * 1024 * 1024
     table_strategies: Mapping[str, TableStrategy] = Field(default_factory=dict)
     snapshot_on_first_run: bool = False
+    telemetry_lookback_s: float = 30.0
 
     def strategy_for(self, table: str) -> TableStrategy:
         """The configured strategy of ``table``; unlisted tables replicate as ``rows``."""
@@ -230,8 +231,9 @@ class _FileReplication(_Section):
     local_retention_bytes: int = 256 * 1024 * 1024
     table_strategies: dict[str, _FileTable] = Field(default_factory=dict)
     snapshot_on_first_run: bool = False
+    telemetry_lookback: float = 30.0
 
-    @field_validator("flush_interval", mode="before")
+    @field_validator("flush_interval", "telemetry_lookback", mode="before")
     @classmethod
     def _duration(cls, v: object) -> float:
         return parse_duration(v)
@@ -417,6 +419,7 @@ def _resolve(raw: _File, environ: Mapping[str, str]) -> tuple[AgentConfig | None
             local_retention_bytes=rep.local_retention_bytes,
             table_strategies=strategies,
             snapshot_on_first_run=rep.snapshot_on_first_run,
+            telemetry_lookback_s=rep.telemetry_lookback,
         ),
     )
     return cfg, []
@@ -502,7 +505,8 @@ def summarize_config(cfg: AgentConfig) -> list[str]:
         f"key={c.tls_client_key_path or '-'}",
         f"source db: {rep.source_db_path}",
         f"state db: {rep.state_db_path}",
-        f"flush every {rep.flush_interval_s:g}s; local retention {rep.local_retention_bytes} bytes",
+        f"flush every {rep.flush_interval_s:g}s; local retention {rep.local_retention_bytes} bytes"
+        f"; telemetry look-back {rep.telemetry_lookback_s:g}s",
         f"signed control: {'on' if cfg.security.signed_control else 'off'}",
     ]
     for table, ts in sorted(rep.table_strategies.items()):

@@ -4,19 +4,22 @@ User tables are every ordinary table except SQLite's own (``sqlite_*``), edgesyn
 (``__edgesync_*``), virtual tables and the shadow tables behind them. Each is then
 sorted by its configured strategy: unlisted tables replicate as ``rows``; ``rows``
 needs an explicit PRIMARY KEY (rowid-only tables are refused with a warning while the
-others keep running); ``ignore`` is skipped; ``telemetry`` is not captured yet.
+others keep running); ``ignore`` is skipped; ``telemetry`` needs its ``ts_column`` (and
+every ``include_columns`` entry) to exist.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from edgesync import _core
 from edgesync.agent._config import ReplicationConfig
 
-__all__ = ["Column", "Discovery", "TableInfo", "discover", "list_user_tables", "read_table"]
+__all__ = ["Column", "Discovery", "TableInfo", "TelemetryTable", "discover", "list_user_tables",
+           "read_table", "telemetry_table"]
 
 log = logging.getLogger("edgesync.agent")
 
@@ -45,9 +48,41 @@ class TableInfo:
             self.name, [(c.name, c.decl_type, c.pk_ordinal, c.not_null) for c in self.columns])
 
 
+@dataclass(frozen=True, slots=True)
+class TelemetryTable:
+    name: str
+    ts_column: str
+    key_columns: tuple[str, ...]  # empty: the rowid is the key
+    field_columns: tuple[str, ...]
+    sent: TableInfo  # the columns that travel, for the fingerprint
+
+    def fingerprint(self) -> tuple[str, str]:
+        return self.sent.fingerprint()
+
+
+def telemetry_table(info: TableInfo, ts_column: str,
+                    include: Sequence[str] | None) -> TelemetryTable | str:
+    """Describe a telemetry table, or say why it cannot be captured."""
+    names = [c.name for c in info.columns]
+    if ts_column not in names:
+        return f"ts_column {ts_column!r} is not a column of the table"
+    fields = tuple(include) if include is not None else tuple(n for n in names
+                                                               if n != ts_column)
+    missing = [f for f in fields if f not in names]
+    if missing:
+        return f"include_columns names missing column(s) {missing}"
+    keys = tuple(c.name for c in info.pk_columns)
+    travel = {ts_column, *fields}
+    whole_pk = all(k in travel for k in keys)
+    cols = tuple(Column(c.name, c.decl_type, c.pk_ordinal if whole_pk else 0, c.not_null)
+                 for c in info.columns if c.name in travel)
+    return TelemetryTable(info.name, ts_column, keys, fields, TableInfo(info.name, cols))
+
+
 @dataclass(slots=True)
 class Discovery:
     rows: list[TableInfo] = field(default_factory=list)
+    telemetry: list[TelemetryTable] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # table -> reason
 
 
@@ -85,11 +120,17 @@ def discover(db: sqlite3.Connection, replication: ReplicationConfig) -> Discover
         if strategy == "ignore":
             result.skipped[name] = "strategy ignore"
             continue
-        if strategy == "telemetry":
-            log.warning("table %r: strategy telemetry is not supported yet; not captured", name)
-            result.skipped[name] = "strategy telemetry is not supported yet"
-            continue
         info = read_table(db, name)
+        if strategy == "telemetry":
+            ts = replication.strategy_for(name)
+            assert ts.ts_column is not None  # the config refuses telemetry without it
+            got = telemetry_table(info, ts.ts_column, ts.include_columns)
+            if isinstance(got, str):
+                log.warning("telemetry table %r is skipped: %s", name, got)
+                result.skipped[name] = got
+            else:
+                result.telemetry.append(got)
+            continue
         if not info.pk_columns:
             log.warning(
                 "table %r has no explicit PRIMARY KEY; it cannot replicate as rows and is "
@@ -97,7 +138,8 @@ def discover(db: sqlite3.Connection, replication: ReplicationConfig) -> Discover
             result.skipped[name] = "no explicit PRIMARY KEY"
             continue
         result.rows.append(info)
-    present = {t.name for t in result.rows} | set(result.skipped)
+    present = ({t.name for t in result.rows} | {t.name for t in result.telemetry}
+               | set(result.skipped))
     for name in replication.table_strategies:
         if name not in present:
             log.info("table %r is configured but does not exist in the source database", name)

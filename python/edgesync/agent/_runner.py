@@ -1,4 +1,4 @@
-"""``Agent``: capture application changes and publish them as row batches.
+"""``Agent``: capture application changes and publish them; obey downlink controls.
 
     async with Agent(config) as agent:   # open DBs, install triggers, start MQTT link
         await agent.run()                 # flush every flush_interval, forever
@@ -15,16 +15,22 @@ import logging
 import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import orjson
 
-from edgesync.agent._batcher import Batch, Batcher, OversizedRowError, truncate_journal
+from edgesync.agent._batcher import Batch, Batcher, OversizedRowError
 from edgesync.agent._config import AgentConfig
 from edgesync.agent._discovery import discover
+from edgesync.agent._downlink import execute_control
+from edgesync.agent._inbox import Accepted, ControlInbox
 from edgesync.agent._publisher import MqttLink, raise_if_cancelling
+from edgesync.agent._retention import JournalBudget
 from edgesync.agent._state import StateStore
+from edgesync.agent._telemetry import TelemetryCapture
+from edgesync.agent._telemetry_state import OutboxBatch, TelemetryState
 from edgesync.agent._triggers import install_triggers
 from edgesync.errors import BrokerError, ConfigError
 from edgesync.protocol import TopicKind, topic_for
@@ -36,19 +42,33 @@ log = logging.getLogger("edgesync.agent")
 T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 5000
+# Published telemetry batches kept for a possible resume_lineage, as a share of
+# local_retention_bytes (the cloud's progress control normally drops them first).
+_TELEMETRY_OUTBOX_SHARE = 4
 
 
 class Agent:
     def __init__(self, config: AgentConfig) -> None:
+        sec = config.security
+        if sec.signed_control and not sec.auth_token:
+            raise ConfigError("security.auth_token_env",
+                              "required when security.signed_control.enabled is true "
+                              "(its token is the control signing key)")
         self.config = config
+        self._signing_key = (sec.auth_token.encode() if sec.signed_control and sec.auth_token
+                             else None)
         root = config.connection.root_topic
-        self._rows_topic = topic_for(root, TopicKind.ROWS_BATCH)
-        self._ack_topic = topic_for(root, TopicKind.INGEST_ACK)
+        self._topics = {k: topic_for(root, k) for k in TopicKind}
         self._link = MqttLink(config.connection, self._on_control)
         self._executor: ThreadPoolExecutor | None = None
         self._source: sqlite3.Connection | None = None
         self._state: StateStore | None = None
+        self._inbox: ControlInbox | None = None
+        self._telemetry_state: TelemetryState | None = None
+        self._telemetry: TelemetryCapture | None = None
         self._batcher: Batcher | None = None
+        self._budget: JournalBudget | None = None
+        self._rows_tables: list[str] = []
         self._schema_version = -1
         self._flush_lock = asyncio.Lock()
         self._stack = contextlib.AsyncExitStack()
@@ -110,31 +130,66 @@ class Agent:
             await asyncio.sleep(interval)
 
     async def flush(self) -> int:
-        """Publish every journal row captured so far; returns how many rows were sent.
+        """Publish everything captured so far; returns how many rows were sent.
 
-        Waits for the broker connection. Each batch is recorded as pending before it is
-        published and confirmed after its PUBACK; journal rows stay until the cloud's
-        progress control says they are committed.
+        Waits for the broker connection. Order: controls left unfinished by a crash,
+        schema observations, gap reports, row batches, telemetry batches. Each batch is
+        recorded before it is published and confirmed after its PUBACK; journal rows
+        and telemetry batches stay until the cloud's progress control says they are
+        committed.
         """
         async with self._flush_lock:
-            upto, tables = await self._db(self._prepare_flush)
+            for accepted in await self._db(self._unfinished_controls):
+                await self._ack_and_execute(accepted)
+            upto, observes, gaps = await self._db(self._prepare_flush)
+            for table, doc, is_telemetry in observes:
+                await self._link.publish(self._topics[TopicKind.SCHEMA_OBSERVE], doc)
+                await self._db(self._observed, table, orjson.loads(doc)["schema_hash"],
+                               is_telemetry)
+            for gap_id, doc in gaps:
+                await self._link.publish(self._topics[TopicKind.INGEST_REQUEST], doc)
+                await self._db(self._gap_reported, gap_id)
             sent = 0
-            for table in tables:
-                while True:
-                    try:
-                        batch = await self._db(self._next_batch, table, upto)
-                    except OversizedRowError as exc:
-                        log.error("%s", exc)
-                        break
-                    if batch is None:
-                        break
-                    await self._link.publish(self._rows_topic, batch.payload)
-                    await self._db(self._confirm, batch)
-                    sent += batch.row_count
-                    log.debug("published %d rows of %r (commit_seq %d..%d, batch %s)",
-                              batch.row_count, table, batch.pending.first_commit_seq,
-                              batch.pending.last_commit_seq, batch.pending.batch_id)
+            for table in self._rows_tables:
+                sent += await self._flush_rows(table, upto)
+            for table in await self._db(self._telemetry_tables):
+                sent += await self._flush_telemetry(table)
             return sent
+
+    async def _flush_rows(self, table: str, upto: int) -> int:
+        sent = 0
+        while True:
+            try:
+                batch = await self._db(self._next_batch, table, upto)
+            except OversizedRowError as exc:
+                log.error("%s", exc)
+                return sent
+            if batch is None:
+                return sent
+            await self._link.publish(self._topics[TopicKind.ROWS_BATCH], batch.payload)
+            await self._db(self._confirm, batch)
+            sent += batch.row_count
+            log.debug("published %d rows of %r (commit_seq %d..%d, batch %s)",
+                      batch.row_count, table, batch.pending.first_commit_seq,
+                      batch.pending.last_commit_seq, batch.pending.batch_id)
+
+    async def _flush_telemetry(self, table: str) -> int:
+        sent = 0
+        for batch in await self._db(self._telemetry_backlog, table):
+            await self._publish_telemetry(batch)
+            sent += batch.row_count
+        while True:
+            fresh = await self._db(self._next_telemetry_batch, table)
+            if fresh is None:
+                return sent
+            await self._publish_telemetry(fresh)
+            sent += fresh.row_count
+
+    async def _publish_telemetry(self, batch: OutboxBatch) -> None:
+        await self._link.publish(self._topics[TopicKind.TELEMETRY_BATCH], batch.payload)
+        await self._db(self._telemetry_published, batch)
+        log.debug("published %d telemetry rows of %r (batch_seq %d)", batch.row_count,
+                  batch.source_table, batch.batch_seq)
 
     # ------------------------------------------------------------------ DB thread
 
@@ -148,7 +203,12 @@ class Agent:
                                        check_same_thread=False)
         self._source.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         self._state = StateStore(rep.state_db_path)
+        self._inbox = ControlInbox(self._state, self._signing_key)
+        self._telemetry_state = TelemetryState(self._state)
+        self._telemetry = TelemetryCapture(self._source, self._telemetry_state,
+                                           rep.telemetry_lookback_s)
         self._batcher = Batcher(self._source, self._state)
+        self._budget = JournalBudget(self._source, self._state, rep.local_retention_bytes)
         self._refresh_schema()
 
     def _close_dbs(self) -> None:
@@ -162,28 +222,74 @@ class Agent:
     def _refresh_schema(self) -> None:
         """Discover tables, (re)install triggers, record fingerprints."""
         assert self._source is not None and self._state is not None
-        found = discover(self._source, self.config.replication)
-        journal_id = install_triggers(self._source, found.rows, busy_timeout_ms=BUSY_TIMEOUT_MS)
-        if self._state.bind_journal(journal_id):
+        assert self._batcher is not None and self._telemetry is not None
+        rep = self.config.replication
+        found = discover(self._source, rep)
+        installed = install_triggers(
+            self._source, found.rows, busy_timeout_ms=BUSY_TIMEOUT_MS,
+            snapshot=rep.snapshot_on_first_run,
+            known=[t.source_table for t in self._state.tables()])
+        if self._state.bind_journal(installed.journal_id):
             log.warning("the journal in %s was rebuilt; every table starts a new journal epoch",
-                        self.config.replication.source_db_path)
+                        rep.source_db_path)
+        for name in installed.rebuilt:
+            log.warning("table %r had lost its triggers (rebuilt or recreated); its rows were "
+                        "journaled again", name)
+        if installed.snapshotted:
+            log.info("snapshot: existing rows of %s journaled", ", ".join(installed.snapshotted))
+        self._batcher.set_tables(found.rows)
         for table in found.rows:
             schema_hash, canonical = table.fingerprint()
             self._state.ensure_table(table.name, schema_hash, canonical)
+        for tt in found.telemetry:
+            self._telemetry.register(tt, from_start=rep.snapshot_on_first_run)
+        self._telemetry.tables = {t.name: t for t in found.telemetry}
+        self._rows_tables = [t.name for t in found.rows]
         self._schema_version = int(
             self._source.execute("PRAGMA schema_version").fetchone()[0])
-        log.info("capturing %d table(s): %s", len(found.rows),
-                 ", ".join(t.name for t in found.rows) or "(none)")
+        log.info("capturing %d rows table(s) and %d telemetry table(s): %s",
+                 len(found.rows), len(found.telemetry),
+                 ", ".join([t.name for t in found.rows] + [t.name for t in found.telemetry])
+                 or "(none)")
 
-    def _prepare_flush(self) -> tuple[int, list[str]]:
+    def _prepare_flush(self) -> tuple[int, list[tuple[str, bytes, bool]],
+                                      list[tuple[int, bytes]]]:
         assert self._source is not None and self._state is not None
-        assert self._batcher is not None
+        assert self._batcher is not None and self._budget is not None
+        assert self._telemetry_state is not None
         version = int(self._source.execute("PRAGMA schema_version").fetchone()[0])
         if version != self._schema_version:
             log.info("schema of the source database changed; reinstalling triggers")
             self._refresh_schema()
-        return (self._batcher.journal_high_water(),
-                [t.source_table for t in self._state.tables()])
+        self._budget.enforce()
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        observes: list[tuple[str, bytes, bool]] = []
+        live = set(self._rows_tables)
+        for ts in self._state.tables():
+            if ts.source_table in live and ts.schema_hash and ts.observed_hash != ts.schema_hash:
+                observes.append((ts.source_table, _observe(ts.source_table, ts.schema_hash, now),
+                                 False))
+        assert self._telemetry is not None
+        for name in self._telemetry.tables:
+            tts = self._telemetry_state.table(name)
+            if tts is not None and tts.schema_hash and tts.observed_hash != tts.schema_hash:
+                observes.append((name, _observe(name, tts.schema_hash, now), True))
+        gaps = [(gap_id, orjson.dumps({
+            "format_version": 1, "request_kind": "gap_report", "source_table": table,
+            "journal_epoch": epoch, "first_commit_seq": first, "last_commit_seq": last}))
+            for gap_id, table, epoch, first, last in self._state.unreported_gaps()]
+        return self._batcher.journal_high_water(), observes, gaps
+
+    def _observed(self, table: str, schema_hash: str, is_telemetry: bool) -> None:
+        assert self._state is not None and self._telemetry_state is not None
+        if is_telemetry:
+            self._telemetry_state.mark_observed(table, schema_hash)
+        else:
+            self._state.mark_observed(table, schema_hash)
+
+    def _gap_reported(self, gap_id: int) -> None:
+        assert self._state is not None
+        self._state.gap_reported(gap_id)
 
     def _next_batch(self, table: str, upto: int) -> Batch | None:
         assert self._batcher is not None
@@ -193,47 +299,57 @@ class Agent:
         assert self._state is not None
         self._state.confirm(batch.pending)
 
-    def _apply_progress(self, table: str, epoch: str, committed: int) -> int:
-        assert self._source is not None and self._state is not None
-        ts = self._state.table(table)
-        if ts is None or ts.journal_epoch != epoch:
-            log.warning("progress for %r ignored: journal epoch %s is not the current one (%s)",
-                        table, epoch, ts.journal_epoch if ts else "unknown table")
-            return 0
-        deleted = truncate_journal(self._source, table, committed)
-        self._state.record_progress(table, committed)
-        return deleted
+    def _telemetry_tables(self) -> list[str]:
+        assert self._telemetry is not None
+        return list(self._telemetry.tables)
+
+    def _telemetry_backlog(self, table: str) -> list[OutboxBatch]:
+        assert self._telemetry_state is not None
+        st = self._telemetry_state.table(table)
+        if st is None or st.paused:
+            return []
+        return self._telemetry_state.unpublished(table)
+
+    def _next_telemetry_batch(self, table: str) -> OutboxBatch | None:
+        assert self._telemetry is not None
+        return self._telemetry.next_batch(table)
+
+    def _telemetry_published(self, batch: OutboxBatch) -> None:
+        assert self._telemetry_state is not None
+        self._telemetry_state.published(batch)
+        self._telemetry_state.trim_published(
+            batch.source_table,
+            self.config.replication.local_retention_bytes // _TELEMETRY_OUTBOX_SHARE)
 
     # ------------------------------------------------------------------ downlink
 
-    async def _on_control(self, payload: bytes) -> None:
-        try:
-            msg = orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            log.warning("ignoring a control message that is not JSON (%d bytes)", len(payload))
-            return
-        control_id = msg.get("control_id") if isinstance(msg, dict) else None
-        if not isinstance(control_id, str) or not control_id:
-            log.warning("ignoring a control message without control_id")
-            return
-        await self._link.publish(self._ack_topic, orjson.dumps(
-            {"format_version": 1, "control_id": control_id}))
-        kind = msg.get("control_kind")
-        if kind == "progress":
-            await self._handle_progress(control_id, msg)
-        else:
-            log.info("control %s (%s) acknowledged; kind not yet supported", control_id, kind)
+    def _accept(self, payload: bytes) -> Accepted | None:
+        assert self._inbox is not None
+        return self._inbox.accept(payload)
 
-    async def _handle_progress(self, control_id: str, msg: dict[str, Any]) -> None:
-        table = msg.get("source_table")
-        epoch = msg.get("journal_epoch")
-        committed = msg.get("committed_commit_seq")
-        if not (isinstance(table, str) and isinstance(epoch, str)
-                and isinstance(committed, int) and not isinstance(committed, bool)
-                and committed >= 0):
-            log.warning("progress control %s is malformed (needs source_table, journal_epoch, "
-                        "committed_commit_seq); ignored", control_id)
-            return
-        deleted = await self._db(self._apply_progress, table, epoch, committed)
-        log.info("progress %s: %r committed up to %d; %d journal row(s) removed",
-                 control_id, table, committed, deleted)
+    def _unfinished_controls(self) -> list[Accepted]:
+        assert self._inbox is not None
+        return self._inbox.unfinished()
+
+    def _execute(self, accepted: Accepted) -> None:
+        assert self._source is not None and self._state is not None
+        assert self._telemetry_state is not None and self._inbox is not None
+        execute_control(accepted.doc, self._source, self._state, self._telemetry_state,
+                        self._budget)
+        self._inbox.executed(accepted.control_id)
+
+    async def _on_control(self, payload: bytes) -> None:
+        accepted = await self._db(self._accept, payload)
+        if accepted is not None:
+            await self._ack_and_execute(accepted)
+
+    async def _ack_and_execute(self, accepted: Accepted) -> None:
+        await self._link.publish(self._topics[TopicKind.INGEST_ACK], orjson.dumps(
+            {"format_version": 1, "control_id": accepted.control_id}))
+        if accepted.execute:
+            await self._db(self._execute, accepted)
+
+
+def _observe(table: str, schema_hash: str, now: str) -> bytes:
+    return orjson.dumps({"format_version": 1, "source_table": table,
+                         "schema_hash": schema_hash, "observed_at": now})

@@ -1,10 +1,13 @@
 """``state.db``: the agent's own durable state, separate from the application database.
 
 Per replicated table: the journal epoch (UUIDv7), the publish cursor
-(``last_published_commit_seq``), the schema fingerprint and whether its
-``schema_columns`` have been sent, plus reserved pause columns. Per table at most one
-*pending* batch: its id and journal range are written here before it is published, so
-a restart re-sends the same ``batch_id`` for the same rows.
+(``last_published_commit_seq``), the schema fingerprint, whether its ``schema_columns``
+and its ``sync/schema/observe`` have been sent, and the pause state
+(``paused``, ``server_watermark``). Per table at most one *pending* batch: its id and
+journal range are written here before it is published, so a restart re-sends the same
+``batch_id`` for the same rows. Also: journal ranges lost to ``local_retention_bytes``
+(until reported). Other modules keep their own tables in the same file (the control
+inbox, telemetry cursors); every table is created here, in one place.
 
 The store is synchronous; the agent calls it from its single database thread.
 """
@@ -20,7 +23,7 @@ from edgesync.errors import StoreError
 
 __all__ = ["PendingBatch", "StateStore", "TableState"]
 
-_STATE_FORMAT = "1"
+_STATE_FORMAT = "2"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -34,8 +37,9 @@ CREATE TABLE IF NOT EXISTS tables (
     schema_hash               TEXT,
     schema_json               TEXT,
     schema_sent               INTEGER NOT NULL DEFAULT 0,
-    paused                    INTEGER NOT NULL DEFAULT 0,  -- reserved: pause_lineage
-    server_watermark          INTEGER                      -- reserved: pause_lineage
+    paused                    INTEGER NOT NULL DEFAULT 0,
+    server_watermark          INTEGER,
+    observed_hash             TEXT     -- schema_hash last published on sync/schema/observe
 );
 CREATE TABLE IF NOT EXISTS pending_batches (
     source_table        TEXT PRIMARY KEY,
@@ -46,7 +50,52 @@ CREATE TABLE IF NOT EXISTS pending_batches (
     schema_hash         TEXT NOT NULL,
     schema_columns_json TEXT
 );
+CREATE TABLE IF NOT EXISTS gaps (
+    gap_id           INTEGER PRIMARY KEY,
+    source_table     TEXT NOT NULL,
+    journal_epoch    TEXT NOT NULL,
+    first_commit_seq INTEGER NOT NULL,
+    last_commit_seq  INTEGER NOT NULL,
+    recorded_at      TEXT NOT NULL,
+    reported         INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS controls (
+    control_id  TEXT PRIMARY KEY,
+    doc         BLOB NOT NULL,
+    received_at TEXT NOT NULL,
+    executed    INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS telemetry (
+    source_table     TEXT PRIMARY KEY,
+    next_batch_seq   INTEGER NOT NULL DEFAULT 1,
+    cursor_ts_us     INTEGER,
+    cursor_key       TEXT,
+    schema_hash      TEXT,
+    schema_json      TEXT,
+    schema_sent      INTEGER NOT NULL DEFAULT 0,
+    observed_hash    TEXT,
+    paused           INTEGER NOT NULL DEFAULT 0,
+    server_watermark INTEGER
+);
+CREATE TABLE IF NOT EXISTS telemetry_sent (
+    source_table TEXT NOT NULL,
+    row_key      TEXT NOT NULL,
+    ts_us        INTEGER NOT NULL,
+    PRIMARY KEY (source_table, row_key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS telemetry_outbox (
+    source_table TEXT NOT NULL,
+    batch_seq    INTEGER NOT NULL,
+    batch_id     TEXT NOT NULL,
+    payload      BLOB NOT NULL,
+    row_count    INTEGER NOT NULL,
+    published    INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (source_table, batch_seq)
+)
 """
+
+# Format 1 (the first agent slice) lacked these; everything else is CREATE IF NOT EXISTS.
+_UPGRADE_FROM_1 = ("ALTER TABLE tables ADD COLUMN observed_hash TEXT",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +108,7 @@ class TableState:
     schema_sent: bool
     paused: bool
     server_watermark: int | None
+    observed_hash: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +152,12 @@ class StateStore:
                     if stmt.strip():
                         self._db.execute(stmt)
                 row = self._db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
-                if row is None:
+                if row is not None and row[0] == "1":
+                    for stmt in _UPGRADE_FROM_1:
+                        self._db.execute(stmt)
+                    self._db.execute("UPDATE meta SET value=? WHERE key='format'",
+                                     (_STATE_FORMAT,))
+                elif row is None:
                     self._db.execute("INSERT INTO meta VALUES ('format', ?)", (_STATE_FORMAT,))
                 elif row[0] != _STATE_FORMAT:
                     raise StoreError(
@@ -113,6 +168,23 @@ class StateStore:
 
     def close(self) -> None:
         self._db.close()
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """The connection, for the modules that keep their own tables in this file."""
+        return self._db
+
+    def tx(self) -> _Tx:
+        """``with state.tx():`` one ``BEGIN IMMEDIATE`` transaction."""
+        return _Tx(self._db)
+
+    def meta_int(self, key: str, default: int) -> int:
+        row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return int(row[0]) if row is not None else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Inside the caller's transaction (or autocommit)."""
+        self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
     # -- journal identity
 
@@ -142,12 +214,12 @@ class StateStore:
     def table(self, name: str) -> TableState | None:
         row = self._db.execute(
             "SELECT source_table, journal_epoch, last_published_commit_seq, schema_hash, "
-            "schema_json, schema_sent, paused, server_watermark FROM tables "
+            "schema_json, schema_sent, paused, server_watermark, observed_hash FROM tables "
             "WHERE source_table=?", (name,)).fetchone()
         if row is None:
             return None
         return TableState(row[0], row[1], row[2], row[3], row[4], bool(row[5]), bool(row[6]),
-                          row[7])
+                          row[7], row[8])
 
     def tables(self) -> list[TableState]:
         names = [r[0] for r in self._db.execute("SELECT source_table FROM tables ORDER BY 1")]
@@ -190,15 +262,21 @@ class StateStore:
                  batch.schema_columns_json))
 
     def confirm(self, batch: PendingBatch) -> None:
-        """The broker acknowledged ``batch``: advance the cursor and forget the pending row."""
+        """The broker acknowledged ``batch``: advance the cursor and forget the pending row.
+
+        A no-op when the pending row is gone: a ``resume_lineage`` (which rewinds the
+        cursor) or a progress control got there while the batch was in flight.
+        """
         with self._tx():
             self._db.execute(
                 "UPDATE tables SET last_published_commit_seq = "
                 "  max(last_published_commit_seq, ?), "
                 "schema_sent = CASE WHEN ? AND schema_hash IS ? THEN 1 ELSE schema_sent END "
-                "WHERE source_table=? AND journal_epoch=?",
+                "WHERE source_table=? AND journal_epoch=? AND EXISTS (SELECT 1 FROM "
+                "pending_batches p WHERE p.source_table=? AND p.batch_id=?)",
                 (batch.last_commit_seq, batch.schema_columns_json is not None,
-                 batch.schema_hash, batch.source_table, batch.journal_epoch))
+                 batch.schema_hash, batch.source_table, batch.journal_epoch,
+                 batch.source_table, batch.batch_id))
             self._db.execute(
                 "DELETE FROM pending_batches WHERE source_table=? AND batch_id=?",
                 (batch.source_table, batch.batch_id))
@@ -214,6 +292,62 @@ class StateStore:
             self._db.execute(
                 "DELETE FROM pending_batches WHERE source_table=? AND last_commit_seq <= ?",
                 (table, committed_commit_seq))
+
+    # -- pause / resume (downlink controls)
+
+    def pause(self, table: str, server_watermark: int | None) -> bool:
+        """Stop publishing ``table``; False when the table is unknown."""
+        with self._tx():
+            return self._db.execute(
+                "UPDATE tables SET paused=1, server_watermark=coalesce(?, server_watermark) "
+                "WHERE source_table=?", (server_watermark, table)).rowcount > 0
+
+    def resume(self, table: str, server_watermark: int | None) -> bool:
+        """Publish ``table`` again from ``server_watermark + 1``.
+
+        The cursor is rewound (or advanced) to the watermark and the pending batch is
+        forgotten, so everything after the watermark is rebuilt under new batch ids:
+        the cloud may have recorded the old ids while it was dropping their rows.
+        """
+        with self._tx():
+            n = self._db.execute(
+                "UPDATE tables SET paused=0, "
+                "server_watermark=coalesce(?, server_watermark), "
+                "last_published_commit_seq=coalesce(?, server_watermark, "
+                "  last_published_commit_seq) WHERE source_table=?",
+                (server_watermark, server_watermark, table)).rowcount
+            if n:
+                self._db.execute("DELETE FROM pending_batches WHERE source_table=?", (table,))
+            return n > 0
+
+    def mark_observed(self, table: str, schema_hash: str) -> None:
+        with self._tx():
+            self._db.execute("UPDATE tables SET observed_hash=? WHERE source_table=?",
+                             (schema_hash, table))
+
+    # -- journal ranges lost to local_retention_bytes
+
+    def record_gap(self, table: str, epoch: str, first: int, last: int, at: str) -> None:
+        """Inside the caller's transaction: remember a dropped range and skip past it."""
+        self._db.execute(
+            "INSERT INTO gaps (source_table, journal_epoch, first_commit_seq, "
+            "last_commit_seq, recorded_at) VALUES (?, ?, ?, ?, ?)",
+            (table, epoch, first, last, at))
+        self._db.execute(
+            "UPDATE tables SET last_published_commit_seq = max(last_published_commit_seq, ?) "
+            "WHERE source_table=? AND journal_epoch=?", (last, table, epoch))
+        self._db.execute(
+            "DELETE FROM pending_batches WHERE source_table=? AND first_commit_seq <= ?",
+            (table, last))
+
+    def unreported_gaps(self) -> list[tuple[int, str, str, int, int]]:
+        return [tuple(r) for r in self._db.execute(
+            "SELECT gap_id, source_table, journal_epoch, first_commit_seq, last_commit_seq "
+            "FROM gaps WHERE reported=0 ORDER BY gap_id")]
+
+    def gap_reported(self, gap_id: int) -> None:
+        with self._tx():
+            self._db.execute("UPDATE gaps SET reported=1 WHERE gap_id=?", (gap_id,))
 
 
 class _Tx:

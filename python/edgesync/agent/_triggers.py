@@ -1,14 +1,20 @@
 """The change journal and the triggers that fill it, inside the application database.
 
-The triggers run in the application's own connection, so they use built-in SQL
-functions only. Each row change appends one journal row (two for a primary-key
-update: a ``delete`` of the old key, then an ``update`` carrying the new key and row).
+The triggers run in the application's own connection, on every row it writes, so they
+do as little as possible: each row change appends ``(table_name, op, k0..kN)`` — the
+primary-key values, nothing else — to the journal (two rows for a primary-key update:
+a ``delete`` of the old key, then an ``update`` of the new one). The row image is read
+from the table when the batch is built (``row_json_sql``), so the application pays no
+JSON building, and a row changed twice before a flush is read once per change but
+always in its latest state (the cloud keeps the newest ``commit_seq`` per key, so
+the result is the same).
 
-Value encoding in ``pk_json``/``row_json`` (one JSON object per row, column → value):
+Value encoding in the JSON the agent builds (``pk`` and ``row`` objects):
 
 * INTEGER, TEXT, NULL: as JSON does.
-* REAL: 17 significant digits (SQLite's ``json_object`` keeps only 15); ±infinity as
-  ``±9e999``.
+* REAL: as SQLite's ``quote()`` prints it, which reads back to the same double (SQLite's
+  ``json_object`` keeps only 15 digits); ±infinity as ``null``: JSON has no infinity and
+  the cloud refuses a whole batch carrying ``9e999`` (``invalid_number_encoding``).
 * BLOB: ``{"$blob": "<UPPERCASE HEX>"}``.
 """
 
@@ -16,6 +22,9 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+import orjson
 
 from edgesync.agent._discovery import Column, TableInfo
 from edgesync.agent._uuid7 import uuid7
@@ -24,7 +33,10 @@ __all__ = [
     "JOURNAL_TABLE",
     "META_TABLE",
     "TRIGGER_PREFIX",
+    "Installed",
     "install_triggers",
+    "json_object_sql",
+    "key_column",
     "quote_ident",
     "quote_literal",
     "trigger_names",
@@ -35,23 +47,25 @@ JOURNAL_TABLE = "__edgesync_journal"
 META_TABLE = "__edgesync_meta"
 TRIGGER_PREFIX = "__edgesync_"
 
-# json_object() takes at most SQLITE_MAX_FUNCTION_ARG (127 by default) arguments.
-_JSON_OBJECT_MAX_COLUMNS = 63
-
+# k0..kN have no declared type, so values keep their storage class; the journal grows
+# a column when a table with a wider primary key shows up. No AUTOINCREMENT: it costs
+# the application a sqlite_sequence update per row (a fifth of the trigger's price);
+# commit_seq is max + 1 instead, and the journal's highest row is never deleted
+# (truncate_journal), so a value is never handed out twice.
 _JOURNAL_DDL = f"""
 CREATE TABLE IF NOT EXISTS "{JOURNAL_TABLE}" (
-    commit_seq  INTEGER PRIMARY KEY AUTOINCREMENT,
+    commit_seq  INTEGER PRIMARY KEY,
     table_name  TEXT NOT NULL,
-    op          TEXT NOT NULL CHECK (op IN ('insert', 'update', 'delete')),
-    pk_json     TEXT NOT NULL,
-    row_json    TEXT,
-    captured_at INTEGER NOT NULL
-        DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))
+    op          TEXT NOT NULL,
+    k0
 )"""
-_JOURNAL_INDEX = (f'CREATE INDEX IF NOT EXISTS "{JOURNAL_TABLE}_by_table" '
-                  f'ON "{JOURNAL_TABLE}" (table_name, commit_seq)')
 _META_DDL = (f'CREATE TABLE IF NOT EXISTS "{META_TABLE}" '
              "(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID")
+_SNAPSHOT_KEY = "snapshot:"
+
+
+def key_column(i: int) -> str:
+    return f"k{i}"
 
 
 def quote_ident(name: str) -> str:
@@ -70,24 +84,26 @@ def trigger_names(table: str) -> tuple[str, str, str]:
 
 
 def _value(ref: str) -> str:
-    """JSON-ready expression for one column value (see module docstring)."""
+    """JSON text of one column value (see module docstring); never NULL."""
+    # quote() prints a REAL with as many digits as it needs to read back exactly;
+    # plain text concatenation is three times faster than json_object() + printf().
     return (
-        f"CASE typeof({ref}) "
-        f"WHEN 'blob' THEN json_object('$blob', hex({ref})) "
-        f"WHEN 'real' THEN CASE WHEN {ref} - {ref} = 0 THEN json(printf('%!.17g', {ref})) "
-        f"WHEN {ref} > 0 THEN json('9e999') ELSE json('-9e999') END "
-        f"ELSE {ref} END"
+        f"CASE typeof({ref}) WHEN 'integer' THEN {ref} "
+        f"WHEN 'text' THEN json_quote({ref}) WHEN 'null' THEN 'null' "
+        f"WHEN 'real' THEN CASE WHEN {ref} - {ref} = 0 THEN quote({ref}) ELSE 'null' END "
+        f"ELSE '{{\"$blob\":\"' || hex({ref}) || '\"}}' END"
     )
 
 
-def _object(alias: str, columns: Sequence[Column]) -> str:
-    """JSON object text of ``columns`` of the ``NEW``/``OLD`` row."""
-    pairs = [(quote_literal(c.name), _value(f"{alias}.{quote_ident(c.name)}")) for c in columns]
-    if len(pairs) <= _JSON_OBJECT_MAX_COLUMNS:
-        return "json_object(" + ", ".join(f"{k}, {v}" for k, v in pairs) + ")"
-    # Wide table: concatenate. json_quote() keeps JSON values (blobs, reals) as they are.
-    parts = [f"json_quote({k}) || ':' || json_quote({v})" for k, v in pairs]
-    return "('{' || " + " || ',' || ".join(parts) + " || '}')"
+def json_object_sql(pairs: Sequence[tuple[str, str]]) -> str:
+    """JSON object text of ``(name, SQL expression)`` pairs (see module docstring)."""
+    parts = [quote_literal(("{" if i == 0 else ",") + orjson.dumps(name).decode() + ":")
+             + f" || {_value(expr)}" for i, (name, expr) in enumerate(pairs)]
+    return "(" + " || ".join(parts) + " || '}')"
+
+
+def _keys(alias: str, pk: Sequence[Column]) -> str:
+    return ", ".join(f"{alias}.{quote_ident(c.name)}" for c in pk)
 
 
 def _pk_changed(pk: Sequence[Column]) -> str:
@@ -105,62 +121,119 @@ def trigger_sql(table: TableInfo) -> list[str]:
         raise ValueError(f"table {table.name!r} has no primary key")
     t, lit = quote_ident(table.name), quote_literal(table.name)
     ins, upd, dele = (quote_ident(n) for n in trigger_names(table.name))
-    journal = f"{quote_ident(JOURNAL_TABLE)} (table_name, op, pk_json, row_json)"
-    new_pk, old_pk = _object("NEW", pk), _object("OLD", pk)
-    new_row = _object("NEW", table.columns)
+    cols = ", ".join(key_column(i) for i in range(len(pk)))
+    journal = f"{quote_ident(JOURNAL_TABLE)} (table_name, op, {cols})"
     return [
         f"CREATE TRIGGER {ins} AFTER INSERT ON {t} BEGIN "
-        f"INSERT INTO {journal} VALUES ({lit}, 'insert', {new_pk}, {new_row}); END",
+        f"INSERT INTO {journal} VALUES ({lit}, 'insert', {_keys('NEW', pk)}); END",
         # A changed primary key is a delete of the old key followed by the new row, so
         # the cloud does not keep the old key as a ghost row.
         f"CREATE TRIGGER {upd} AFTER UPDATE ON {t} BEGIN "
-        f"INSERT INTO {journal} SELECT {lit}, 'delete', {old_pk}, NULL "
+        f"INSERT INTO {journal} SELECT {lit}, 'delete', {_keys('OLD', pk)} "
         f"WHERE {_pk_changed(pk)}; "
-        f"INSERT INTO {journal} VALUES ({lit}, 'update', {new_pk}, {new_row}); END",
+        f"INSERT INTO {journal} VALUES ({lit}, 'update', {_keys('NEW', pk)}); END",
         f"CREATE TRIGGER {dele} AFTER DELETE ON {t} BEGIN "
-        f"INSERT INTO {journal} VALUES ({lit}, 'delete', {old_pk}, NULL); END",
+        f"INSERT INTO {journal} VALUES ({lit}, 'delete', {_keys('OLD', pk)}); END",
     ]
 
 
-def _ensure_journal(db: sqlite3.Connection) -> str:
-    """Create the journal if needed; return its id (new id whenever it was (re)created)."""
+def snapshot_sql(table: TableInfo) -> str:
+    """Journal every existing row of ``table`` as an ``insert``."""
+    pk = table.pk_columns
+    cols = ", ".join(key_column(i) for i in range(len(pk)))
+    keys = ", ".join(quote_ident(c.name) for c in pk)
+    order = ", ".join(quote_ident(c.name) for c in pk)
+    return (f"INSERT INTO {quote_ident(JOURNAL_TABLE)} (table_name, op, {cols}) "
+            f"SELECT {quote_literal(table.name)}, 'insert', {keys} "
+            f"FROM {quote_ident(table.name)} ORDER BY {order}")
+
+
+def _journal_width(db: sqlite3.Connection) -> tuple[int, bool]:
+    """(number of k columns, whether the journal has the current layout)."""
+    cols = [r[1] for r in db.execute(f"PRAGMA table_info({quote_ident(JOURNAL_TABLE)})")]
+    width = sum(1 for c in cols if c.startswith("k") and c[1:].isdigit())
+    return width, cols[:3] == ["commit_seq", "table_name", "op"] and width > 0
+
+
+def _ensure_journal(db: sqlite3.Connection, width: int) -> str:
+    """Create the journal if needed (at least ``width`` key columns); return its id,
+    a new one whenever the journal was (re)created."""
     existed = db.execute("SELECT 1 FROM sqlite_schema WHERE type='table' AND name=?",
                          (JOURNAL_TABLE,)).fetchone() is not None
+    if existed and not _journal_width(db)[1]:
+        # An older layout (the first agent slice stored JSON): rebuilt, new epoch.
+        db.execute(f"DROP TABLE {quote_ident(JOURNAL_TABLE)}")
+        existed = False
     db.execute(_JOURNAL_DDL)
-    db.execute(_JOURNAL_INDEX)
+    have = _journal_width(db)[0]
+    for i in range(have, width):
+        db.execute(f"ALTER TABLE {quote_ident(JOURNAL_TABLE)} ADD COLUMN {key_column(i)}")
     db.execute(_META_DDL)
     row = db.execute(f"SELECT value FROM {quote_ident(META_TABLE)} WHERE key='journal_id'"
                      ).fetchone()
     if existed and row is not None:
         return str(row[0])
     journal_id = uuid7()
-    db.execute(f"INSERT OR REPLACE INTO {quote_ident(META_TABLE)} VALUES ('journal_id', ?)",
+    db.execute(f"DELETE FROM {quote_ident(META_TABLE)}")  # snapshot marks of the old journal
+    db.execute(f"INSERT INTO {quote_ident(META_TABLE)} VALUES ('journal_id', ?)",
                (journal_id,))
     return journal_id
 
 
+@dataclass(frozen=True, slots=True)
+class Installed:
+    journal_id: str
+    snapshotted: tuple[str, ...]  # tables whose existing rows were journaled just now
+    rebuilt: tuple[str, ...]      # tables found without their triggers (see install_triggers)
+
+
 def install_triggers(db: sqlite3.Connection, tables: Sequence[TableInfo], *,
-                     busy_timeout_ms: int = 5000) -> str:
+                     busy_timeout_ms: int = 5000, snapshot: bool = False,
+                     known: Sequence[str] = ()) -> Installed:
     """Create the journal and (re)create the triggers of ``tables`` in one transaction.
 
     Every edgesync trigger not belonging to ``tables`` (a table now ignored, dropped or
     without a primary key) is dropped. Idempotent. ``db`` must be in autocommit mode
-    (``isolation_level=None``). Returns the journal id.
+    (``isolation_level=None``).
+
+    With ``snapshot``, each table seen for the first time in this journal has its
+    existing rows journaled as inserts in the same transaction, so there is neither a
+    gap nor a duplicate between the snapshot and the triggers. A table in ``known``
+    (captured before) whose triggers are missing was rebuilt or recreated behind the
+    agent's back (e.g. ``ALTER`` done as create-copy-drop-rename); its rows are
+    journaled again the same way, so changes made while it had no triggers still reach
+    the cloud.
     """
     db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     db.execute("BEGIN IMMEDIATE")
     try:
-        journal_id = _ensure_journal(db)
-        old = db.execute(
+        width = max([len(t.pk_columns) for t in tables] + [1])
+        journal_id = _ensure_journal(db, width)
+        old = {name for (name,) in db.execute(
             "SELECT name FROM sqlite_schema WHERE type='trigger' AND substr(name, 1, ?) = ?",
-            (len(TRIGGER_PREFIX), TRIGGER_PREFIX)).fetchall()
-        for (name,) in old:
+            (len(TRIGGER_PREFIX), TRIGGER_PREFIX))}
+        marks = {k[len(_SNAPSHOT_KEY):] for (k,) in db.execute(
+            f"SELECT key FROM {quote_ident(META_TABLE)} WHERE substr(key, 1, ?) = ?",
+            (len(_SNAPSHOT_KEY), _SNAPSHOT_KEY))}
+        for name in old:
             db.execute(f"DROP TRIGGER IF EXISTS {quote_ident(name)}")
+        seeded, rebuilt = [], []
+        known_set = set(known)
         for table in tables:
             for stmt in trigger_sql(table):
                 db.execute(stmt)
+            lost = table.name in known_set and not set(trigger_names(table.name)) <= old
+            first = snapshot and table.name not in marks
+            if lost:
+                rebuilt.append(table.name)
+            if first or lost:
+                db.execute(snapshot_sql(table))
+                seeded.append(table.name)
+            if table.name not in marks:  # seen by this journal: never snapshot again
+                db.execute(f"INSERT OR REPLACE INTO {quote_ident(META_TABLE)} VALUES (?, '1')",
+                           (_SNAPSHOT_KEY + table.name,))
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
         raise
-    return journal_id
+    return Installed(journal_id, tuple(seeded), tuple(rebuilt))

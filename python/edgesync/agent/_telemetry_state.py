@@ -1,0 +1,171 @@
+"""Telemetry tables in ``state.db``: cursor, sent keys, ``batch_seq`` and the outbox.
+
+Per table: ``next_batch_seq``, the cursor (largest timestamp sent, in microseconds, and
+the key of that row), the keys of the rows sent whose timestamp lies inside the
+look-back window behind the cursor (so a late row is sent once, and a row already sent
+is never sent again), and every batch built but not yet committed by the cloud (the
+*outbox*). A batch is written to the outbox in the same transaction that advances the
+cursor and ``batch_seq``, so after a crash it is re-published byte for byte (same
+``batch_id``, same ``batch_seq``) instead of being rebuilt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from edgesync.agent._state import StateStore
+
+__all__ = ["OutboxBatch", "TelemetryState", "TelemetryTableState"]
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryTableState:
+    source_table: str
+    next_batch_seq: int
+    cursor_ts_us: int | None
+    cursor_key: str | None
+    schema_hash: str | None
+    schema_json: str | None
+    schema_sent: bool
+    observed_hash: str | None
+    paused: bool
+    server_watermark: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxBatch:
+    source_table: str
+    batch_seq: int
+    batch_id: str
+    payload: bytes
+    row_count: int
+
+
+class TelemetryState:
+    def __init__(self, state: StateStore) -> None:
+        self._state = state
+        self._db = state.db
+
+    def table(self, name: str) -> TelemetryTableState | None:
+        row = self._db.execute(
+            "SELECT source_table, next_batch_seq, cursor_ts_us, cursor_key, schema_hash, "
+            "schema_json, schema_sent, observed_hash, paused, server_watermark "
+            "FROM telemetry WHERE source_table=?", (name,)).fetchone()
+        if row is None:
+            return None
+        return TelemetryTableState(row[0], row[1], row[2], row[3], row[4], row[5],
+                                   bool(row[6]), row[7], bool(row[8]), row[9])
+
+    def tables(self) -> list[str]:
+        return [r[0] for r in self._db.execute(
+            "SELECT source_table FROM telemetry ORDER BY 1")]
+
+    def ensure(self, name: str, schema_hash: str, schema_json: str, *,
+               start: tuple[int, str] | None, seen: Iterable[tuple[str, int]]) -> bool:
+        """Register ``name`` (True when new) and record its fingerprint.
+
+        A new table starts at ``start`` (None: from its first row) with ``seen`` (key,
+        ts) marked as already sent; a known table keeps its cursor.
+        """
+        with self._state.tx():
+            new = self._db.execute(
+                "INSERT INTO telemetry (source_table, cursor_ts_us, cursor_key, schema_hash, "
+                "schema_json) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (name, start[0] if start else None, start[1] if start else None,
+                 schema_hash, schema_json)).rowcount > 0
+            if new:
+                self._db.executemany(
+                    "INSERT OR IGNORE INTO telemetry_sent VALUES (?, ?, ?)",
+                    ((name, key, ts) for key, ts in seen))
+            else:
+                self._db.execute(
+                    "UPDATE telemetry SET schema_sent = CASE WHEN schema_hash IS ? "
+                    "THEN schema_sent ELSE 0 END, schema_hash=?, schema_json=? "
+                    "WHERE source_table=?", (schema_hash, schema_hash, schema_json, name))
+        return new
+
+    def sent_keys(self, name: str) -> set[str]:
+        return {r[0] for r in self._db.execute(
+            "SELECT row_key FROM telemetry_sent WHERE source_table=?", (name,))}
+
+    def save_batch(self, batch: OutboxBatch, *, cursor: tuple[int, str], with_schema: bool,
+                   sent: Iterable[tuple[str, int]], keep_from_us: int) -> None:
+        """One transaction: outbox row, ``batch_seq``, cursor, sent keys (pruned to the
+        window starting at ``keep_from_us``)."""
+        name = batch.source_table
+        with self._state.tx():
+            self._db.execute(
+                "INSERT INTO telemetry_outbox (source_table, batch_seq, batch_id, payload, "
+                "row_count) VALUES (?, ?, ?, ?, ?)",
+                (name, batch.batch_seq, batch.batch_id, batch.payload, batch.row_count))
+            self._db.execute(
+                "UPDATE telemetry SET next_batch_seq=?, cursor_ts_us=?, cursor_key=?, "
+                "schema_sent = schema_sent OR ? WHERE source_table=?",
+                (batch.batch_seq + 1, cursor[0], cursor[1], with_schema, name))
+            self._db.executemany("INSERT OR IGNORE INTO telemetry_sent VALUES (?, ?, ?)",
+                                 ((name, key, ts) for key, ts in sent))
+            self._db.execute("DELETE FROM telemetry_sent WHERE source_table=? AND ts_us < ?",
+                             (name, keep_from_us))
+
+    def unpublished(self, name: str) -> list[OutboxBatch]:
+        return [OutboxBatch(*r) for r in self._db.execute(
+            "SELECT source_table, batch_seq, batch_id, payload, row_count FROM "
+            "telemetry_outbox WHERE source_table=? AND published=0 ORDER BY batch_seq",
+            (name,))]
+
+    def published(self, batch: OutboxBatch) -> None:
+        with self._state.tx():
+            self._db.execute("UPDATE telemetry_outbox SET published=1 WHERE source_table=? "
+                             "AND batch_seq=?", (batch.source_table, batch.batch_seq))
+
+    def committed(self, name: str, batch_seq: int) -> int:
+        """The cloud committed ``name`` up to ``batch_seq``: drop those batches."""
+        with self._state.tx():
+            return self._db.execute(
+                "DELETE FROM telemetry_outbox WHERE source_table=? AND batch_seq <= ?",
+                (name, batch_seq)).rowcount
+
+    def pause(self, name: str, watermark: int | None) -> bool:
+        with self._state.tx():
+            return self._db.execute(
+                "UPDATE telemetry SET paused=1, server_watermark=coalesce(?, "
+                "server_watermark) WHERE source_table=?", (watermark, name)).rowcount > 0
+
+    def resume(self, name: str, watermark: int | None) -> bool:
+        """Publish again; buffered batches after the watermark are re-published in
+        ``batch_seq`` order (same ids: the cloud dedupes on ``batch_id``)."""
+        with self._state.tx():
+            n = self._db.execute(
+                "UPDATE telemetry SET paused=0, server_watermark=coalesce(?, "
+                "server_watermark) WHERE source_table=?", (watermark, name)).rowcount
+            if n:  # without a watermark in the control, the one stored at pause
+                self._db.execute(
+                    "UPDATE telemetry_outbox SET published=0 WHERE source_table=? AND "
+                    "batch_seq > (SELECT server_watermark FROM telemetry WHERE "
+                    "source_table=?)", (name, name))
+            return n > 0
+
+    def mark_observed(self, name: str, schema_hash: str) -> None:
+        with self._state.tx():
+            self._db.execute("UPDATE telemetry SET observed_hash=? WHERE source_table=?",
+                             (schema_hash, name))
+
+    def trim_published(self, name: str, keep_bytes: int) -> int:
+        """Forget the oldest *published* batches beyond ``keep_bytes`` of outbox (they
+        reached the broker; only a later resume could have wanted them again)."""
+        rows = self._db.execute(
+            "SELECT batch_seq, length(payload) FROM telemetry_outbox WHERE source_table=? "
+            "ORDER BY batch_seq DESC", (name,)).fetchall()
+        total, cut = 0, None
+        for seq, size in rows:
+            total += size
+            if total > keep_bytes:
+                cut = seq
+                break
+        if cut is None:
+            return 0
+        with self._state.tx():
+            return self._db.execute(
+                "DELETE FROM telemetry_outbox WHERE source_table=? AND batch_seq <= ? "
+                "AND published=1", (name, cut)).rowcount
