@@ -8,10 +8,13 @@ __all__ = [
     "MAX_BATCH_ROWS",
     "SUPPORTED_FORMAT_VERSION",
     "RowBatch",
+    "TelemetryBatch",
     "__version__",
     "compress_blob",
     "decode_row_batch",
+    "decode_telemetry_batch",
     "decompress_blob",
+    "peek_batch_id",
     "pk_hash",
     "schema_fingerprint",
     "sqlite_affinity",
@@ -111,4 +114,77 @@ def decode_row_batch(payload: bytes | bytearray | memoryview) -> RowBatch:
     """Decode and validate a row batch, releasing the GIL; raises BatchRejected.
 
     Never raises anything else for any payload bytes.
+    """
+
+@final
+class TelemetryBatch:
+    """A validated ``sync/telemetry/batch`` payload, kept in Rust memory (read-only)."""
+
+    @property
+    def format_version(self) -> int: ...
+    @property
+    def capture_strategy(self) -> str: ...
+    @property
+    def batch_id(self) -> str: ...
+    @property
+    def batch_seq(self) -> int: ...
+    @property
+    def source_table(self) -> str: ...
+    @property
+    def schema_hash(self) -> str: ...
+    @property
+    def schema_columns_json(self) -> bytes | None:
+        """The ``schema_columns`` object re-serialized canonically, when present."""
+    @property
+    def cursor_start_ts(self) -> str:
+        """As sent (equal, as an instant, to the earliest row ``ts``)."""
+    @property
+    def cursor_end_ts(self) -> str:
+        """As sent (equal, as an instant, to the latest row ``ts``)."""
+    @property
+    def first_event_ts(self) -> str:
+        """Earliest row ``ts``: ISO 8601 UTC with microseconds (``datetime.fromisoformat``)."""
+    @property
+    def last_event_ts(self) -> str:
+        """Latest row ``ts``: ISO 8601 UTC with microseconds."""
+    @property
+    def row_count(self) -> int: ...
+    @property
+    def payload_size(self) -> int: ...
+    def field_names(self) -> list[str]:
+        """Union of the keys of every row's ``fields``, in first-seen order."""
+
+    def encode_telemetry_copy(
+        self, columns: Sequence[tuple[str, str]], device_id: str | None = None
+    ) -> bytes:
+        """Rows as PostgreSQL COPY text format, one line per row, releasing the GIL.
+
+        Each line: ``device_id`` (when given), ``event_ts`` (UTC, microseconds,
+        truncated), ``row_id`` (NULL when absent), then one field per
+        ``(field, pg_type)`` column taken from ``fields`` with the value rules of
+        ``RowBatch.encode_state_copy`` (absent or JSON null → NULL). Raises
+        BatchRejected(code="value_type_mismatch", field ``rows[i].fields.<column>``),
+        SchemaError for an unknown pg_type, ValueError when ``device_id`` is not a UUID.
+        """
+
+def decode_telemetry_batch(payload: bytes | bytearray | memoryview) -> TelemetryBatch:
+    """Decode and validate a telemetry batch, releasing the GIL; raises BatchRejected.
+
+    Codes, first failure wins: payload_too_large, malformed_json,
+    invalid_number_encoding, envelope_unstripped_tenant_fields,
+    invalid_format_version / unsupported_format_version, unsupported_capture_strategy
+    (``sqlite_telemetry_batch_v1``), invalid_batch_id, invalid_batch_seq,
+    invalid_source_table, invalid_schema_hash, invalid_rows / batch_too_many_rows,
+    row_count_mismatch, invalid_row / invalid_row_id (first bad row),
+    cursor_timestamp_mismatch, invalid_schema_columns / schema_hash_mismatch.
+    Never raises anything else for any payload bytes.
+    """
+
+def peek_batch_id(payload: bytes | bytearray | memoryview) -> str | None:
+    """The top-level ``batch_id`` (lower-cased UUIDv7) read without decoding the rest.
+
+    Keys are read in order and stops at ``batch_id``, so for payloads that put the
+    envelope before ``rows`` it is nearly free. Validates nothing else: use it only to
+    answer a redelivery of an already accepted batch from the ledger. None when there
+    is no valid UUIDv7 ``batch_id`` before a syntax error (or at all).
     """

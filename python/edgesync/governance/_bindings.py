@@ -16,11 +16,14 @@ from edgesync.errors import ConflictError, IdentifierError, InvalidRequestError
 from edgesync.governance._lineages import Lineage, resume_lineage
 from edgesync.materialize import (
     PG_TYPES,
+    TS_PLATFORM_COLUMNS,
     MirrorColumn,
     StateTarget,
+    TsTarget,
     check_column_name,
     pg_type_for,
     target_table_name,
+    ts_table_name,
 )
 from edgesync.store import Conn
 
@@ -138,15 +141,25 @@ async def approve_schema(conn: Conn, lineage: Lineage, version_id: uuid.UUID,
                          actions: list[ColumnAction], review_id: uuid.UUID | None) -> bool:
     """Apply an approval; returns whether the lineage is active afterwards."""
     mirrors, _ = _plan(columns, actions)
-    table = lineage.target_table or target_table_name(state_prefix(lineage.device_id),
-                                                      lineage.source_table)
-    owner = await conn.fetchval(
-        "SELECT id FROM edge_table_lineages WHERE target_table = $1 AND id <> $2",
-        table, lineage.id)
-    if owner is not None:
-        raise ConflictError(f"target table {table} already belongs to lineage {owner}")
-    await _check_existing_types(conn, table, mirrors)
-    await StateTarget(table, mirrors).provision(conn)
+    if lineage.pipeline == "telemetry":
+        # Telemetry targets are coalesced per project: shared by design, no owner check.
+        table = lineage.target_table or ts_table_name(lineage.project_id, lineage.source_table)
+        for mc in mirrors:
+            if mc.target in TS_PLATFORM_COLUMNS:
+                raise InvalidRequestError("column_actions", f"column {mc.target!r} is reserved "
+                                          "in telemetry targets; give it a mirror_column_name")
+        await _check_existing_types(conn, table, mirrors)
+        await TsTarget(table, mirrors).provision(conn)
+    else:
+        table = lineage.target_table or target_table_name(state_prefix(lineage.device_id),
+                                                          lineage.source_table)
+        owner = await conn.fetchval(
+            "SELECT id FROM edge_table_lineages WHERE target_table = $1 AND id <> $2",
+            table, lineage.id)
+        if owner is not None:
+            raise ConflictError(f"target table {table} already belongs to lineage {owner}")
+        await _check_existing_types(conn, table, mirrors)
+        await StateTarget(table, mirrors).provision(conn)
     by_source = {m.source: m for m in mirrors}
     for act in actions:
         m = by_source.get(act.source_column_name)

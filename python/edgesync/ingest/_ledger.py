@@ -6,13 +6,16 @@ import contextlib
 import uuid
 from typing import Any
 
+import asyncpg
 import orjson
 
+from edgesync import _core
 from edgesync._core import RowBatch
 from edgesync.errors import BatchRejected
 from edgesync.store import Conn
 
-__all__ = ["claim_batch", "record_rejection", "settle_batch"]
+__all__ = ["claim_batch", "mark_seen_again", "record_rejection", "redelivered",
+           "settle_batch"]
 
 
 async def claim_batch(conn: Conn, device_id: uuid.UUID, topic_kind: str,
@@ -35,6 +38,27 @@ async def claim_batch(conn: Conn, device_id: uuid.UUID, topic_kind: str,
             "WHERE device_id = $1 AND batch_id = $2 AND outcome <> 'rejected'",
             device_id, uuid.UUID(batch.batch_id))
     return seg_id
+
+
+async def mark_seen_again(conn: Conn, device_id: uuid.UUID, batch_id: str) -> bool:
+    """True when (device, batch_id) was accepted already; then it takes a new seen_seq
+    (like ``claim_batch`` for a duplicate) so its confirmation goes out again. One
+    indexed UPDATE, no transaction: the cheap answer to a redelivery."""
+    seg_id = await conn.fetchval(
+        "UPDATE edge_export_segments SET seen_seq = nextval('edge_export_segments_seen_seq') "
+        "WHERE device_id = $1 AND batch_id = $2 AND outcome <> 'rejected' RETURNING id",
+        device_id, uuid.UUID(batch_id))
+    return seg_id is not None
+
+
+async def redelivered(pool: asyncpg.Pool, device_id: uuid.UUID, payload: bytes) -> str | None:
+    """The batch_id of a payload whose batch was accepted already (then marked seen
+    again), read with ``peek_batch_id`` before any decoding; else None."""
+    batch_id = _core.peek_batch_id(payload)
+    if batch_id is None:
+        return None
+    async with pool.acquire() as conn:
+        return batch_id if await mark_seen_again(conn, device_id, batch_id) else None
 
 
 async def settle_batch(conn: Conn, seg_id: int, lineage_id: uuid.UUID,

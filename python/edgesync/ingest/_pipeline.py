@@ -19,7 +19,12 @@ from edgesync._core import RowBatch
 from edgesync.control import record_materialization_failure
 from edgesync.errors import BatchRejected
 from edgesync.governance import admit, lock_lineage
-from edgesync.ingest._ledger import claim_batch, record_rejection, settle_batch
+from edgesync.ingest._ledger import (
+    claim_batch,
+    record_rejection,
+    redelivered,
+    settle_batch,
+)
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.ingest._reports import handle_ingest_request, handle_schema_observe
 from edgesync.ingest._telemetry import ingest_telemetry
@@ -39,6 +44,8 @@ class IngestPipeline:
         self._pool = pool
         self._resolver = resolver or DeviceResolver(pool)
         self.counters: collections.Counter[str] = collections.Counter()
+        # Where devices PUT presigned uploads; None leaves url_request unanswered.
+        self.upload_base_url: str | None = None
 
     async def handle(self, topic: str, payload: bytes) -> IngestOutcome:
         ref = parse_topic(topic)
@@ -59,7 +66,8 @@ class IngestPipeline:
         if ref.kind is TopicKind.SCHEMA_OBSERVE:
             return self._count(await handle_schema_observe(self._pool, scope, payload))
         if ref.kind is TopicKind.INGEST_REQUEST:
-            return self._count(await handle_ingest_request(self._pool, scope, payload))
+            return self._count(await handle_ingest_request(self._pool, scope, payload,
+                                                           self.upload_base_url))
         return self._count(IngestOutcome(OutcomeStatus.IGNORED, None,
                                          f"{ref.kind.value} is not handled by this server yet"))
 
@@ -69,6 +77,9 @@ class IngestPipeline:
 
     async def _rows_batch(self, scope: DeviceScope, payload: bytes) -> IngestOutcome:
         kind = TopicKind.ROWS_BATCH.value
+        redelivered = await self._redelivered(scope, payload)
+        if redelivered is not None:
+            return IngestOutcome(OutcomeStatus.DUPLICATE, None, redelivered)
         try:
             batch = _core.decode_row_batch(payload)
         except BatchRejected as rej:
@@ -95,6 +106,11 @@ class IngestPipeline:
                                   segment_id=seg_id, batch=batch, payload=payload, reason=reason)
             await settle_batch(conn, seg_id, lineage.id, "staged")
             return IngestOutcome(OutcomeStatus.STAGED, reason, None, lineage.id, batch.row_count)
+
+    async def _redelivered(self, scope: DeviceScope, payload: bytes) -> str | None:
+        """The batch_id of a redelivered, already accepted batch (answered from the ledger
+        before decoding), else None."""
+        return await redelivered(self._pool, scope.device_id, payload)
 
     async def _materialize(self, conn: Conn, scope: DeviceScope,
                            lineage_id: uuid.UUID, target: StateTarget, batch: RowBatch

@@ -16,6 +16,8 @@ from typing import Any
 import asyncpg
 import orjson
 
+from edgesync.control import grant_upload
+from edgesync.errors import InvalidRequestError
 from edgesync.governance import emit
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.registry import DeviceScope
@@ -68,14 +70,18 @@ async def handle_schema_observe(pool: asyncpg.Pool, scope: DeviceScope, payload:
     return IngestOutcome(OutcomeStatus.MATERIALIZED, None, schema_hash)
 
 
-async def handle_ingest_request(pool: asyncpg.Pool, scope: DeviceScope, payload: bytes
-                                ) -> IngestOutcome:
+async def handle_ingest_request(pool: asyncpg.Pool, scope: DeviceScope, payload: bytes,
+                                upload_base_url: str | None = None) -> IngestOutcome:
     doc = _object(payload)
     if doc is None:
         return _reject("malformed_json", "ingest request is not a JSON object")
     kind = doc.get("request_kind")
     if kind == "gap_report":
         return await _gap_report(pool, scope, doc)
+    if kind == "url_request" and upload_base_url:
+        return await _url_request(pool, scope, doc, upload_base_url)
+    if kind == "finalize":
+        return await _finalize(pool, scope, doc)
     return IngestOutcome(OutcomeStatus.IGNORED, "unsupported_request_kind",
                          f"request_kind {kind!r} is not handled by this server")
 
@@ -105,3 +111,37 @@ async def _gap_report(pool: asyncpg.Pool, scope: DeviceScope, doc: dict[str, Any
                    {"gap_id": gap_id, "device_id": str(scope.device_id), "source_table": table,
                     "first_commit_seq": seqs[0], "last_commit_seq": seqs[1]})
     return IngestOutcome(OutcomeStatus.MATERIALIZED, None, f"gap {gap_id}", lineage_id)
+
+
+async def _url_request(pool: asyncpg.Pool, scope: DeviceScope, doc: dict[str, Any],
+                       base_url: str) -> IngestOutcome:
+    table = _table(doc)
+    if table is None:
+        return _reject("invalid_source_table", "source_table must be a non-empty string")
+    kind = doc.get("segment_kind", "bootstrap_snapshot")
+    async with pool.acquire() as conn, conn.transaction():
+        try:
+            grant = await grant_upload(conn, device_id=scope.device_id, source_table=table,
+                                       segment_kind=str(kind), base_url=base_url)
+        except InvalidRequestError as exc:
+            return _reject("invalid_segment_kind", exc.reason)
+    return IngestOutcome(OutcomeStatus.MATERIALIZED, None, grant["batch_id"])
+
+
+async def _finalize(pool: asyncpg.Pool, scope: DeviceScope, doc: dict[str, Any]
+                    ) -> IngestOutcome:
+    try:
+        upload_id = uuid.UUID(str(doc.get("batch_id")))
+    except ValueError:
+        return _reject("invalid_batch_id", "finalize needs the batch_id of the url_grant")
+    row = await pool.fetchrow(
+        "UPDATE edge_uploads SET finalized_at = coalesce(finalized_at, now()), "
+        "updated_at = now() WHERE id = $1 AND device_id = $2 AND source_table = $3 "
+        "RETURNING status", upload_id, scope.device_id, _table(doc))
+    if row is None:
+        return _reject("unknown_upload", f"no upload {upload_id} for this device and table")
+    if row["status"] == "granted":
+        await pool.execute("UPDATE edge_uploads SET finalized_at = NULL WHERE id = $1",
+                           upload_id)
+        return _reject("upload_incomplete", "finalize arrived before the object was uploaded")
+    return IngestOutcome(OutcomeStatus.STAGED, "upload_finalized", str(upload_id))

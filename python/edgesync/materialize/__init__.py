@@ -7,15 +7,19 @@ from edgesync.materialize._identifiers import (
     target_table_name,
 )
 from edgesync.materialize._state_target import MirrorColumn, StateTarget
+from edgesync.materialize._ts_target import TS_PLATFORM_COLUMNS, TsTarget, ts_table_name
 from edgesync.materialize._types import PG_TYPES, pg_type_for
 
 __all__ = [
     "PG_TYPES",
     "PLATFORM_COLUMNS",
+    "TS_PLATFORM_COLUMNS",
     "MirrorColumn",
     "StateTarget",
+    "TsTarget",
     "check_column_name",
     "pg_type_for",
     "quote_ident",
     "target_table_name",
+    "ts_table_name",
 ]

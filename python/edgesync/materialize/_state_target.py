@@ -58,7 +58,8 @@ class StateTarget:
         copy = batch.encode_state_copy([(c.source, c.pg_type) for c in self.columns])
         cols_ddl = "".join(f", {quote_ident(c.target)} {c.pg_type}" for c in self.columns)
         await conn.execute(
-            f"CREATE TEMP TABLE {staging} (pk_hash text, epoch uuid, seq bigint, deleted boolean"
+            f"CREATE TEMP TABLE {staging} (_edge_pk_hash text, _edge_epoch uuid, _edge_seq bigint, "
+            f"_edge_deleted boolean"
             f"{cols_ddl}) ON COMMIT DROP"
         )
         # A memoryview: asyncpg would take plain bytes for a file path.
@@ -68,15 +69,18 @@ class StateTarget:
         insert_cols = ", ".join(
             ["device_id", "_edge_pk_hash", "_edge_journal_epoch", "_edge_commit_seq",
              "_edge_deleted", *targets])
-        select_cols = ", ".join(["$1::uuid", "pk_hash", "epoch", "seq", "deleted", *targets])
+        # Platform columns of the temp table use the reserved _edge_ prefix, so no mirrored
+        # column (never _edge_*) can collide with them.
+        select_cols = ", ".join(["$1::uuid", "_edge_pk_hash", "_edge_epoch", "_edge_seq",
+                                 "_edge_deleted", *targets])
         updates = ", ".join(
             f"{c} = EXCLUDED.{c}" for c in
             ["_edge_journal_epoch", "_edge_commit_seq", "_edge_deleted", *targets])
         q = quote_ident(self.table)
         status = await conn.execute(
             f"INSERT INTO {q} AS t ({insert_cols}) "
-            f"SELECT DISTINCT ON (pk_hash) {select_cols} FROM {staging} "
-            "ORDER BY pk_hash, epoch DESC, seq DESC "
+            f"SELECT DISTINCT ON (_edge_pk_hash) {select_cols} FROM {staging} "
+            "ORDER BY _edge_pk_hash, _edge_epoch DESC, _edge_seq DESC "
             f"ON CONFLICT (device_id, _edge_pk_hash) DO UPDATE SET {updates}, "
             "_edge_synced_at = now() "
             "WHERE (t._edge_journal_epoch, t._edge_commit_seq) "

@@ -46,6 +46,13 @@ pub fn to_canonical(value: &Value) -> Vec<u8> {
 
 /// Appends `s` as a JSON string literal (serde_json escaping).
 pub fn write_json_str(s: &str, out: &mut Vec<u8>) {
+    if s.bytes().all(|c| c >= 0x20 && c != b'"' && c != b'\\') {
+        // Nothing to escape: serde_json would write the bytes as they are.
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+        return;
+    }
     serde_json::to_writer(&mut *out, s).expect("string JSON serialization");
 }
 

@@ -10,8 +10,9 @@ use std::str::FromStr;
 
 use serde_json::{Map, Value};
 
-use crate::envelope::{Op, RowBatch};
 use crate::error::CoreError;
+use crate::rawjson::{is_plain_integer, Entry};
+use crate::row_batch::{Op, RowBatch};
 
 /// Column types a mirrored source column can have in PostgreSQL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -227,11 +228,7 @@ fn write_value(v: &Value, ty: PgType, out: &mut Vec<u8>) -> Result<(), Mismatch>
                 },
                 _ => return mismatch(),
             };
-            // bytea hex input `\x...`; the backslash itself is escaped for COPY.
-            out.extend_from_slice(b"\\\\x");
-            let start = out.len();
-            out.resize(start + bytes.len() * 2, 0);
-            hex::encode_to_slice(&bytes, &mut out[start..]).expect("sized hex buffer");
+            write_bytea_hex(&bytes, out);
         }
         PgType::Boolean => match v {
             Value::Bool(b) => out.push(if *b { b't' } else { b'f' }),
@@ -250,6 +247,154 @@ fn write_value(v: &Value, ty: PgType, out: &mut Vec<u8>) -> Result<(), Mismatch>
     Ok(())
 }
 
+/// Appends the COPY text field for the raw JSON value `raw` as `ty`, or `\N`
+/// for null. Common scalars are written straight from the token; anything
+/// else goes through [`write_value`], so results and errors are the same.
+pub(crate) fn write_raw_value(raw: &str, ty: PgType, out: &mut Vec<u8>) -> Result<(), Mismatch> {
+    let bytes = raw.as_bytes();
+    match bytes.first() {
+        Some(b'n') => {
+            out.extend_from_slice(b"\\N");
+            return Ok(());
+        }
+        Some(b'"') if !bytes.contains(&b'\\') => {
+            // No escapes: the text between the quotes is the string, and JSON
+            // forbids raw control characters, so nothing needs COPY escaping.
+            let inner = &raw[1..raw.len() - 1];
+            match ty {
+                PgType::Text => {
+                    out.extend_from_slice(inner.as_bytes());
+                    return Ok(());
+                }
+                PgType::Bytea => {
+                    write_bytea_hex(inner.as_bytes(), out);
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
+        Some(b'-' | b'0'..=b'9') => {
+            let integer = is_plain_integer(raw);
+            let fast = match ty {
+                PgType::Bigint => integer && raw.parse::<i64>().is_ok(),
+                PgType::Text => integer,
+                // Short plain decimals only: PostgreSQL refuses float8 input
+                // that underflows, which serde_json would read as 0.
+                PgType::DoublePrecision => {
+                    integer || (raw.len() <= 24 && !bytes.iter().any(|c| matches!(c, b'e' | b'E')))
+                }
+                PgType::Numeric => is_decimal_string(raw),
+                PgType::Boolean => {
+                    if raw == "0" || raw == "1" {
+                        out.push(if raw == "1" { b't' } else { b'f' });
+                        return Ok(());
+                    }
+                    false
+                }
+                _ => false,
+            };
+            if fast {
+                out.extend_from_slice(bytes);
+                return Ok(());
+            }
+        }
+        Some(b't' | b'f') => match ty {
+            PgType::Boolean => {
+                out.push(bytes[0]);
+                return Ok(());
+            }
+            PgType::Text => {
+                out.extend_from_slice(bytes);
+                return Ok(());
+            }
+            _ => {}
+        },
+        _ => {}
+    }
+    let v: Value = serde_json::from_str(raw).map_err(|e| format!("unreadable value: {e}"))?;
+    if v.is_null() {
+        out.extend_from_slice(b"\\N");
+        return Ok(());
+    }
+    write_value(&v, ty, out)
+}
+
+fn write_bytea_hex(bytes: &[u8], out: &mut Vec<u8>) {
+    // bytea hex input `\x...`; the backslash itself is escaped for COPY.
+    out.extend_from_slice(b"\\\\x");
+    let start = out.len();
+    out.resize(start + bytes.len() * 2, 0);
+    hex::encode_to_slice(bytes, &mut out[start..]).unwrap_or_default();
+}
+
+/// Maps each key of a row object to its column slot. Rows of a batch nearly
+/// always list their keys in the same order, so the slot of the key at the
+/// same position in the previous row is tried first.
+pub(crate) struct SlotFinder<'c> {
+    columns: Vec<&'c str>,
+    hints: Vec<u32>,
+}
+
+const NO_SLOT: u32 = u32::MAX;
+
+impl<'c> SlotFinder<'c> {
+    pub(crate) fn new(columns: &'c [(String, PgType)]) -> Self {
+        SlotFinder {
+            columns: columns.iter().map(|(n, _)| n.as_str()).collect(),
+            hints: Vec::new(),
+        }
+    }
+
+    /// Slot of the `position`-th key of a row, if it is a requested column.
+    pub(crate) fn find(&mut self, position: usize, key: &str) -> Option<usize> {
+        if let Some(&hint) = self.hints.get(position) {
+            if hint != NO_SLOT && self.columns[hint as usize] == key {
+                return Some(hint as usize);
+            }
+        }
+        let found = self.columns.iter().position(|c| *c == key);
+        if position >= self.hints.len() {
+            self.hints.resize(position + 1, NO_SLOT);
+        }
+        self.hints[position] = found.map_or(NO_SLOT, |s| s as u32);
+        found
+    }
+}
+
+/// Writes `\t` + one field per column for the entries of one row object;
+/// on failure, returns the column slot and why.
+pub(crate) fn write_fields(
+    text: &str,
+    entries: &[Entry],
+    columns: &[(String, PgType)],
+    finder: &mut SlotFinder<'_>,
+    out: &mut Vec<u8>,
+) -> Result<(), (usize, Mismatch)> {
+    let mut chosen: [u32; 64] = [NO_SLOT; 64];
+    let mut chosen_vec: Vec<u32>;
+    let chosen: &mut [u32] = if columns.len() <= 64 {
+        &mut chosen[..columns.len()]
+    } else {
+        chosen_vec = vec![NO_SLOT; columns.len()];
+        &mut chosen_vec
+    };
+    for (pos, e) in entries.iter().enumerate() {
+        if let Some(slot) = finder.find(pos, e.key.get(text)) {
+            // A repeated key keeps its last value, as in a JSON map.
+            chosen[slot] = pos as u32;
+        }
+    }
+    for (slot, (_, ty)) in columns.iter().enumerate() {
+        out.push(b'\t');
+        match chosen[slot] {
+            NO_SLOT => out.extend_from_slice(b"\\N"),
+            pos => write_raw_value(entries[pos as usize].value.get(text), *ty, out)
+                .map_err(|why| (slot, why))?,
+        }
+    }
+    Ok(())
+}
+
 impl RowBatch {
     /// Rows as COPY text for a state table with the given `(column, type)` list.
     ///
@@ -257,34 +402,38 @@ impl RowBatch {
     /// null are NULL. A value that cannot be written as its type is rejected
     /// with `value_type_mismatch`.
     pub fn encode_state_copy(&self, columns: &[(String, PgType)]) -> Result<Vec<u8>, CoreError> {
-        let mut out = Vec::with_capacity(self.rows.len() * (120 + 16 * columns.len()));
+        let mut out = Vec::with_capacity(self.text().len() + self.rows.len() * 110);
+        let mut finder = SlotFinder::new(columns);
+        let mut finder_pk = SlotFinder::new(columns);
+        let mut num = itoa::Buffer::new();
         for (i, r) in self.rows.iter().enumerate() {
             let deleted = r.op == Op::Delete;
-            out.extend_from_slice(r.pk_hash.as_bytes());
+            out.extend_from_slice(r.pk_hash().as_bytes());
             out.push(b'\t');
             out.extend_from_slice(self.journal_epoch.as_bytes());
-            write!(out, "\t{}\t", r.commit_seq).expect("write to Vec");
-            out.push(if deleted { b't' } else { b'f' });
-            let (source, part) = match &r.row {
-                Some(row) if !deleted => (row, "row"),
-                _ => (&r.pk, "pk"),
+            out.push(b'\t');
+            out.extend_from_slice(num.format(r.commit_seq).as_bytes());
+            out.extend_from_slice(if deleted { b"\tt" } else { b"\tf" });
+            let (range, part) = self.value_range(r);
+            let entries = &self.all_entries()[range.start as usize..range.end as usize];
+            let finder = if part == "row" {
+                &mut finder
+            } else {
+                &mut finder_pk
             };
-            for (name, ty) in columns {
-                out.push(b'\t');
-                match source.get(name) {
-                    None | Some(Value::Null) => out.extend_from_slice(b"\\N"),
-                    Some(v) => write_value(v, *ty, &mut out).map_err(|why| {
-                        CoreError::rejected(
-                            "value_type_mismatch",
-                            Some(format!("rows[{i}].{part}.{name}")),
-                            format!(
-                                "commit_seq {}: column {name:?} expects {ty}: {why}",
-                                r.commit_seq
-                            ),
-                        )
-                    })?,
-                }
-            }
+            write_fields(self.text(), entries, columns, finder, &mut out).map_err(
+                |(slot, why)| {
+                    let (name, ty) = &columns[slot];
+                    CoreError::rejected(
+                        "value_type_mismatch",
+                        Some(format!("rows[{i}].{part}.{name}")),
+                        format!(
+                            "commit_seq {}: column {name:?} expects {ty}: {why}",
+                            r.commit_seq
+                        ),
+                    )
+                },
+            )?;
             out.push(b'\n');
         }
         Ok(out)
@@ -294,8 +443,8 @@ impl RowBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::envelope::decode_row_batch;
     use crate::envelope::tests::{valid, EPOCH};
+    use crate::row_batch::decode_row_batch;
     use serde_json::json;
 
     fn cols(spec: &[(&str, &str)]) -> Vec<(String, PgType)> {
@@ -460,6 +609,59 @@ mod tests {
         assert!(lines[0].ends_with("\t1\tt\ta\t\\N"), "{}", lines[0]);
         let err = b.encode_state_copy(&cols(&[("id", "bigint")])).unwrap_err();
         assert_eq!(err.field(), Some("rows[1].pk.id"));
+    }
+
+    #[test]
+    fn raw_fast_paths_match_value_path() {
+        let tokens = [
+            "0",
+            "-0",
+            "7",
+            "-7",
+            "9223372036854775807",
+            "9223372036854775808",
+            "-9223372036854775808",
+            "18446744073709551616",
+            "1.0",
+            "2.50",
+            "1e3",
+            "-1.5E-3",
+            "0.1",
+            "123456789012345678901234567",
+            "\"x\"",
+            "\"a\\tb\"",
+            "\"\\u00e9\"",
+            "\"1.5\"",
+            "true",
+            "false",
+            "null",
+            "[1]",
+            "{\"$blob\":\"0aFF\"}",
+            "{\"k\":1}",
+        ];
+        for raw in tokens {
+            let v: Value = serde_json::from_str(raw).unwrap();
+            for ty in PgType::ALL {
+                let (mut fast, mut slow) = (Vec::new(), Vec::new());
+                let f = write_raw_value(raw, ty, &mut fast);
+                let s = if v.is_null() {
+                    slow.extend_from_slice(b"\\N");
+                    Ok(())
+                } else {
+                    write_value(&v, ty, &mut slow)
+                };
+                assert_eq!(f.is_ok(), s.is_ok(), "{raw} as {ty}");
+                match ty {
+                    // Numbers are copied as written (same value, spelling may differ).
+                    PgType::DoublePrecision | PgType::Numeric if f.is_ok() && v.is_number() => {
+                        let a: f64 = String::from_utf8(fast).unwrap().parse().unwrap();
+                        let b: f64 = String::from_utf8(slow).unwrap().parse().unwrap();
+                        assert_eq!(a, b, "{raw} as {ty}");
+                    }
+                    _ => assert_eq!(fast, slow, "{raw} as {ty}"),
+                }
+            }
+        }
     }
 
     #[test]

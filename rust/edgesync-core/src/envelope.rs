@@ -1,16 +1,16 @@
-//! Decoding and validation of `sync/rows/batch` payloads.
+//! The envelope shared by `sync/rows/batch` and `sync/telemetry/batch`.
 //!
-//! [`decode_row_batch`] never panics: every input either yields a [`RowBatch`]
-//! or a [`CoreError::Rejected`] whose `code` is a protocol rejection code.
-
-use std::collections::HashSet;
+//! Each batch decoder ([`crate::row_batch`], [`crate::telemetry`]) runs these
+//! checks in its documented order; all of them report a
+//! [`CoreError::Rejected`] whose `code` is a protocol rejection code and never
+//! panic.
 
 use serde_json::{Map, Value};
 
 use crate::affinity::Affinity;
 use crate::error::CoreError;
 use crate::fingerprint::{schema_fingerprint, ColumnSpec};
-use crate::pkhash::pk_hash;
+use crate::rawjson::{parse_top, RowSink, RowsShape};
 
 /// Largest accepted payload, in bytes (512 KiB).
 pub const MAX_BATCH_BYTES: usize = 512 * 1024;
@@ -18,94 +18,11 @@ pub const MAX_BATCH_BYTES: usize = 512 * 1024;
 pub const MAX_BATCH_ROWS: usize = 4096;
 /// The one `format_version` understood.
 pub const SUPPORTED_FORMAT_VERSION: i64 = 1;
-/// The one `capture_strategy` of row batches.
-pub const CAPTURE_STRATEGY: &str = "sqlite_row_batch_v1";
 
-const TENANT_FIELDS: [&str; 4] = ["device_id", "org_id", "project_id", "fleet_id"];
+pub(crate) const TENANT_FIELDS: [&str; 4] = ["device_id", "org_id", "project_id", "fleet_id"];
 const MAX_SOURCE_TABLE_BYTES: usize = 255;
 
-/// A row operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    Insert,
-    Update,
-    Delete,
-}
-
-impl Op {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Op::Insert => "insert",
-            Op::Update => "update",
-            Op::Delete => "delete",
-        }
-    }
-
-    fn parse(s: &str) -> Option<Op> {
-        match s {
-            "insert" => Some(Op::Insert),
-            "update" => Some(Op::Update),
-            "delete" => Some(Op::Delete),
-            _ => None,
-        }
-    }
-}
-
-/// One validated row operation.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Row {
-    pub commit_seq: i64,
-    pub op: Op,
-    pub pk: Map<String, Value>,
-    /// `None` exactly for deletes.
-    pub row: Option<Map<String, Value>>,
-    /// `source_pk_hash` of `pk`.
-    pub pk_hash: String,
-}
-
-/// A validated row batch.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RowBatch {
-    pub format_version: i64,
-    pub capture_strategy: String,
-    /// Lower-case UUIDv7.
-    pub batch_id: String,
-    /// Lower-case UUIDv7.
-    pub journal_epoch: String,
-    pub source_table: String,
-    pub schema_hash: String,
-    /// Canonical JSON of `schema_columns` (the fingerprint input), when present.
-    pub schema_columns_json: Option<String>,
-    pub first_commit_seq: i64,
-    pub last_commit_seq: i64,
-    /// Size of the payload in bytes.
-    pub payload_size: usize,
-    pub rows: Vec<Row>,
-}
-
-impl RowBatch {
-    pub fn row_count(&self) -> usize {
-        self.rows.len()
-    }
-
-    /// Union of the keys of every `row` and `pk` object in first-seen order
-    /// (per row op: the `row` keys, then the `pk` keys).
-    pub fn column_names(&self) -> Vec<String> {
-        let mut seen: HashSet<&str> = HashSet::new();
-        let mut names = Vec::new();
-        for r in &self.rows {
-            let row_keys = r.row.iter().flat_map(|m| m.keys());
-            for key in row_keys.chain(r.pk.keys()) {
-                if seen.insert(key.as_str()) {
-                    names.push(key.clone());
-                }
-            }
-        }
-        names
-    }
-}
-
-fn reject(
+pub(crate) fn reject(
     code: &'static str,
     field: impl Into<Option<String>>,
     detail: impl Into<String>,
@@ -113,28 +30,116 @@ fn reject(
     CoreError::rejected(code, field.into(), detail)
 }
 
+/// Classifies a JSON parse error as `malformed_json` or
+/// `invalid_number_encoding` (NaN, Infinity, numbers overflowing f64).
+fn classify_parse_error(text: &str, e: &serde_json::Error) -> CoreError {
+    let msg = e.to_string();
+    if msg.starts_with("number out of range") || has_non_finite_token(text) {
+        reject(
+            "invalid_number_encoding",
+            None,
+            format!("non-finite number (NaN/Infinity or out of f64 range): {msg}"),
+        )
+    } else {
+        reject("malformed_json", None, format!("invalid JSON: {msg}"))
+    }
+}
+
+fn utf8(bytes: &[u8]) -> Result<&str, CoreError> {
+    std::str::from_utf8(bytes)
+        .map_err(|e| reject("malformed_json", None, format!("payload is not UTF-8: {e}")))
+}
+
 /// Parses a JSON document, classifying failures as `malformed_json` or
 /// `invalid_number_encoding` (NaN, Infinity, numbers overflowing f64).
 pub fn parse_json(bytes: &[u8]) -> Result<Value, CoreError> {
-    let text = std::str::from_utf8(bytes)
-        .map_err(|e| reject("malformed_json", None, format!("payload is not UTF-8: {e}")))?;
-    serde_json::from_str::<Value>(text).map_err(|e| {
-        let msg = e.to_string();
-        if msg.starts_with("number out of range") || has_non_finite_token(text) {
-            reject(
-                "invalid_number_encoding",
-                None,
-                format!("non-finite number (NaN/Infinity or out of f64 range): {msg}"),
-            )
-        } else {
-            reject("malformed_json", None, format!("invalid JSON: {msg}"))
+    let text = utf8(bytes)?;
+    serde_json::from_str::<Value>(text).map_err(|e| classify_parse_error(text, &e))
+}
+
+/// A payload parsed in one pass: the envelope fields and the shape of `rows`
+/// (whose elements went to the sink).
+pub(crate) struct Parsed<'a> {
+    pub text: &'a str,
+    pub top: Map<String, Value>,
+    pub rows: Option<RowsShape>,
+}
+
+/// Size limit, UTF-8, JSON syntax and number encoding, object at the top;
+/// `sink` (made from the payload text) receives the rows.
+pub(crate) fn parse_payload<'a, S: RowSink<'a>>(
+    payload: &'a [u8],
+    sink: impl FnOnce(&'a str) -> S,
+) -> Result<(Parsed<'a>, S), CoreError> {
+    if payload.len() > MAX_BATCH_BYTES {
+        return Err(reject(
+            "payload_too_large",
+            None,
+            format!(
+                "payload is {} bytes; the limit is {MAX_BATCH_BYTES}",
+                payload.len()
+            ),
+        ));
+    }
+    let text = utf8(payload)?;
+    let mut sink = sink(text);
+    match parse_top(text, &mut sink) {
+        Err(e) => Err(classify_parse_error(text, &e)),
+        Ok(Err(kind)) => Err(reject(
+            "malformed_json",
+            None,
+            format!("payload must be a JSON object, got {kind}"),
+        )),
+        Ok(Ok(doc)) => Ok((
+            Parsed {
+                text,
+                top: doc.fields,
+                rows: doc.rows,
+            },
+            sink,
+        )),
+    }
+}
+
+/// The `batch_id` of a payload (lower-cased UUIDv7), read without validating
+/// or decoding anything else; `None` when it cannot be found cheaply.
+///
+/// Top-level keys are read in order and other values skipped without being
+/// built, so for payloads that put the envelope before `rows` (as the agent
+/// does) this costs next to nothing. It lets a redelivered batch be answered
+/// from the ledger before it is decoded; it validates nothing.
+pub fn peek_batch_id(payload: &[u8]) -> Option<String> {
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+
+    struct Peek<'o>(&'o mut Option<String>);
+    impl<'de> Visitor<'de> for Peek<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
         }
-    })
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<crate::rawjson::Key<'de>>()? {
+                if key.0 == "batch_id" {
+                    if let Value::String(s) = map.next_value::<Value>()? {
+                        *self.0 = normalize_uuid_v7(&s);
+                    }
+                    // Stop here: the rest of the payload does not matter.
+                    return Err(serde::de::Error::custom("found"));
+                }
+                map.next_value::<IgnoredAny>()?;
+            }
+            Ok(())
+        }
+    }
+    let mut found = None;
+    let text = std::str::from_utf8(payload).ok()?;
+    let _ = serde_json::Deserializer::from_str(text).deserialize_map(Peek(&mut found));
+    found
 }
 
 /// True if a bare `NaN`, `Infinity` or `Inf` token (any case, any sign)
 /// appears outside JSON strings.
-fn has_non_finite_token(text: &str) -> bool {
+pub(crate) fn has_non_finite_token(text: &str) -> bool {
     let bytes = text.as_bytes();
     let mut i = 0;
     let mut in_string = false;
@@ -175,17 +180,8 @@ fn has_non_finite_token(text: &str) -> bool {
 /// returns it lower-cased.
 pub fn normalize_uuid_v7(s: &str) -> Option<String> {
     let b = s.as_bytes();
-    if b.len() != 36 {
+    if !is_hyphenated_uuid(b) {
         return None;
-    }
-    for (i, &c) in b.iter().enumerate() {
-        let ok = match i {
-            8 | 13 | 18 | 23 => c == b'-',
-            _ => c.is_ascii_hexdigit(),
-        };
-        if !ok {
-            return None;
-        }
     }
     if b[14] != b'7' || !matches!(b[19], b'8' | b'9' | b'a' | b'b' | b'A' | b'B') {
         return None;
@@ -193,11 +189,25 @@ pub fn normalize_uuid_v7(s: &str) -> Option<String> {
     Some(s.to_ascii_lowercase())
 }
 
+/// True for a hyphenated UUID string (`8-4-4-4-12` hex digits, any version).
+pub fn is_uuid(s: &str) -> bool {
+    is_hyphenated_uuid(s.as_bytes())
+}
+
+/// True for `8-4-4-4-12` hex digits (any version and variant).
+pub(crate) fn is_hyphenated_uuid(b: &[u8]) -> bool {
+    b.len() == 36
+        && [8, 13, 18, 23].iter().all(|&i| b[i] == b'-')
+        && [&b[..8], &b[9..13], &b[14..18], &b[19..23], &b[24..]]
+            .iter()
+            .all(|group| group.iter().all(u8::is_ascii_hexdigit))
+}
+
 fn is_lower_hex_64(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-fn type_name(v: &Value) -> &'static str {
+pub(crate) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
@@ -209,195 +219,7 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
-/// Decodes and validates a row batch payload (see the module docs for the codes).
-pub fn decode_row_batch(payload: &[u8]) -> Result<RowBatch, CoreError> {
-    if payload.len() > MAX_BATCH_BYTES {
-        return Err(reject(
-            "payload_too_large",
-            None,
-            format!(
-                "payload is {} bytes; the limit is {MAX_BATCH_BYTES}",
-                payload.len()
-            ),
-        ));
-    }
-    let mut top = match parse_json(payload)? {
-        Value::Object(map) => map,
-        other => {
-            return Err(reject(
-                "malformed_json",
-                None,
-                format!("payload must be a JSON object, got {}", type_name(&other)),
-            ))
-        }
-    };
-
-    if let Some(key) = TENANT_FIELDS.iter().find(|k| top.contains_key(**k)) {
-        return Err(reject(
-            "envelope_unstripped_tenant_fields",
-            Some((*key).to_owned()),
-            format!("tenant field {key:?} must not appear in device payloads"),
-        ));
-    }
-
-    let format_version = match top.get("format_version") {
-        None => {
-            return Err(reject(
-                "invalid_format_version",
-                Some("format_version".into()),
-                "format_version is missing",
-            ))
-        }
-        Some(v) => match (v.as_i64(), v.as_u64()) {
-            (Some(n), _) if n < 1 => {
-                return Err(reject(
-                    "invalid_format_version",
-                    Some("format_version".into()),
-                    format!("format_version must be >= 1, got {n}"),
-                ))
-            }
-            (Some(n), _) if n == SUPPORTED_FORMAT_VERSION => n,
-            (Some(_), _) | (None, Some(_)) => {
-                return Err(reject(
-                    "unsupported_format_version",
-                    Some("format_version".into()),
-                    format!(
-                        "format_version {v} is not supported (this build understands {SUPPORTED_FORMAT_VERSION})"
-                    ),
-                ))
-            }
-            (None, None) => {
-                return Err(reject(
-                    "invalid_format_version",
-                    Some("format_version".into()),
-                    format!("format_version must be an integer, got {}", type_name(v)),
-                ))
-            }
-        },
-    };
-
-    match top.get("capture_strategy") {
-        Some(Value::String(s)) if s == CAPTURE_STRATEGY => {}
-        other => {
-            return Err(reject(
-                "unsupported_capture_strategy",
-                Some("capture_strategy".into()),
-                format!(
-                    "capture_strategy must be {CAPTURE_STRATEGY:?}, got {}",
-                    describe(other)
-                ),
-            ))
-        }
-    }
-
-    let batch_id = uuid_field(&top, "batch_id", "invalid_batch_id")?;
-    let journal_epoch = uuid_field(&top, "journal_epoch", "invalid_journal_epoch")?;
-
-    let source_table = match top.get("source_table") {
-        Some(Value::String(s))
-            if !s.is_empty() && s.len() <= MAX_SOURCE_TABLE_BYTES && !s.contains('\0') =>
-        {
-            s.clone()
-        }
-        other => {
-            return Err(reject(
-                "invalid_source_table",
-                Some("source_table".into()),
-                format!(
-                    "source_table must be a non-empty string of at most {MAX_SOURCE_TABLE_BYTES} bytes without NUL, got {}",
-                    describe(other)
-                ),
-            ))
-        }
-    };
-
-    let schema_hash = match top.get("schema_hash") {
-        Some(Value::String(s)) if is_lower_hex_64(s) => s.clone(),
-        other => {
-            return Err(reject(
-                "invalid_schema_hash",
-                Some("schema_hash".into()),
-                format!(
-                    "schema_hash must be 64 lowercase hex characters, got {}",
-                    describe(other)
-                ),
-            ))
-        }
-    };
-
-    let raw_rows = match top.remove("rows") {
-        Some(Value::Array(rows)) => rows,
-        other => {
-            return Err(reject(
-                "invalid_rows",
-                Some("rows".into()),
-                format!("rows must be an array, got {}", describe(other.as_ref())),
-            ))
-        }
-    };
-    if raw_rows.len() > MAX_BATCH_ROWS {
-        return Err(reject(
-            "batch_too_many_rows",
-            Some("rows".into()),
-            format!(
-                "batch carries {} rows; the limit is {MAX_BATCH_ROWS}",
-                raw_rows.len()
-            ),
-        ));
-    }
-    if raw_rows.is_empty() {
-        return Err(reject("invalid_rows", Some("rows".into()), "rows is empty"));
-    }
-
-    let mut rows = Vec::with_capacity(raw_rows.len());
-    let mut prev_seq: Option<i64> = None;
-    for (i, raw) in raw_rows.into_iter().enumerate() {
-        let row = decode_row(i, raw)?;
-        if let Some(prev) = prev_seq {
-            if row.commit_seq <= prev {
-                return Err(reject(
-                    "invalid_row",
-                    Some(format!("rows[{i}].commit_seq")),
-                    format!(
-                        "commit_seq {} does not increase (previous row has {prev})",
-                        row.commit_seq
-                    ),
-                ));
-            }
-        }
-        prev_seq = Some(row.commit_seq);
-        rows.push(row);
-    }
-    // Strictly increasing, so min/max are the ends.
-    let min_seq = rows[0].commit_seq;
-    let max_seq = rows[rows.len() - 1].commit_seq;
-    let first_commit_seq = seq_bound(&top, "first_commit_seq", min_seq, "minimum")?;
-    let last_commit_seq = seq_bound(&top, "last_commit_seq", max_seq, "maximum")?;
-
-    let schema_columns_json = match top.get("schema_columns") {
-        None | Some(Value::Null) => None,
-        Some(sc) => {
-            let canonical = schema_columns_canonical(sc, &source_table, &schema_hash)?;
-            Some(canonical)
-        }
-    };
-
-    Ok(RowBatch {
-        format_version,
-        capture_strategy: CAPTURE_STRATEGY.to_owned(),
-        batch_id,
-        journal_epoch,
-        source_table,
-        schema_hash,
-        schema_columns_json,
-        first_commit_seq,
-        last_commit_seq,
-        payload_size: payload.len(),
-        rows,
-    })
-}
-
-fn describe(v: Option<&Value>) -> String {
+pub(crate) fn describe(v: Option<&Value>) -> String {
     match v {
         None => "nothing (missing)".to_owned(),
         Some(Value::String(s)) if s.len() <= 80 => format!("{s:?}"),
@@ -405,7 +227,78 @@ fn describe(v: Option<&Value>) -> String {
     }
 }
 
-fn uuid_field(
+/// Like [`describe`], but numbers are shown as written.
+pub(crate) fn describe_number(v: Option<&Value>) -> String {
+    match v {
+        Some(v @ Value::Number(_)) => v.to_string(),
+        other => describe(other),
+    }
+}
+
+/// `envelope_unstripped_tenant_fields`.
+pub(crate) fn check_tenant_fields(top: &Map<String, Value>) -> Result<(), CoreError> {
+    match TENANT_FIELDS.iter().find(|k| top.contains_key(**k)) {
+        Some(key) => Err(reject(
+            "envelope_unstripped_tenant_fields",
+            Some((*key).to_owned()),
+            format!("tenant field {key:?} must not appear in device payloads"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// `invalid_format_version` / `unsupported_format_version`.
+pub(crate) fn format_version(top: &Map<String, Value>) -> Result<i64, CoreError> {
+    let field = || Some("format_version".to_owned());
+    let Some(v) = top.get("format_version") else {
+        return Err(reject(
+            "invalid_format_version",
+            field(),
+            "format_version is missing",
+        ));
+    };
+    match (v.as_i64(), v.as_u64()) {
+        (Some(n), _) if n < 1 => Err(reject(
+            "invalid_format_version",
+            field(),
+            format!("format_version must be >= 1, got {n}"),
+        )),
+        (Some(n), _) if n == SUPPORTED_FORMAT_VERSION => Ok(n),
+        (Some(_), _) | (None, Some(_)) => Err(reject(
+            "unsupported_format_version",
+            field(),
+            format!(
+                "format_version {v} is not supported (this build understands {SUPPORTED_FORMAT_VERSION})"
+            ),
+        )),
+        (None, None) => Err(reject(
+            "invalid_format_version",
+            field(),
+            format!("format_version must be an integer, got {}", type_name(v)),
+        )),
+    }
+}
+
+/// `unsupported_capture_strategy` unless it is `expected`.
+pub(crate) fn capture_strategy(
+    top: &Map<String, Value>,
+    expected: &'static str,
+) -> Result<String, CoreError> {
+    match top.get("capture_strategy") {
+        Some(Value::String(s)) if s == expected => Ok(expected.to_owned()),
+        other => Err(reject(
+            "unsupported_capture_strategy",
+            Some("capture_strategy".into()),
+            format!(
+                "capture_strategy must be {expected:?}, got {}",
+                describe(other)
+            ),
+        )),
+    }
+}
+
+/// A UUIDv7 field, lower-cased; `code` when missing or invalid.
+pub(crate) fn uuid_field(
     top: &Map<String, Value>,
     key: &str,
     code: &'static str,
@@ -426,116 +319,81 @@ fn uuid_field(
     })
 }
 
-fn seq_bound(
-    top: &Map<String, Value>,
-    key: &str,
-    expected: i64,
-    what: &str,
-) -> Result<i64, CoreError> {
-    match top.get(key).and_then(Value::as_i64) {
-        Some(n) if n == expected => Ok(n),
-        _ => Err(reject(
-            "commit_seq_mismatch",
-            Some(key.to_owned()),
+/// `invalid_source_table`.
+pub(crate) fn source_table(top: &Map<String, Value>) -> Result<String, CoreError> {
+    match top.get("source_table") {
+        Some(Value::String(s))
+            if !s.is_empty() && s.len() <= MAX_SOURCE_TABLE_BYTES && !s.contains('\0') =>
+        {
+            Ok(s.clone())
+        }
+        other => Err(reject(
+            "invalid_source_table",
+            Some("source_table".into()),
             format!(
-                "{key} must equal the {what} row commit_seq {expected}, got {}",
-                match top.get(key) {
-                    Some(v @ Value::Number(_)) => v.to_string(),
-                    other => describe(other),
-                }
+                "source_table must be a non-empty string of at most {MAX_SOURCE_TABLE_BYTES} bytes without NUL, got {}",
+                describe(other)
             ),
         )),
     }
 }
 
-fn decode_row(i: usize, raw: Value) -> Result<Row, CoreError> {
-    let field = |name: &str| Some(format!("rows[{i}].{name}"));
-    let mut obj = match raw {
-        Value::Object(m) => m,
-        other => {
-            return Err(reject(
-                "invalid_row",
-                Some(format!("rows[{i}]")),
-                format!("row op must be an object, got {}", type_name(&other)),
-            ))
-        }
-    };
-    let commit_seq = match obj.get("commit_seq").and_then(Value::as_i64) {
-        Some(n) if n >= 1 => n,
-        _ => {
-            return Err(reject(
-                "invalid_row",
-                field("commit_seq"),
-                format!(
-                    "commit_seq must be an integer >= 1, got {}",
-                    match obj.get("commit_seq") {
-                        Some(v @ Value::Number(_)) => v.to_string(),
-                        other => describe(other),
-                    }
-                ),
-            ))
-        }
-    };
-    let op = match obj.get("op") {
-        Some(Value::String(s)) => Op::parse(s),
-        _ => None,
-    }
-    .ok_or_else(|| {
-        reject(
-            "invalid_row",
-            field("op"),
+/// `invalid_schema_hash`.
+pub(crate) fn schema_hash(top: &Map<String, Value>) -> Result<String, CoreError> {
+    match top.get("schema_hash") {
+        Some(Value::String(s)) if is_lower_hex_64(s) => Ok(s.clone()),
+        other => Err(reject(
+            "invalid_schema_hash",
+            Some("schema_hash".into()),
             format!(
-                "op must be insert, update or delete, got {}",
-                describe(obj.get("op"))
+                "schema_hash must be 64 lowercase hex characters, got {}",
+                describe(other)
             ),
-        )
-    })?;
-    let pk = match obj.remove("pk") {
-        Some(Value::Object(m)) if !m.is_empty() => m,
+        )),
+    }
+}
+
+/// `invalid_rows` (missing, not an array, empty) / `batch_too_many_rows`;
+/// the number of rows.
+pub(crate) fn rows_count(rows: Option<RowsShape>) -> Result<usize, CoreError> {
+    let n = match rows {
+        Some(RowsShape::Array(n)) => n,
         other => {
+            let other = match other {
+                Some(RowsShape::Other(v)) => Some(v),
+                _ => None,
+            };
             return Err(reject(
-                "invalid_row",
-                field("pk"),
-                format!(
-                    "pk must be a non-empty object, got {}",
-                    match other {
-                        Some(Value::Object(_)) => "an empty object".to_owned(),
-                        other => describe(other.as_ref()),
-                    }
-                ),
-            ))
+                "invalid_rows",
+                Some("rows".into()),
+                format!("rows must be an array, got {}", describe(other.as_ref())),
+            ));
         }
     };
-    let row = match (op, obj.remove("row")) {
-        (Op::Delete, None | Some(Value::Null)) => None,
-        (Op::Insert | Op::Update, Some(Value::Object(m))) => Some(m),
-        (Op::Delete, Some(other)) => {
-            return Err(reject(
-                "invalid_row",
-                field("row"),
-                format!("row must be null for delete, got {}", type_name(&other)),
-            ))
-        }
-        (_, other) => {
-            return Err(reject(
-                "invalid_row",
-                field("row"),
-                format!(
-                    "row must be an object for {}, got {}",
-                    op.as_str(),
-                    describe(other.as_ref())
-                ),
-            ))
-        }
-    };
-    let pk_hash = pk_hash(&pk);
-    Ok(Row {
-        commit_seq,
-        op,
-        pk,
-        row,
-        pk_hash,
-    })
+    if n > MAX_BATCH_ROWS {
+        return Err(reject(
+            "batch_too_many_rows",
+            Some("rows".into()),
+            format!("batch carries {n} rows; the limit is {MAX_BATCH_ROWS}"),
+        ));
+    }
+    if n == 0 {
+        return Err(reject("invalid_rows", Some("rows".into()), "rows is empty"));
+    }
+    Ok(n)
+}
+
+/// `invalid_schema_columns` / `schema_hash_mismatch`: the canonical JSON of
+/// `schema_columns` when present (and not null).
+pub(crate) fn schema_columns(
+    top: &Map<String, Value>,
+    source_table: &str,
+    schema_hash: &str,
+) -> Result<Option<String>, CoreError> {
+    match top.get("schema_columns") {
+        None | Some(Value::Null) => Ok(None),
+        Some(sc) => schema_columns_canonical(sc, source_table, schema_hash).map(Some),
+    }
 }
 
 /// Validates `schema_columns` and returns its canonical JSON (the fingerprint input).
@@ -666,6 +524,7 @@ fn schema_columns_canonical(
 pub(crate) mod tests {
     use super::*;
     use crate::fingerprint::schema_fingerprint;
+    use crate::row_batch::{decode_row_batch, Op, RowBatch};
     use serde_json::json;
 
     pub(crate) const BATCH_ID: &str = "019693e0-7c4a-7b2e-9a1d-3f5e6d7c8b9a";
@@ -759,9 +618,9 @@ pub(crate) mod tests {
         assert_eq!(b.row_count(), 3);
         assert_eq!(b.payload_size, payload.len());
         assert_eq!(b.rows[2].op, Op::Delete);
-        assert_eq!(b.rows[2].row, None);
+        assert!(!b.rows[2].has_row());
         assert_eq!(
-            b.rows[0].pk_hash,
+            b.rows[0].pk_hash(),
             crate::pk_hash_json(b"{\"id\":1}").unwrap()
         );
         assert_eq!(b.column_names(), ["id", "mode", "setpoint", "extra"]);
@@ -787,7 +646,7 @@ pub(crate) mod tests {
         let v = with(|m| {
             m["rows"][2].as_object_mut().unwrap().remove("row");
         });
-        assert!(decode(&v).unwrap().rows[2].row.is_none());
+        assert!(!decode(&v).unwrap().rows[2].has_row());
     }
 
     #[test]
@@ -844,6 +703,29 @@ pub(crate) mod tests {
         );
         assert!(!has_non_finite_token(r#"{"a":"Infinity \" NaN"}"#));
         assert!(has_non_finite_token(r#"{"a":"\\",b:NaN}"#));
+    }
+
+    #[test]
+    fn peek_batch_id_reads_only_the_envelope() {
+        let good = bytes(&valid());
+        assert_eq!(peek_batch_id(&good).as_deref(), Some(BATCH_ID));
+        // Found before a broken tail.
+        let mut cut = br#"{"format_version":1,"batch_id":""#.to_vec();
+        cut.extend_from_slice(BATCH_ID.to_uppercase().as_bytes());
+        cut.extend_from_slice(br#"","rows":[{"#);
+        assert_eq!(peek_batch_id(&cut).as_deref(), Some(BATCH_ID));
+        for bad in [
+            &b"[]"[..],
+            b"{}",
+            b"{\"batch_id\":7}",
+            b"\xff",
+            b"{\"rows\":[}",
+        ] {
+            assert_eq!(peek_batch_id(bad), None);
+        }
+        // A batch_id inside rows is not the envelope's.
+        let nested = br#"{"rows":[{"batch_id":"019693e0-7c4a-7b2e-9a1d-3f5e6d7c8b9a"}]}"#;
+        assert_eq!(peek_batch_id(nested), None);
     }
 
     #[test]

@@ -7,7 +7,11 @@
 //! - [`fingerprint`]: schema fingerprints (`schema_hash`).
 //! - [`pkhash`]: `source_pk_hash` of a row's `pk` object.
 //! - [`blob`]: zstd compression of staged blobs.
-//! - [`envelope`]: decoding and validation of `sync/rows/batch` payloads.
+//! - [`rawjson`]: one-pass parsing that keeps row values as raw JSON slices.
+//! - [`envelope`]: the envelope checks shared by row and telemetry batches.
+//! - [`row_batch`]: decoding and validation of `sync/rows/batch` payloads.
+//! - [`telemetry`]: decoding and validation of `sync/telemetry/batch` payloads.
+//! - [`timestamp`]: RFC 3339 timestamps as instants.
 //! - [`copy`]: PostgreSQL COPY text encoding of decoded rows.
 
 pub mod affinity;
@@ -18,13 +22,18 @@ pub mod envelope;
 pub mod error;
 pub mod fingerprint;
 pub mod pkhash;
+pub mod rawjson;
+pub mod row_batch;
+pub mod telemetry;
+pub mod timestamp;
 
 pub use affinity::{sqlite_affinity, Affinity};
 pub use blob::{compress_blob, decompress_blob};
 pub use copy::PgType;
-pub use envelope::{
-    decode_row_batch, Op, Row, RowBatch, MAX_BATCH_BYTES, MAX_BATCH_ROWS, SUPPORTED_FORMAT_VERSION,
-};
+pub use envelope::{peek_batch_id, MAX_BATCH_BYTES, MAX_BATCH_ROWS, SUPPORTED_FORMAT_VERSION};
 pub use error::CoreError;
 pub use fingerprint::{schema_fingerprint, ColumnSpec, Fingerprint};
 pub use pkhash::{pk_hash, pk_hash_json};
+pub use row_batch::{decode_row_batch, Op, Row, RowBatch};
+pub use telemetry::{decode_telemetry_batch, Sample, TelemetryBatch, TELEMETRY_CAPTURE_STRATEGY};
+pub use timestamp::{parse_rfc3339, Instant};

@@ -8,7 +8,7 @@ use std::ops::Deref;
 
 use edgesync_core as core;
 use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
@@ -189,11 +189,7 @@ impl PyRowBatch {
         py: Python<'py>,
         columns: Vec<(String, String)>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let columns = columns
-            .into_iter()
-            .map(|(name, ty)| Ok((name, ty.parse::<core::PgType>()?)))
-            .collect::<Result<Vec<_>, core::CoreError>>()
-            .into_py_result()?;
+        let columns = parse_columns(columns)?;
         let inner = &self.inner;
         let out = py
             .detach(|| inner.encode_state_copy(&columns))
@@ -223,6 +219,152 @@ fn decode_row_batch(py: Python<'_>, payload: &Bound<'_, PyAny>) -> PyResult<PyRo
     Ok(PyRowBatch { inner })
 }
 
+/// A validated ``sync/telemetry/batch`` payload, kept in Rust memory.
+#[pyclass(frozen, name = "TelemetryBatch", module = "edgesync._core")]
+struct PyTelemetryBatch {
+    inner: core::TelemetryBatch,
+}
+
+fn parse_columns(columns: Vec<(String, String)>) -> PyResult<Vec<(String, core::PgType)>> {
+    columns
+        .into_iter()
+        .map(|(name, ty)| Ok((name, ty.parse::<core::PgType>()?)))
+        .collect::<Result<Vec<_>, core::CoreError>>()
+        .into_py_result()
+}
+
+#[pymethods]
+impl PyTelemetryBatch {
+    #[getter]
+    fn format_version(&self) -> i64 {
+        self.inner.format_version
+    }
+
+    #[getter]
+    fn capture_strategy(&self) -> &str {
+        &self.inner.capture_strategy
+    }
+
+    #[getter]
+    fn batch_id(&self) -> &str {
+        &self.inner.batch_id
+    }
+
+    #[getter]
+    fn batch_seq(&self) -> i64 {
+        self.inner.batch_seq
+    }
+
+    #[getter]
+    fn source_table(&self) -> &str {
+        &self.inner.source_table
+    }
+
+    #[getter]
+    fn schema_hash(&self) -> &str {
+        &self.inner.schema_hash
+    }
+
+    /// The ``schema_columns`` object re-serialized canonically, when present.
+    #[getter]
+    fn schema_columns_json<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        self.inner
+            .schema_columns_json
+            .as_ref()
+            .map(|s| PyBytes::new(py, s.as_bytes()))
+    }
+
+    #[getter]
+    fn cursor_start_ts(&self) -> &str {
+        &self.inner.cursor_start_ts
+    }
+
+    #[getter]
+    fn cursor_end_ts(&self) -> &str {
+        &self.inner.cursor_end_ts
+    }
+
+    /// Earliest row ``ts`` as ISO 8601 UTC with microseconds.
+    #[getter]
+    fn first_event_ts(&self) -> String {
+        self.inner.first_event_ts.to_iso()
+    }
+
+    /// Latest row ``ts`` as ISO 8601 UTC with microseconds.
+    #[getter]
+    fn last_event_ts(&self) -> String {
+        self.inner.last_event_ts.to_iso()
+    }
+
+    #[getter]
+    fn row_count(&self) -> usize {
+        self.inner.row_count()
+    }
+
+    #[getter]
+    fn payload_size(&self) -> usize {
+        self.inner.payload_size
+    }
+
+    /// Union of the keys of every row's ``fields``, in first-seen order.
+    fn field_names(&self) -> Vec<String> {
+        self.inner.field_names()
+    }
+
+    /// Rows as PostgreSQL COPY text format, one line per row, releasing the GIL.
+    #[pyo3(signature = (columns, device_id = None))]
+    fn encode_telemetry_copy<'py>(
+        &self,
+        py: Python<'py>,
+        columns: Vec<(String, String)>,
+        device_id: Option<String>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let columns = parse_columns(columns)?;
+        if let Some(d) = &device_id {
+            if !core::envelope::is_uuid(d) {
+                return Err(PyValueError::new_err(format!(
+                    "device_id must be a hyphenated UUID, got {d:?}"
+                )));
+            }
+        }
+        let inner = &self.inner;
+        let out = py
+            .detach(|| inner.encode_telemetry_copy(&columns, device_id.as_deref()))
+            .into_py_result()?;
+        Ok(PyBytes::new(py, &out))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "TelemetryBatch(source_table={:?}, batch_id={:?}, batch_seq={}, rows={})",
+            self.inner.source_table,
+            self.inner.batch_id,
+            self.inner.batch_seq,
+            self.inner.row_count()
+        )
+    }
+}
+
+/// The ``batch_id`` of a payload, read without decoding the rest; None if not found cheaply.
+#[pyfunction]
+fn peek_batch_id(payload: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    let payload = byte_arg(payload, "payload")?;
+    Ok(core::peek_batch_id(&payload))
+}
+
+/// Decode and validate a telemetry batch, releasing the GIL; raises BatchRejected.
+#[pyfunction]
+fn decode_telemetry_batch(
+    py: Python<'_>,
+    payload: &Bound<'_, PyAny>,
+) -> PyResult<PyTelemetryBatch> {
+    let payload = byte_arg(payload, "payload")?;
+    let inner = py
+        .detach(|| core::decode_telemetry_batch(&payload))
+        .into_py_result()?;
+    Ok(PyTelemetryBatch { inner })
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -236,5 +378,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decompress_blob, m)?)?;
     m.add_function(wrap_pyfunction!(decode_row_batch, m)?)?;
     m.add_class::<PyRowBatch>()?;
+    m.add_function(wrap_pyfunction!(decode_telemetry_batch, m)?)?;
+    m.add_class::<PyTelemetryBatch>()?;
+    m.add_function(wrap_pyfunction!(peek_batch_id, m)?)?;
     Ok(())
 }

@@ -1,0 +1,154 @@
+"""``edge_ts_*`` tables: time-partitioned telemetry targets, written with COPY.
+
+One table per (project, source table) — ``edge_ts_p{project8}_{table}`` — shared by
+every device of the project: ``device_id uuid, event_ts timestamptz, row_id uuid``
+plus the approved fields. It is RANGE-partitioned by ``event_ts`` into daily
+partitions, created on demand for each batch's time range (and the following day, so
+midnight never waits on DDL), plus a DEFAULT partition so no row is ever refused; an
+index on ``(device_id, event_ts)`` serves per-device time queries.
+
+Rows are COPYed straight into the parent table, with no per-row uniqueness check:
+exactly-once comes from the batch ledger, whose ``(device_id, batch_id)`` row commits
+in the same transaction as the COPY (a redelivery is a no-op before it gets here), and
+the ``batch_seq`` rules refuse any *new* batch that would carry an accepted sequence
+again. A unique key on ``(device_id, row_id, event_ts)`` would add a unique-index
+probe per row and force COPY through a temporary table and ``INSERT … ON CONFLICT``,
+for duplicates the ledger already excludes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import UTC, date, datetime, timedelta
+
+from edgesync._core import TelemetryBatch
+from edgesync.materialize._identifiers import MAX_IDENT_BYTES, quote_ident, target_table_name
+from edgesync.materialize._state_target import MirrorColumn
+from edgesync.store import Conn
+
+__all__ = ["TS_PLATFORM_COLUMNS", "TsTarget", "ts_table_name"]
+
+TS_PLATFORM_COLUMNS = ("device_id", "event_ts", "row_id")
+# A batch spanning more days than this gets partitions for its first and last day
+# only; rows in between go to the DEFAULT partition (a device clock gone wrong must
+# not create thousands of tables).
+_MAX_SPAN_DAYS = 8
+# Partitions known to exist (this process saw them in the catalog): most batches then
+# need no catalog query at all.
+_seen_partitions: set[str] = set()
+
+
+def ts_table_name(project_id: uuid.UUID, source_table: str) -> str:
+    """Project-coalesced target name: ``edge_ts_p{project8}_{table}``."""
+    return target_table_name(f"edge_ts_p{project_id.hex[:8]}_", source_table)
+
+
+def _part_name(table: str, suffix: str) -> str:
+    name = f"{table}_{suffix}"
+    if len(name.encode()) <= MAX_IDENT_BYTES:
+        return name
+    digest = hashlib.sha256(table.encode()).hexdigest()[:8]
+    room = MAX_IDENT_BYTES - len(suffix) - len(digest) - 2
+    return f"{table[:room]}_{digest}_{suffix}"
+
+
+def _lock_key(table: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"edge_ts:{table}".encode()).digest()[:8], "big",
+                          signed=True)
+
+
+class TsTarget:
+    def __init__(self, table: str, columns: list[MirrorColumn]) -> None:
+        self.table = table
+        self.columns = columns
+
+    @property
+    def default_partition(self) -> str:
+        return _part_name(self.table, "default")
+
+    async def provision(self, conn: Conn) -> None:
+        """Create the partitioned table, its DEFAULT partition and index, or add the
+        columns a newer schema brought (idempotent, safe against concurrent callers)."""
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(self.table))
+        q = quote_ident(self.table)
+        await conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {q} (device_id uuid NOT NULL, "
+            "event_ts timestamptz NOT NULL, row_id uuid) PARTITION BY RANGE (event_ts)")
+        await conn.execute(f"CREATE TABLE IF NOT EXISTS {quote_ident(self.default_partition)} "
+                           f"PARTITION OF {q} DEFAULT")
+        await conn.execute(
+            f"CREATE INDEX IF NOT EXISTS {quote_ident(_part_name(self.table, 'dev_ts'))} "
+            f"ON {q} (device_id, event_ts)")
+        for col in self.columns:
+            await conn.execute(
+                f"ALTER TABLE {q} ADD COLUMN IF NOT EXISTS {quote_ident(col.target)} {col.pg_type}")
+
+    async def ensure_partitions(self, conn: Conn, first: datetime, last: datetime) -> int:
+        """Daily partitions for ``[first, last]`` and the day after; returns how many
+        were created. One catalog query when they all exist."""
+        d0, d1 = first.astimezone(UTC).date(), last.astimezone(UTC).date()
+        span = (d1 - d0).days
+        days = ([d0 + timedelta(days=i) for i in range(span + 1)] if span <= _MAX_SPAN_DAYS
+                else [d0, d1])
+        days.append(d1 + timedelta(days=1))
+        names = {n: d for d in days
+                 if (n := _part_name(self.table, f"d{d:%Y%m%d}")) not in _seen_partitions}
+        if not names:
+            return 0
+        missing = await conn.fetch(
+            "SELECT n FROM unnest($1::text[]) AS n WHERE to_regclass(quote_ident(n)) IS NULL",
+            list(names))
+        # Only partitions seen committed are remembered (one we create could still roll
+        # back); a remembered partition dropped later just sends its rows to DEFAULT.
+        _seen_partitions.update(set(names) - {r["n"] for r in missing})
+        if not missing:
+            return 0
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(self.table))
+        created = 0
+        for rec in missing:
+            created += await self._create_partition(conn, rec["n"], names[rec["n"]])
+        return created
+
+    async def _create_partition(self, conn: Conn, name: str, day: date) -> int:
+        if await conn.fetchval("SELECT to_regclass(quote_ident($1)) IS NOT NULL", name):
+            return 0  # another worker created it while we waited for the lock
+        lo = datetime(day.year, day.month, day.day, tzinfo=UTC)
+        hi = lo + timedelta(days=1)
+        q, part = quote_ident(self.table), quote_ident(name)
+        default = quote_ident(self.default_partition)
+        bounds = f"FOR VALUES FROM ('{lo.isoformat()}') TO ('{hi.isoformat()}')"
+        stray = await conn.fetchval(
+            f"SELECT EXISTS (SELECT 1 FROM {default} WHERE event_ts >= $1 AND event_ts < $2)",
+            lo, hi)
+        if not stray:
+            await conn.execute(f"CREATE TABLE {part} PARTITION OF {q} {bounds}")
+            return 1
+        # Rows of that day already sit in DEFAULT (their batch spanned too many days):
+        # move them into the new table, then attach it.
+        cols = await conn.fetch(
+            "SELECT quote_ident(attname) AS c FROM pg_attribute "
+            "WHERE attrelid = quote_ident($1)::regclass "
+            "AND attnum > 0 AND NOT attisdropped ORDER BY attnum", self.table)
+        col_list = ", ".join(r["c"] for r in cols)
+        await conn.execute(f"CREATE TABLE {part} (LIKE {q} INCLUDING DEFAULTS)")
+        await conn.execute(
+            f"WITH moved AS (DELETE FROM {default} WHERE event_ts >= $1 AND event_ts < $2 "
+            f"RETURNING {col_list}) INSERT INTO {part} ({col_list}) SELECT {col_list} FROM moved",
+            lo, hi)
+        await conn.execute(f"ALTER TABLE {q} ATTACH PARTITION {part} {bounds}")
+        return 1
+
+    async def apply(self, conn: Conn, device_id: uuid.UUID, batch: TelemetryBatch) -> int:
+        """Append one batch; returns the number of rows. Runs inside the caller's
+        transaction (the ledger row commits with it)."""
+        # Encode first: a value that does not fit is refused before anything is written.
+        copy = batch.encode_telemetry_copy([(c.source, c.pg_type) for c in self.columns],
+                                           device_id=str(device_id))
+        await self.ensure_partitions(conn, datetime.fromisoformat(batch.first_event_ts),
+                                     datetime.fromisoformat(batch.last_event_ts))
+        # A memoryview: asyncpg would take plain bytes for a file path.
+        await conn.copy_to_table(
+            self.table, source=memoryview(copy),  # type: ignore[arg-type]
+            columns=[*TS_PLATFORM_COLUMNS, *(c.target for c in self.columns)], format="text")
+        return batch.row_count
