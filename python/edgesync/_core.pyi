@@ -91,6 +91,9 @@ class RowBatch:
     def row_count(self) -> int: ...
     @property
     def payload_size(self) -> int: ...
+    def lkcv_rows(self) -> list[tuple[str, int, int]]:
+        """``(pk_hash, commit_seq, lkcv)`` of the rows carrying an ``lkcv``."""
+
     def column_names(self) -> list[str]:
         """Union of the keys of every ``row`` and ``pk`` object, in first-seen order.
 
@@ -110,8 +113,13 @@ class RowBatch:
         SchemaError for an unknown pg_type.
         """
 
-def decode_row_batch(payload: bytes | bytearray | memoryview) -> RowBatch:
+def decode_row_batch(
+    payload: bytes | bytearray | memoryview, max_payload_bytes: int | None = None
+) -> RowBatch:
     """Decode and validate a row batch, releasing the GIL; raises BatchRejected.
+
+    ``max_payload_bytes`` overrides the 512 KiB MQTT limit (chunks cut from uploaded
+    objects may carry one larger row).
 
     Never raises anything else for any payload bytes.
     """

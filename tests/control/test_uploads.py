@@ -135,3 +135,48 @@ async def test_forged_expired_and_early_finalize_are_refused(pool, batches, uniq
     app2 = FastAPI()
     app2.include_router(upload_router(lambda: pool, small))
     assert (await put(app2, g["presigned_url"], b"0123456789ABC")).status_code == 413
+
+
+async def test_a_spilled_row_larger_than_a_batch_materializes(pool, batches, unique, store):
+    async with pool.acquire() as conn:
+        scope = await registry.add_device(conn, project=f"us-{unique}", name=f"gw-{unique}",
+                                          topic_slug=f"us-{unique}")
+    pipe = IngestPipeline(pool)
+    pipe.upload_base_url = BASE
+    app = FastAPI()
+    app.include_router(upload_router(lambda: pool, store))
+    f = batches()
+    # An ordinary batch first (opens the review), then approve, then the spill.
+    first = await pipe.handle(f"{scope.root_topic}/sync/rows/batch", f.payload(
+        f.rows(("insert", {"id": 1, "mode": "small", "setpoint": 1.0}))))
+    async with pool.acquire() as conn:
+        (review,) = [r for r in await governance.list_reviews(conn, status="queued")
+                     if r["lineage_id"] == first.lineage_id]
+        c = await governance.claim_review(conn, review["id"], actor="t", action_version=1)
+        await governance.approve_review(conn, review["id"], actor="t",
+                                        action_version=c["action_version"], column_actions=None)
+    await Replayer(pool).drain_pending()
+    req = {"format_version": 1, "request_kind": "url_request", "source_table": "device_state",
+           "segment_kind": "payload_spill"}
+    out = await pipe.handle(f"{scope.root_topic}/sync/ingest/request", orjson.dumps(req))
+    body = await pool.fetchval("SELECT body FROM edge_pending_controls WHERE device_id = $1 "
+                               "AND control_kind = 'url_grant'", scope.device_id)
+    assert body["batch_id"] == out.detail
+    huge = "x" * (700 * 1024)
+    header = {"format_version": 1, "capture_strategy": "sqlite_row_batch_v1",
+              "source_table": f.table, "journal_epoch": f.epoch, "schema_hash": f.schema_hash}
+    line = {"commit_seq": 2, "op": "insert", "pk": {"id": 2},
+            "row": {"id": 2, "mode": huge, "setpoint": None}}
+    obj = zstandard.ZstdCompressor().compress(orjson.dumps(header) + b"\n" + orjson.dumps(line))
+    assert (await put(app, body["presigned_url"], obj)).status_code == 200
+    fin = {"format_version": 1, "request_kind": "finalize", "source_table": "device_state",
+           "batch_id": body["batch_id"], "segment_kind": "payload_spill"}
+    await pipe.handle(f"{scope.root_topic}/sync/ingest/request", orjson.dumps(fin))
+    assert await ObjectIngester(pool, pipe, store).ingest_next()
+    status = await pool.fetchrow("SELECT status, last_error FROM edge_uploads WHERE id = $1",
+                                 uuid.UUID(body["batch_id"]))
+    assert tuple(status) == ("ingested", None)
+    table = await pool.fetchval("SELECT target_table FROM edge_table_lineages WHERE id = $1",
+                                first.lineage_id)
+    assert await pool.fetchval(f"SELECT length(mode) FROM {quote_ident(table)} WHERE id = 2") \
+        == len(huge)

@@ -97,3 +97,42 @@ async def test_write_back_refusals(pool, batches, unique):
     version = await pool.fetchval("SELECT cloud_version FROM edge_table_lineages WHERE id = $1",
                                   lineage_id)
     assert version == 0
+
+
+async def test_device_changes_against_an_older_cloud_version_lose(pool, batches, unique):
+    """The lkcv rule: a device change applies only if the device had seen the row's latest
+    cloud version; otherwise the cloud keeps its row and sends it to the device again."""
+    scope, lineage_id = await setup_lineage(pool, batches, unique, "cloud_authoritative")
+    await write(pool, scope, lineage_id, [{"pk": {"id": 1}, "values": {"mode": "cloud"}}])
+    pipe = IngestPipeline(pool)
+    topic = f"{scope.root_topic}/sync/rows/batch"
+    f = batches()
+    f.epoch = await pool.fetchval(  # continue the device's journal epoch
+        "SELECT journal_epoch::text FROM edge_export_segments WHERE device_id = $1 LIMIT 1",
+        scope.device_id)
+    f.seq = 10
+    table = await pool.fetchval("SELECT target_table FROM edge_table_lineages WHERE id = $1",
+                                lineage_id)
+
+    async def mode() -> str:
+        return str(await pool.fetchval(f"SELECT mode FROM {quote_ident(table)} WHERE id = 1"))
+
+    # Made before the device applied cloud version 1: no lkcv → the cloud's row stays.
+    stale = f.rows(("update", {"id": 1, "mode": "device-stale", "setpoint": 1.0}))
+    await pipe.handle(topic, f.payload(stale))
+    assert await mode() == "cloud"
+    resent = await pool.fetch(
+        "SELECT body FROM edge_pending_controls WHERE lineage_id = $1 AND "
+        "control_kind = 'state_write' ORDER BY created_at", lineage_id)
+    assert len(resent) == 2
+    assert resent[-1]["body"]["rows"] == [
+        {"pk": {"id": 1}, "values": {"mode": "cloud", "setpoint": 20.0}, "cloud_version": 1}]
+    # Made after applying version 1 (lkcv = 1): the device's change wins.
+    fresh = f.rows(("update", {"id": 1, "mode": "device-new", "setpoint": 2.0}))
+    fresh[0]["lkcv"] = 1
+    await pipe.handle(topic, f.payload(fresh))
+    assert await mode() == "device-new"
+    # Other keys are untouched by the rule (no cloud version on them).
+    await pipe.handle(topic, f.payload(f.rows(("insert", {"id": 5, "mode": "d",
+                                                          "setpoint": 0.5}))))
+    assert await pool.fetchval(f"SELECT mode FROM {quote_ident(table)} WHERE id = 5") == "d"

@@ -16,7 +16,7 @@ from edgesync.control._sender import ControlSender, Publisher
 from edgesync.control._sweeper import BackpressureSweeper
 from edgesync.control._upload_routes import upload_router
 from edgesync.control._uploads import GRANT_TTL, grant_upload, verify_upload_url
-from edgesync.control._writeback import MAX_WRITE_ROWS, write_state_rows
+from edgesync.control._writeback import MAX_WRITE_ROWS, resend_cloud_rows, write_state_rows
 
 __all__ = [
     "CONTROL_CHANNEL",
@@ -34,6 +34,7 @@ __all__ = [
     "enqueue_control",
     "grant_upload",
     "record_materialization_failure",
+    "resend_cloud_rows",
     "reset_materialization",
     "sweep_backpressure",
     "upload_router",

@@ -22,7 +22,7 @@ from edgesync.governance import get_lineage_for_update, load_state_target
 from edgesync.materialize import MirrorColumn, quote_ident
 from edgesync.store import Conn
 
-__all__ = ["MAX_WRITE_ROWS", "write_state_rows"]
+__all__ = ["MAX_WRITE_ROWS", "resend_cloud_rows", "write_state_rows"]
 
 MAX_WRITE_ROWS = 500
 _NIL_EPOCH = uuid.UUID(int=0)
@@ -94,9 +94,7 @@ async def write_state_rows(conn: Conn, *, project_id: uuid.UUID, device_id: uuid
         version = int(await conn.fetchval(
             "UPDATE edge_table_lineages SET cloud_version = cloud_version + 1, "
             "updated_at = now() WHERE id = $1 RETURNING cloud_version", lineage_id))
-        await conn.execute(
-            f"ALTER TABLE {quote_ident(target.table)} "
-            "ADD COLUMN IF NOT EXISTS _edge_cloud_version bigint")
+        await target.provision_cloud_authority(conn)
         for i, row in enumerate(rows):
             await _upsert(conn, target.table, device_id, i, row, by_source, version)
         control_id = await enqueue_control(
@@ -131,3 +129,48 @@ async def _upsert(conn: Conn, table: str, device_id: uuid.UUID, index: int,
                 + sets, *args)
     except (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError) as exc:
         raise InvalidRequestError(f"rows[{index}]", f"cannot be written: {exc}") from exc
+
+
+async def resend_cloud_rows(conn: Conn, lineage_id: uuid.UUID, device_id: uuid.UUID,
+                            pk_hashes: list[str]) -> uuid.UUID | None:
+    """Send the device the cloud's current version of rows whose device-side change
+    lost against a newer cloud write, so the device converges on the cloud's state."""
+    if not pk_hashes:
+        return None
+    info = await conn.fetchrow(
+        "SELECT l.source_table, l.target_table, l.approved_schema_hash, v.schema_columns "
+        "FROM edge_table_lineages l JOIN edge_schema_versions v ON v.lineage_id = l.id "
+        "AND v.schema_hash = l.approved_schema_hash WHERE l.id = $1", lineage_id)
+    if info is None or not info["schema_columns"]:
+        return None
+    bindings = await conn.fetch(
+        "SELECT source_column_name, mirror_column_name FROM edge_column_bindings "
+        "WHERE lineage_id = $1 AND schema_hash = $2 AND action = 'mirror'",
+        lineage_id, info["approved_schema_hash"])
+    mirror = {b["source_column_name"]: b["mirror_column_name"] for b in bindings}
+    pk_names = [str(c["name"]) for c in info["schema_columns"]["columns"] if c["pk_ordinal"]]
+    if not all(name in mirror for name in pk_names):
+        return None  # the key is not mirrored: the cloud cannot name the rows to the device
+    rows = await conn.fetch(
+        f"SELECT * FROM {quote_ident(info['target_table'])} "
+        "WHERE device_id = $1 AND _edge_pk_hash = ANY($2::text[]) AND NOT _edge_deleted",
+        device_id, pk_hashes)
+    payload = []
+    for r in rows:
+        values = {src: _wire(r[dst]) for src, dst in mirror.items() if src not in pk_names}
+        payload.append({"pk": {k: _wire(r[mirror[k]]) for k in pk_names}, "values": values,
+                        "cloud_version": r["_edge_cloud_version"]})
+    if not payload:
+        return None
+    return await enqueue_control(conn, device_id=device_id, lineage_id=lineage_id,
+                                 kind="state_write",
+                                 body={"source_table": info["source_table"], "rows": payload})
+
+
+def _wire(value: Any) -> Any:
+    """A PostgreSQL value as the device expects it in JSON."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {"$blob": bytes(value).hex().upper()}
+    if isinstance(value, int | float | str | bool) or value is None:
+        return value
+    return str(value)

@@ -79,7 +79,8 @@ async def load_state_target(conn: Conn, lineage: Lineage, schema_hash: str
         lineage.id, schema_hash)
     cols = [MirrorColumn(r["source_column_name"], r["mirror_column_name"], r["target_type"])
             for r in rows]
-    return StateTarget(lineage.target_table, cols)
+    return StateTarget(lineage.target_table, cols,
+                       cloud_authoritative=lineage.sync_authority == "cloud_authoritative")
 
 
 def _plan(columns: list[dict[str, Any]], actions: list[ColumnAction]

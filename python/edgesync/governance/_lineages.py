@@ -25,11 +25,13 @@ class Lineage:
     pause_reason: str | None
     approved_schema_hash: str | None
     target_table: str | None
+    sync_authority: str = "device_authoritative"
 
     @classmethod
     def from_record(cls, r: asyncpg.Record) -> Lineage:
         return cls(r["id"], r["project_id"], r["device_id"], r["source_table"], r["pipeline"],
-                   r["status"], r["pause_reason"], r["approved_schema_hash"], r["target_table"])
+                   r["status"], r["pause_reason"], r["approved_schema_hash"], r["target_table"],
+                   r.get("sync_authority") or "device_authoritative")
 
 
 async def lock_lineage(conn: Conn, scope: DeviceScope, source_table: str,

@@ -13,6 +13,7 @@ from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
 from edgesync.governance._bindings import ColumnAction, approve_schema, mirror_all_actions
 from edgesync.governance._events import emit
 from edgesync.governance._lineages import get_lineage_for_update
+from edgesync.materialize import StateTarget
 from edgesync.store import Conn
 
 __all__ = ["approve_review", "claim_review", "get_review", "list_reviews", "reject_review"]
@@ -105,6 +106,10 @@ async def approve_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
                                           "only state (rows) tables can be cloud-authoritative")
             await conn.execute("UPDATE edge_table_lineages SET sync_authority = $2 WHERE id = $1",
                                lineage.id, sync_authority)
+            if sync_authority == "cloud_authoritative":
+                table = await conn.fetchval(
+                    "SELECT target_table FROM edge_table_lineages WHERE id = $1", lineage.id)
+                await StateTarget(table, []).provision_cloud_authority(conn)
         result = await _transition(
             conn, review, "approved", actor,
             column_actions=[{"source_column_name": a.source_column_name, "action": a.action,

@@ -24,7 +24,7 @@ import asyncpg
 import orjson
 import zstandard
 
-from edgesync.control import ObjectStore
+from edgesync.control import MAX_OBJECT_BYTES, ObjectStore
 from edgesync.ingest._outcome import OutcomeStatus
 from edgesync.ingest._pipeline import IngestPipeline
 
@@ -134,7 +134,8 @@ class ObjectIngester:
                 if header.get("source_table") != table:
                     return done, "object header names another source_table"
                 payload = _payload(header, lines, chunk_batch_id(upload_id, index))
-                outcome = await self._pipeline.handle(topic, payload)
+                outcome = await self._pipeline.handle(topic, payload,
+                                                      max_payload_bytes=MAX_OBJECT_BYTES)
                 if outcome.status is OutcomeStatus.REJECTED:
                     return done, f"chunk {index}: {outcome.code}: {outcome.detail}"
                 done += len(lines)

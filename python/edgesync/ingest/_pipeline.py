@@ -16,7 +16,7 @@ import orjson
 
 from edgesync import _core
 from edgesync._core import RowBatch
-from edgesync.control import record_materialization_failure
+from edgesync.control import record_materialization_failure, resend_cloud_rows
 from edgesync.errors import BatchRejected
 from edgesync.governance import admit, lock_lineage
 from edgesync.ingest._ledger import (
@@ -47,7 +47,10 @@ class IngestPipeline:
         # Where devices PUT presigned uploads; None leaves url_request unanswered.
         self.upload_base_url: str | None = None
 
-    async def handle(self, topic: str, payload: bytes) -> IngestOutcome:
+    async def handle(self, topic: str, payload: bytes, *,
+                     max_payload_bytes: int | None = None) -> IngestOutcome:
+        """Process one message. ``max_payload_bytes`` lifts the 512 KiB MQTT limit for
+        row batches cut from an uploaded object (a spilled row may be larger)."""
         ref = parse_topic(topic)
         if ref is None:
             return self._count(IngestOutcome(OutcomeStatus.REJECTED, "invalid_topic",
@@ -58,7 +61,7 @@ class IngestPipeline:
                 OutcomeStatus.REJECTED, "unknown_device",
                 f"no device {ref.device_name!r} in a project with topic slug {ref.slug!r}"))
         if ref.kind is TopicKind.ROWS_BATCH:
-            return self._count(await self._rows_batch(scope, payload))
+            return self._count(await self._rows_batch(scope, payload, max_payload_bytes))
         if ref.kind is TopicKind.TELEMETRY_BATCH:
             return self._count(await ingest_telemetry(self._pool, scope, payload))
         if ref.kind is TopicKind.INGEST_ACK:
@@ -75,13 +78,14 @@ class IngestPipeline:
         self.counters[outcome.code or outcome.status.value] += 1
         return outcome
 
-    async def _rows_batch(self, scope: DeviceScope, payload: bytes) -> IngestOutcome:
+    async def _rows_batch(self, scope: DeviceScope, payload: bytes,
+                          max_payload_bytes: int | None = None) -> IngestOutcome:
         kind = TopicKind.ROWS_BATCH.value
         redelivered = await self._redelivered(scope, payload)
         if redelivered is not None:
             return IngestOutcome(OutcomeStatus.DUPLICATE, None, redelivered)
         try:
-            batch = _core.decode_row_batch(payload)
+            batch = _core.decode_row_batch(payload, max_payload_bytes)
         except BatchRejected as rej:
             async with self._pool.acquire() as conn:
                 lineage_id = await record_rejection(conn, scope.device_id, kind, payload, rej)
@@ -125,6 +129,8 @@ class IngestPipeline:
             await record_materialization_failure(conn, lineage_id, str(exc))
             _log.warning("materialization of batch %s failed: %s", batch.batch_id, exc)
             return str(exc)
+        if target.conflicts:
+            await resend_cloud_rows(conn, lineage_id, scope.device_id, target.conflicts)
         await conn.execute(
             "UPDATE edge_table_lineages SET materialized_rows = materialized_rows + $2, "
             "updated_at = now() WHERE id = $1", lineage_id, batch.row_count)

@@ -29,9 +29,19 @@ class MirrorColumn:
 
 
 class StateTarget:
-    def __init__(self, table: str, columns: list[MirrorColumn]) -> None:
+    def __init__(self, table: str, columns: list[MirrorColumn], *,
+                 cloud_authoritative: bool = False) -> None:
         self.table = table
         self.columns = columns
+        # Cloud-authoritative tables also weigh each device change's lkcv against the
+        # cloud's version of the row (see docs/protocol.md, "Write-back").
+        self.cloud_authoritative = cloud_authoritative
+        self.conflicts: list[str] = []
+
+    async def provision_cloud_authority(self, conn: Conn) -> None:
+        q = quote_ident(self.table)
+        await conn.execute(f"ALTER TABLE {q} ADD COLUMN IF NOT EXISTS _edge_cloud_version bigint, "
+                           "ADD COLUMN IF NOT EXISTS _edge_lkcv bigint")
 
     async def provision(self, conn: Conn) -> None:
         """Create the table, or add the columns a newer schema brought (idempotent)."""
@@ -77,15 +87,51 @@ class StateTarget:
             f"{c} = EXCLUDED.{c}" for c in
             ["_edge_journal_epoch", "_edge_commit_seq", "_edge_deleted", *targets])
         q = quote_ident(self.table)
-        status = await conn.execute(
-            f"INSERT INTO {q} AS t ({insert_cols}) "
-            f"SELECT DISTINCT ON (_edge_pk_hash) {select_cols} FROM {staging} "
-            "ORDER BY _edge_pk_hash, _edge_epoch DESC, _edge_seq DESC "
-            f"ON CONFLICT (device_id, _edge_pk_hash) DO UPDATE SET {updates}, "
-            "_edge_synced_at = now() "
-            "WHERE (t._edge_journal_epoch, t._edge_commit_seq) "
-            "< (EXCLUDED._edge_journal_epoch, EXCLUDED._edge_commit_seq)",
-            device_id,
-        )
+        if self.cloud_authoritative:
+            status = await self._apply_cloud_authoritative(
+                conn, device_id, batch, staging, insert_cols, select_cols, updates)
+        else:
+            status = await conn.execute(
+                f"INSERT INTO {q} AS t ({insert_cols}) "
+                f"SELECT DISTINCT ON (_edge_pk_hash) {select_cols} FROM {staging} "
+                "ORDER BY _edge_pk_hash, _edge_epoch DESC, _edge_seq DESC "
+                f"ON CONFLICT (device_id, _edge_pk_hash) DO UPDATE SET {updates}, "
+                "_edge_synced_at = now() "
+                "WHERE (t._edge_journal_epoch, t._edge_commit_seq) "
+                "< (EXCLUDED._edge_journal_epoch, EXCLUDED._edge_commit_seq)",
+                device_id,
+            )
         await conn.execute(f"DROP TABLE IF EXISTS {staging}")
         return int(status.rsplit(" ", 1)[-1])
+
+    async def _apply_cloud_authoritative(self, conn: Conn, device_id: uuid.UUID,
+                                         batch: RowBatch, staging: str, insert_cols: str,
+                                         select_cols: str, updates: str) -> str:
+        """Newer-wins as usual, and a device change made against an older cloud version
+        than the row's current one loses; those keys are kept in ``self.conflicts`` so
+        the caller can send the device the cloud's row again."""
+        hashes, seqs, lkcvs = (list(x) for x in zip(*batch.lkcv_rows(), strict=True)) \
+            if batch.lkcv_rows() else ([], [], [])
+        q = quote_ident(self.table)
+        latest = (
+            f"SELECT DISTINCT ON (s._edge_pk_hash) s.*, l.v AS _edge_lkcv FROM {staging} s "
+            "LEFT JOIN unnest($2::text[], $3::bigint[], $4::bigint[]) AS l(h, n, v) "
+            "ON l.h = s._edge_pk_hash AND l.n = s._edge_seq "
+            "ORDER BY s._edge_pk_hash, s._edge_epoch DESC, s._edge_seq DESC")
+        status: str = await conn.execute(
+            f"INSERT INTO {q} AS t ({insert_cols}, _edge_lkcv) "
+            f"SELECT {select_cols}, _edge_lkcv FROM ({latest}) x "
+            f"ON CONFLICT (device_id, _edge_pk_hash) DO UPDATE SET {updates}, "
+            "_edge_lkcv = EXCLUDED._edge_lkcv, _edge_synced_at = now() "
+            "WHERE (t._edge_journal_epoch, t._edge_commit_seq) "
+            "< (EXCLUDED._edge_journal_epoch, EXCLUDED._edge_commit_seq) "
+            "AND (t._edge_cloud_version IS NULL "
+            "     OR coalesce(EXCLUDED._edge_lkcv, 0) >= t._edge_cloud_version)",
+            device_id, hashes, seqs, lkcvs)
+        rows = await conn.fetch(
+            f"SELECT t._edge_pk_hash FROM ({latest}) x JOIN {q} t "
+            "ON t.device_id = $1 AND t._edge_pk_hash = x._edge_pk_hash "
+            "WHERE t._edge_cloud_version > coalesce(x._edge_lkcv, 0)",
+            device_id, hashes, seqs, lkcvs)
+        self.conflicts = [r["_edge_pk_hash"] for r in rows]
+        return status

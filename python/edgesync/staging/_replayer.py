@@ -16,7 +16,7 @@ import uuid
 import asyncpg
 
 from edgesync import _core
-from edgesync.control import record_materialization_failure
+from edgesync.control import record_materialization_failure, resend_cloud_rows
 from edgesync.errors import BatchRejected
 from edgesync.governance import REPLAY_CHANNEL, emit, get_lineage_for_update, load_state_target
 from edgesync.materialize import TsTarget
@@ -99,8 +99,11 @@ class Replayer:
                                     conn, lineage.device_id,
                                     _core.decode_telemetry_batch(payload))
                             else:
+                                # Accepted once already; chunks of uploads may be large.
                                 await target.apply(conn, lineage.device_id,
-                                                   _core.decode_row_batch(payload))
+                                                   _core.decode_row_batch(payload, 1 << 30))
+                                await resend_cloud_rows(conn, lineage_id, lineage.device_id,
+                                                        target.conflicts)
                     except (BatchRejected, asyncpg.PostgresError) as exc:
                         _log.warning("replay of staged batch %s failed: %s", rec["id"], exc)
                         await conn.execute(

@@ -69,14 +69,15 @@ pub(crate) struct Parsed<'a> {
 /// `sink` (made from the payload text) receives the rows.
 pub(crate) fn parse_payload<'a, S: RowSink<'a>>(
     payload: &'a [u8],
+    max_bytes: usize,
     sink: impl FnOnce(&'a str) -> S,
 ) -> Result<(Parsed<'a>, S), CoreError> {
-    if payload.len() > MAX_BATCH_BYTES {
+    if payload.len() > max_bytes {
         return Err(reject(
             "payload_too_large",
             None,
             format!(
-                "payload is {} bytes; the limit is {MAX_BATCH_BYTES}",
+                "payload is {} bytes; the limit is {max_bytes}",
                 payload.len()
             ),
         ));
@@ -657,6 +658,27 @@ pub(crate) mod tests {
         // Exactly at the limit is fine (trailing whitespace is valid JSON).
         p.truncate(MAX_BATCH_BYTES);
         assert!(decode_row_batch(&p).is_ok());
+        // A larger limit (chunks of uploaded objects) lets a big payload through.
+        p.resize(MAX_BATCH_BYTES * 2, b' ');
+        assert!(crate::row_batch::decode_row_batch_within(&p, MAX_BATCH_BYTES * 2).is_ok());
+    }
+
+    #[test]
+    fn lkcv_is_optional_and_checked() {
+        let mut v = valid();
+        v["rows"][0]["lkcv"] = json!(3);
+        let batch = decode_row_batch(&bytes(&v)).unwrap();
+        assert_eq!(batch.rows[0].lkcv, Some(3));
+        assert_eq!(batch.rows[1].lkcv, None);
+        v["rows"][0]["lkcv"] = json!(null);
+        assert_eq!(decode_row_batch(&bytes(&v)).unwrap().rows[0].lkcv, None);
+        for bad in [json!(-1), json!("3"), json!(1.5)] {
+            v["rows"][0]["lkcv"] = bad;
+            assert_eq!(
+                code_field(decode_row_batch(&bytes(&v))),
+                ("invalid_row", Some("rows[0].lkcv".to_owned()))
+            );
+        }
     }
 
     #[test]

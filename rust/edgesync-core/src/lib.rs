@@ -34,6 +34,6 @@ pub use envelope::{peek_batch_id, MAX_BATCH_BYTES, MAX_BATCH_ROWS, SUPPORTED_FOR
 pub use error::CoreError;
 pub use fingerprint::{schema_fingerprint, ColumnSpec, Fingerprint};
 pub use pkhash::{pk_hash, pk_hash_json};
-pub use row_batch::{decode_row_batch, Op, Row, RowBatch};
+pub use row_batch::{decode_row_batch, decode_row_batch_within, Op, Row, RowBatch};
 pub use telemetry::{decode_telemetry_batch, Sample, TelemetryBatch, TELEMETRY_CAPTURE_STRATEGY};
 pub use timestamp::{parse_rfc3339, Instant};

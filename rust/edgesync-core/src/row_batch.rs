@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use crate::envelope::{
     capture_strategy, check_tenant_fields, describe, describe_number, format_version,
     parse_payload, reject, rows_count, schema_columns, schema_hash, source_table, type_name,
-    uuid_field,
+    uuid_field, MAX_BATCH_BYTES,
 };
 use crate::error::CoreError;
 use crate::rawjson::{
@@ -72,6 +72,9 @@ impl Op {
 pub struct Row {
     pub commit_seq: i64,
     pub op: Op,
+    /// `lkcv`: the last cloud version the device had applied for this key when it
+    /// made the change (cloud-authoritative tables only).
+    pub lkcv: Option<i64>,
     pk: Range<u32>,
     /// `None` exactly for deletes.
     row: Option<Range<u32>>,
@@ -168,6 +171,7 @@ impl RowBatch {
 /// A row op as parsed: raw fields, validated as soon as the object ends.
 struct RawRowOp<'a> {
     commit_seq: Option<&'a RawValue>,
+    lkcv: Option<&'a RawValue>,
     op: Option<&'a RawValue>,
     pk: Option<ObjShape>,
     row: Option<ObjShape>,
@@ -208,6 +212,7 @@ impl<'de> RowSink<'de> for RowOpSink<'de> {
     fn read_object<A: MapAccess<'de>>(&mut self, mut map: A) -> Result<RawRowOp<'de>, A::Error> {
         let mut out = RawRowOp {
             commit_seq: None,
+            lkcv: None,
             op: None,
             pk: None,
             row: None,
@@ -219,6 +224,7 @@ impl<'de> RowSink<'de> for RowOpSink<'de> {
             };
             match key.0.as_ref() {
                 "commit_seq" => out.commit_seq = Some(checked_raw(&mut map)?),
+                "lkcv" => out.lkcv = Some(checked_raw(&mut map)?),
                 "op" => out.op = Some(checked_raw(&mut map)?),
                 "pk" => out.pk = Some(map.next_value_seed(seed)?),
                 "row" => out.row = Some(map.next_value_seed(seed)?),
@@ -233,7 +239,7 @@ impl<'de> RowSink<'de> for RowOpSink<'de> {
             return;
         }
         let i = self.rows.len();
-        let result = decode_row(i, raw).and_then(|(commit_seq, op, pk, row)| {
+        let result = decode_row(i, raw).and_then(|(commit_seq, op, pk, row, lkcv)| {
             if let Some(prev) = self.rows.last().map(|r| r.commit_seq) {
                 if commit_seq <= prev {
                     return Err(reject(
@@ -253,6 +259,7 @@ impl<'de> RowSink<'de> for RowOpSink<'de> {
             Ok(Row {
                 commit_seq,
                 op,
+                lkcv,
                 pk,
                 row,
                 pk_hash,
@@ -267,7 +274,13 @@ impl<'de> RowSink<'de> for RowOpSink<'de> {
 
 /// Decodes and validates a row batch payload (see the module docs for the codes).
 pub fn decode_row_batch(payload: &[u8]) -> Result<RowBatch, CoreError> {
-    let (parsed, sink) = parse_payload(payload, RowOpSink::new)?;
+    decode_row_batch_within(payload, MAX_BATCH_BYTES)
+}
+
+/// As [`decode_row_batch`] with another size limit: chunks cut from an uploaded
+/// object may carry one row larger than an MQTT batch allows (a spill).
+pub fn decode_row_batch_within(payload: &[u8], max_bytes: usize) -> Result<RowBatch, CoreError> {
+    let (parsed, sink) = parse_payload(payload, max_bytes, RowOpSink::new)?;
     let top = &parsed.top;
     check_tenant_fields(top)?;
     let format_version = format_version(top)?;
@@ -328,7 +341,7 @@ pub(crate) fn raw_value(raw: Option<&RawValue>) -> Option<Value> {
     raw.and_then(|r| serde_json::from_str(r.get()).ok())
 }
 
-type RowParts = (i64, Op, Range<u32>, Option<Range<u32>>);
+type RowParts = (i64, Op, Range<u32>, Option<Range<u32>>, Option<i64>);
 
 fn decode_row(i: usize, raw: Elem<RawRowOp<'_>>) -> Result<RowParts, CoreError> {
     let field = |name: &str| Some(format!("rows[{i}].{name}"));
@@ -414,7 +427,24 @@ fn decode_row(i: usize, raw: Elem<RawRowOp<'_>>) -> Result<RowParts, CoreError> 
             ))
         }
     };
-    Ok((commit_seq, op, pk, row))
+    let lkcv = match obj.lkcv {
+        None => None,
+        Some(raw) if raw.get() == "null" => None,
+        Some(raw) => match raw.get().parse::<i64>() {
+            Ok(n) if n >= 0 => Some(n),
+            _ => {
+                return Err(reject(
+                    "invalid_row",
+                    field("lkcv"),
+                    format!(
+                        "lkcv must be an integer >= 0, got {}",
+                        describe_number(raw_value(Some(raw)).as_ref())
+                    ),
+                ))
+            }
+        },
+    };
+    Ok((commit_seq, op, pk, row, lkcv))
 }
 
 /// `source_pk_hash` from raw entries: canonical JSON (keys sorted by bytes, a

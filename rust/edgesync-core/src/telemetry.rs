@@ -25,7 +25,7 @@ use crate::copy::{write_fields, PgType, SlotFinder};
 use crate::envelope::{
     capture_strategy, check_tenant_fields, describe, describe_number, format_version,
     is_hyphenated_uuid, parse_payload, reject, rows_count, schema_columns, schema_hash,
-    source_table, type_name, uuid_field,
+    source_table, type_name, uuid_field, MAX_BATCH_BYTES,
 };
 use crate::error::CoreError;
 use crate::rawjson::{checked_raw, Elem, Entry, Key, ObjSeed, ObjShape, RowSink};
@@ -320,7 +320,7 @@ fn cursor(
 
 /// Decodes and validates a telemetry batch payload (see the module docs for the codes).
 pub fn decode_telemetry_batch(payload: &[u8]) -> Result<TelemetryBatch, CoreError> {
-    let (parsed, sink) = parse_payload(payload, |text| SampleSink {
+    let (parsed, sink) = parse_payload(payload, MAX_BATCH_BYTES, |text| SampleSink {
         text,
         entries: Vec::with_capacity(text.len() / 16),
         rows: Vec::with_capacity(text.len() / 128),

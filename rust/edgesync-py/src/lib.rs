@@ -197,6 +197,15 @@ impl PyRowBatch {
         Ok(PyBytes::new(py, &out))
     }
 
+    /// `(pk_hash, commit_seq, lkcv)` of the rows that carry an `lkcv`.
+    fn lkcv_rows(&self) -> Vec<(String, i64, i64)> {
+        self.inner
+            .rows
+            .iter()
+            .filter_map(|r| r.lkcv.map(|v| (r.pk_hash().to_owned(), r.commit_seq, v)))
+            .collect()
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "RowBatch(source_table={:?}, batch_id={:?}, rows={}, commit_seq={}..{})",
@@ -211,10 +220,16 @@ impl PyRowBatch {
 
 /// Decode and validate a row batch, releasing the GIL; raises BatchRejected.
 #[pyfunction]
-fn decode_row_batch(py: Python<'_>, payload: &Bound<'_, PyAny>) -> PyResult<PyRowBatch> {
+#[pyo3(signature = (payload, max_payload_bytes = None))]
+fn decode_row_batch(
+    py: Python<'_>,
+    payload: &Bound<'_, PyAny>,
+    max_payload_bytes: Option<usize>,
+) -> PyResult<PyRowBatch> {
     let payload = byte_arg(payload, "payload")?;
+    let limit = max_payload_bytes.unwrap_or(core::MAX_BATCH_BYTES);
     let inner = py
-        .detach(|| core::decode_row_batch(&payload))
+        .detach(|| core::decode_row_batch_within(&payload, limit))
         .into_py_result()?;
     Ok(PyRowBatch { inner })
 }
