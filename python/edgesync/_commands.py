@@ -12,7 +12,7 @@ import orjson
 from edgesync.errors import ConfigError
 from edgesync.protocol import TlsFiles
 
-__all__ = ["admin", "agent_run", "agent_validate", "serve"]
+__all__ = ["admin", "agent_run", "agent_validate", "credentials", "events_watch", "serve"]
 
 _log = logging.getLogger("edgesync")
 
@@ -27,10 +27,22 @@ async def serve(args: argparse.Namespace) -> None:
         database_url=args.database_url, mqtt_url=args.mqtt_url,
         data_dir=args.data_dir or default_data_dir(),
         embedded_mqtt_port=args.embedded_mqtt_port or None,
-        shared_group=args.shared_group, tls=tls)
+        shared_group=args.shared_group, tls=tls, api_host=args.api_host,
+        api_port=args.api_port)
     async with Server(settings) as server:
         _log.info("serving: broker %s", server.broker)
         await server.run()
+
+
+def events_watch(args: argparse.Namespace) -> int:
+    from edgesync.api._watch import watch_events
+
+    try:
+        return watch_events(args.api_url, token=args.token, org_id=args.org_id,
+                            project_id=args.project, after=args.after,
+                            max_events=args.max_events)
+    except KeyboardInterrupt:
+        return 0
 
 
 def agent_validate(path: Path) -> int:
@@ -52,6 +64,17 @@ async def agent_run(path: Path) -> None:
         await agent.run()
 
 
+async def credentials(args: argparse.Namespace) -> Any:
+    """``devices credentials|bundle|revoke``, ``jitr …`` and ``broker-config``."""
+    from edgesync.credentials._cli import credentials_command
+    from edgesync.server import default_data_dir
+    from edgesync.store import open_database
+
+    async with open_database(args.database_url, args.data_dir or default_data_dir()) as pool, \
+            pool.acquire() as conn:
+        return await credentials_command(conn, args)
+
+
 async def admin(args: argparse.Namespace) -> Any:
     from edgesync import governance, registry
     from edgesync.server import default_data_dir
@@ -59,6 +82,10 @@ async def admin(args: argparse.Namespace) -> Any:
 
     data_dir = args.data_dir or default_data_dir()
     async with open_database(args.database_url, data_dir) as pool, pool.acquire() as conn:
+        if args.command == "admin":
+            from edgesync.identity._admin import admin_command
+
+            return await admin_command(conn, args)
         if args.command == "devices" and args.devices_command == "add":
             scope = await registry.add_device(conn, project=args.project, name=args.name,
                                               topic_slug=args.topic_slug, fleet=args.fleet)

@@ -55,6 +55,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--shared-group", default=None,
                        help="consume through MQTT shared subscriptions of this group, so "
                             "several workers split the load")
+    serve.add_argument("--api-host", default=os.environ.get("EDGESYNC_API_HOST", "127.0.0.1"),
+                       help="address of the HTTP API (env EDGESYNC_API_HOST; default 127.0.0.1)")
+    serve.add_argument("--api-port", type=int,
+                       default=int(os.environ.get("EDGESYNC_API_PORT", "8080")),
+                       help="port of the HTTP API (env EDGESYNC_API_PORT; default 8080; "
+                            "0 picks a free port)")
 
     agent = sub.add_parser(
         "agent", help="run the device agent (or validate its configuration)",
@@ -90,6 +96,10 @@ def _parser() -> argparse.ArgumentParser:
     dlist = dsub.add_parser("list", help="list devices", description="List registered devices.")
     _db_options(dlist)
 
+    from edgesync.credentials._cli import add_credentials_parsers
+
+    add_credentials_parsers(sub, dsub, _db_options)
+
     reviews = sub.add_parser("reviews", help="list, claim, approve and reject schema reviews",
                              description="Operate the schema review workflow.")
     rsub = reviews.add_subparsers(dest="reviews_command", required=True, metavar="ACTION")
@@ -118,6 +128,27 @@ def _parser() -> argparse.ArgumentParser:
     lsub = lineages.add_subparsers(dest="lineages_command", required=True, metavar="ACTION")
     llist = lsub.add_parser("list", help="list lineages", description="List lineages.")
     _db_options(llist)
+
+    from edgesync.identity._admin import add_admin_parser
+
+    add_admin_parser(sub, _db_options)
+    events = sub.add_parser("events", help="follow governance events through the HTTP API",
+                            description="Follow a project's governance events (SSE).")
+    esub = events.add_subparsers(dest="events_command", required=True, metavar="ACTION")
+    watch = esub.add_parser("watch", help="print each event as a JSON line",
+                            description="Print a project's events as JSON lines until stopped.")
+    watch.add_argument("--project", required=True, help="project id (UUID)")
+    watch.add_argument("--api-url", default=os.environ.get("EDGESYNC_API_URL",
+                                                           "http://127.0.0.1:8080"),
+                       help="API base URL (env EDGESYNC_API_URL; default http://127.0.0.1:8080)")
+    watch.add_argument("--token", default=os.environ.get("EDGESYNC_TOKEN"),
+                       help="API token (env EDGESYNC_TOKEN)")
+    watch.add_argument("--org-id", default=os.environ.get("EDGESYNC_ORG_ID"),
+                       help="organization id for the ORG-ID header (env EDGESYNC_ORG_ID)")
+    watch.add_argument("--after", type=int, default=None,
+                       help="start after this event id (default: only new events)")
+    watch.add_argument("--max-events", type=int, default=None,
+                       help="exit after printing this many events")
     return parser
 
 
@@ -154,6 +185,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         ok = run_until_signal(run_demo(workdir=args.workdir, database_url=args.database_url,
                                        mqtt_url=args.mqtt_url))
         return 0 if ok else 1
+    if args.command == "events":
+        return cmd.events_watch(args)
+    from edgesync.credentials._cli import is_credentials_command
+
+    if is_credentials_command(args):
+        _print_json(asyncio.run(cmd.credentials(args)))
+        return 0
     result = asyncio.run(cmd.admin(args))
     _print_json(result)
     return 0

@@ -1,0 +1,62 @@
+"""The FastAPI application: routers, error envelopes, the event hub, the pool."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterable
+from importlib import metadata
+
+import asyncpg
+from fastapi import APIRouter, FastAPI
+
+from edgesync.api._errors import install_error_handlers
+from edgesync.api._event_hub import EventHub
+from edgesync.api.routes import ROUTERS
+from edgesync.store import create_pool
+
+__all__ = ["create_app"]
+
+_DESCRIPTION = """\
+Operate edgesync: lineages, schema reviews, project policy, devices and the
+governance event stream. Every call carries `Authorization: Bearer <token>` and an
+`ORG-ID` header; mutations also need an `Idempotency-Key`. See docs/api.md.
+"""
+
+
+def _version() -> str:
+    try:
+        return metadata.version("edgesync")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare tree
+        return "0"
+
+
+def create_app(pool: asyncpg.Pool | None = None, *, database_url: str | None = None,
+               routers: Iterable[APIRouter] = ()) -> FastAPI:
+    """The API on an existing pool, or (``database_url``) on a pool of its own that the
+    app's lifespan opens and closes. The schema must already be migrated. ``routers`` are
+    mounted too (they find the pool at ``request.app.state.pool``)."""
+    if (pool is None) == (database_url is None):
+        raise ValueError("create_app needs exactly one of pool or database_url")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        own = None
+        if app.state.pool is None:
+            assert database_url is not None
+            own = app.state.pool = await create_pool(database_url, max_size=8)
+        try:
+            yield
+        finally:
+            if own is not None:
+                app.state.pool = None
+                await own.close()
+
+    app = FastAPI(title="edgesync API", version=_version(), description=_DESCRIPTION,
+                  lifespan=lifespan, openapi_url="/openapi.json", docs_url="/docs",
+                  redoc_url=None)
+    app.state.pool = pool
+    app.state.events = EventHub(lambda: app.state.pool)
+    install_error_handlers(app)
+    for router in (*ROUTERS, *routers):
+        app.include_router(router)
+    return app

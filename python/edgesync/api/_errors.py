@@ -1,0 +1,133 @@
+"""Every error the API answers with, mapped in one place to ``{"error": {...}}``.
+
+Domain errors (``edgesync.errors``) map to a status and a stable code; routes raise
+``ApiError`` for anything more specific. Unexpected exceptions become a 500 whose
+body says nothing about the internals.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from edgesync.api._envelopes import ErrorDetail, ErrorEnvelope
+from edgesync.errors import (
+    ConfigError,
+    ConflictError,
+    EdgesyncError,
+    IdentifierError,
+    InvalidRequestError,
+    NotFoundError,
+)
+
+__all__ = ["ApiError", "describe", "error_responses", "install_error_handlers"]
+
+_log = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    """An error answer with its own status and stable code."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        self.headers = headers
+
+
+def _envelope(code: str, message: str, field: str | None = None) -> ErrorEnvelope:
+    return ErrorEnvelope(error=ErrorDetail(code=code, message=message, field=field))
+
+
+def describe(exc: ApiError | EdgesyncError) -> tuple[int, ErrorEnvelope]:
+    """Status and body for an expected error (also stored for idempotent replays)."""
+    if isinstance(exc, ApiError):
+        return exc.status, _envelope(exc.code, exc.message, exc.field)
+    if isinstance(exc, NotFoundError):
+        return 404, _envelope("NOT_FOUND", str(exc))
+    if isinstance(exc, ConflictError):
+        return 409, _envelope("CONFLICT", str(exc))
+    if isinstance(exc, InvalidRequestError | ConfigError):
+        return 422, _envelope("INVALID_REQUEST", exc.reason, exc.field)
+    if isinstance(exc, IdentifierError):
+        return 422, _envelope("INVALID_IDENTIFIER", str(exc))
+    return 500, _envelope("INTERNAL_ERROR", "the server could not complete the request")
+
+
+def _json(status: int, body: ErrorEnvelope, headers: dict[str, str] | None = None
+          ) -> JSONResponse:
+    return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
+
+
+_STATUS_CODES = {400: "BAD_REQUEST", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
+                 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 409: "CONFLICT",
+                 413: "PAYLOAD_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE"}
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:] or parts
+    return ".".join(parts)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    async def on_api_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        status, body = describe(exc)
+        return _json(status, body, exc.headers)
+
+    async def on_domain_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, EdgesyncError)
+        status, body = describe(exc)
+        if status >= 500:
+            _log.error("request failed: %s", exc, exc_info=exc)
+        return _json(status, body)
+
+    async def on_validation(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        errors = list(exc.errors())
+        first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+        if first.get("type") == "json_invalid":
+            return _json(400, _envelope("MALFORMED_JSON", "the request body is not valid JSON"))
+        return _json(422, _envelope("VALIDATION_FAILED", str(first.get("msg")),
+                                    _field(tuple(first.get("loc", ()))) or None))
+
+    async def on_http(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        code = _STATUS_CODES.get(exc.status_code, "HTTP_ERROR")
+        return _json(exc.status_code, _envelope(code, str(exc.detail)),
+                     dict(exc.headers) if exc.headers else None)
+
+    async def on_unexpected(_: Request, exc: Exception) -> JSONResponse:
+        _log.error("unexpected error", exc_info=exc)
+        return _json(500, _envelope("INTERNAL_ERROR", "the server could not complete the request"))
+
+    app.add_exception_handler(ApiError, on_api_error)
+    app.add_exception_handler(EdgesyncError, on_domain_error)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(Exception, on_unexpected)
+
+
+_DESCRIPTIONS = {
+    400: "malformed request: missing ORG-ID or Idempotency-Key header, or invalid JSON",
+    401: "missing, unknown, expired or revoked bearer token",
+    403: "the token may read this project but not change it",
+    404: "no such object, or the token may not see it",
+    409: "the object changed meanwhile (action_version) or is in the wrong state",
+    422: "the request is well-formed but invalid; error.field names the offending part",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries for the error statuses a route can answer with."""
+    return {s: {"model": ErrorEnvelope, "description": _DESCRIPTIONS[s]} for s in statuses}

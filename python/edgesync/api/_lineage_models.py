@@ -1,0 +1,109 @@
+"""Response models of the lineage routes."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["Binding", "DeletedLineage", "LineageDetail", "LineageOut", "MaterializationState",
+           "ReplayIntent", "ReplayProgress", "ResetResult", "SchemaVersion", "StagedRow"]
+
+
+class LineageOut(BaseModel):
+    id: uuid.UUID
+    project_id: uuid.UUID
+    device_id: uuid.UUID
+    device_name: str
+    fleet_id: uuid.UUID | None
+    source_table: str
+    pipeline: Literal["rows", "telemetry"]
+    status: Literal["active", "paused"]
+    pause_reason: str | None
+    sync_authority: Literal["device_authoritative", "cloud_authoritative"]
+    current_schema_hash: str | None
+    approved_schema_hash: str | None
+    target_table: str | None
+    staged_rows: int
+    staged_bytes: int
+    materialized_rows: int
+    rejected_batches: int
+    materialization_errors: int
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class SchemaVersion(BaseModel):
+    id: uuid.UUID
+    schema_hash: str
+    classification: str
+    status: str
+    diff: dict[str, Any]
+    schema_columns: dict[str, Any] | None
+    first_seen_at: datetime
+
+
+class Binding(BaseModel):
+    schema_hash: str
+    source_column_name: str
+    action: str
+    mirror_column_name: str | None
+    target_type: str | None
+    device_data_point_id: uuid.UUID | None
+
+
+class ReplayIntent(BaseModel):
+    id: uuid.UUID
+    review_id: uuid.UUID | None
+    status: Literal["pending", "done", "failed"]
+    rows_replayed: int
+    last_error: str | None
+    created_at: datetime
+    completed_at: datetime | None
+
+
+class ReplayProgress(BaseModel):
+    pending_intents: int
+    staged_batches: int = Field(description="staged batches still waiting (any reason)")
+    staged_rows: int
+    intents: list[ReplayIntent] = Field(description="the most recent replay intents, newest first")
+
+
+class MaterializationState(BaseModel):
+    error_count: int = Field(description="materialization errors since the last reset")
+    last_error: str | None
+    failed_batches: int = Field(description="staged batches held as materialization_failed")
+    failed_rows: int
+
+
+class LineageDetail(LineageOut):
+    schema_versions: list[SchemaVersion]
+    bindings: list[Binding]
+    replay: ReplayProgress
+    materialization: MaterializationState
+
+
+class StagedRow(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    staged_id: int
+    staging_reason: str
+    schema_hash: str
+    commit_seq: Any = Field(None, description="row batches: the change's commit_seq")
+    op: Any = Field(None, description="row batches: insert, update or delete")
+    pk: Any = Field(None, description="row batches: the primary key values")
+    row: Any = Field(None, description="row batches: the row values (null for a delete); "
+                                       "telemetry samples carry their columns at the top level")
+
+
+class ResetResult(BaseModel):
+    lineage_id: uuid.UUID
+    requeued_batches: int = Field(description="materialization_failed batches made replayable")
+
+
+class DeletedLineage(BaseModel):
+    id: uuid.UUID
+    deleted: bool = True

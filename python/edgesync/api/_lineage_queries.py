@@ -1,0 +1,123 @@
+"""Reads and deletes of lineages, always within one project."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from edgesync.api._errors import ApiError
+from edgesync.api._lineage_models import (
+    Binding,
+    LineageDetail,
+    LineageOut,
+    MaterializationState,
+    ReplayIntent,
+    ReplayProgress,
+    SchemaVersion,
+)
+from edgesync.api._values import json_value
+from edgesync.governance import emit, get_lineage_for_update
+from edgesync.materialize import quote_ident
+from edgesync.store import Conn
+
+__all__ = ["delete_lineage", "get_lineage", "lineage_detail", "list_lineages", "mirror_rows"]
+
+_SELECT = """
+SELECT l.*, d.name AS device_name FROM edge_table_lineages l
+JOIN edge_devices d ON d.id = l.device_id
+"""
+_FILTER = """
+WHERE l.project_id = $1 AND ($2::uuid IS NULL OR l.device_id = $2)
+  AND ($3::uuid IS NULL OR l.fleet_id = $3) AND ($4::text IS NULL OR l.status = $4)
+"""
+
+
+def lineage_not_found() -> ApiError:
+    return ApiError(404, "LINEAGE_NOT_FOUND", "lineage not found")
+
+
+async def list_lineages(conn: Conn, project_id: uuid.UUID, *, device_id: uuid.UUID | None,
+                        fleet_id: uuid.UUID | None, status: str | None, offset: int,
+                        limit: int) -> tuple[list[LineageOut], int]:
+    args = (project_id, device_id, fleet_id, status)
+    total = await conn.fetchval("SELECT count(*) FROM edge_table_lineages l" + _FILTER, *args)
+    rows = await conn.fetch(_SELECT + _FILTER + " ORDER BY d.name, l.source_table, l.id "
+                            "OFFSET $5 LIMIT $6", *args, offset, limit)
+    return [LineageOut.model_validate(dict(r)) for r in rows], int(total)
+
+
+async def get_lineage(conn: Conn, project_id: uuid.UUID, lineage_id: uuid.UUID) -> LineageOut:
+    row = await conn.fetchrow(_SELECT + "WHERE l.id = $1 AND l.project_id = $2",
+                              lineage_id, project_id)
+    if row is None:
+        raise lineage_not_found()
+    return LineageOut.model_validate(dict(row))
+
+
+async def lineage_detail(conn: Conn, project_id: uuid.UUID,
+                         lineage_id: uuid.UUID) -> LineageDetail:
+    lineage = await get_lineage(conn, project_id, lineage_id)
+    versions = await conn.fetch(
+        "SELECT * FROM edge_schema_versions WHERE lineage_id = $1 ORDER BY first_seen_at, id",
+        lineage_id)
+    bindings = await conn.fetch(
+        "SELECT * FROM edge_column_bindings WHERE lineage_id = $1 ORDER BY schema_hash, "
+        "created_at, id", lineage_id)
+    intents = await conn.fetch(
+        "SELECT * FROM edge_replay_intents WHERE lineage_id = $1 ORDER BY created_at DESC, id "
+        "LIMIT 10", lineage_id)
+    staged = await conn.fetchrow(
+        "SELECT count(*) AS batches, coalesce(sum(row_count), 0) AS rows, "
+        "count(*) FILTER (WHERE staging_reason = 'materialization_failed') AS failed_batches, "
+        "coalesce(sum(row_count) FILTER (WHERE staging_reason = 'materialization_failed'), 0) "
+        "AS failed_rows FROM edge_staged_rows WHERE lineage_id = $1", lineage_id)
+    pending = await conn.fetchval(
+        "SELECT count(*) FROM edge_replay_intents WHERE lineage_id = $1 AND status = 'pending'",
+        lineage_id)
+    assert staged is not None
+    return LineageDetail(
+        **lineage.model_dump(),
+        schema_versions=[SchemaVersion.model_validate(dict(v)) for v in versions],
+        bindings=[Binding.model_validate(dict(b)) for b in bindings],
+        replay=ReplayProgress(
+            pending_intents=int(pending), staged_batches=int(staged["batches"]),
+            staged_rows=int(staged["rows"]),
+            intents=[ReplayIntent.model_validate(dict(i)) for i in intents]),
+        materialization=MaterializationState(
+            error_count=lineage.materialization_errors, last_error=lineage.last_error,
+            failed_batches=int(staged["failed_batches"]), failed_rows=int(staged["failed_rows"])),
+    )
+
+
+async def mirror_rows(conn: Conn, lineage: LineageOut, *, offset: int, limit: int
+                      ) -> tuple[list[dict[str, Any]], int]:
+    """Live (not deleted) rows of the lineage's state table, in primary-key-hash order."""
+    exists = lineage.target_table is not None and lineage.pipeline == "rows" and (
+        await conn.fetchval("SELECT to_regclass(quote_ident($1)) IS NOT NULL",
+                            lineage.target_table))
+    if not exists:
+        raise ApiError(404, "MIRROR_NOT_PROVISIONED",
+                       "this lineage has no state table yet: approve its schema review first")
+    assert lineage.target_table is not None
+    q = quote_ident(lineage.target_table)
+    total = await conn.fetchval(
+        f"SELECT count(*) FROM {q} WHERE device_id = $1 AND NOT _edge_deleted",
+        lineage.device_id)
+    rows = await conn.fetch(
+        f"SELECT * FROM {q} WHERE device_id = $1 AND NOT _edge_deleted "
+        "ORDER BY _edge_pk_hash OFFSET $2 LIMIT $3", lineage.device_id, offset, limit)
+    out = [{k: json_value(v) for k, v in r.items() if k != "_edge_deleted"} for r in rows]
+    return out, int(total)
+
+
+async def delete_lineage(conn: Conn, project_id: uuid.UUID, lineage_id: uuid.UUID) -> None:
+    """Remove the cloud's sync state for the (device, table): versions, reviews, bindings,
+    staged rows, ledger entries and pending controls. The state table and its rows stay."""
+    await get_lineage(conn, project_id, lineage_id)
+    lineage = await get_lineage_for_update(conn, lineage_id)
+    if lineage is None:
+        raise lineage_not_found()
+    await conn.execute("DELETE FROM edge_table_lineages WHERE id = $1", lineage_id)
+    await emit(conn, project_id, "edgesync.table_lineage.deleted.v1", lineage_id,
+               {"lineage_id": str(lineage_id), "device_id": str(lineage.device_id),
+                "source_table": lineage.source_table})

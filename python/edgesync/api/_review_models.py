@@ -1,0 +1,68 @@
+"""Request and response models of the schema review routes."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+__all__ = ["ApproveBody", "ClaimBody", "ColumnActionIn", "RejectBody", "ReviewOut"]
+
+ReviewStatus = Literal["queued", "in_review", "approved", "rejected", "abandoned"]
+
+
+class ReviewOut(BaseModel):
+    id: uuid.UUID
+    lineage_id: uuid.UUID
+    schema_version_id: uuid.UUID
+    device_id: uuid.UUID
+    source_table: str
+    schema_hash: str
+    classification: str
+    status: ReviewStatus
+    action_version: int = Field(description="send this back with claim/approve/reject")
+    claimed_by: str | None
+    decided_by: str | None
+    decision_reason: str | None
+    column_actions: list[dict[str, Any]] | None
+    diff: dict[str, Any]
+    schema_columns: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    action_version: StrictInt = Field(ge=1, le=2**31 - 1,
+                                      description="the review's action_version you last saw")
+
+
+class ClaimBody(_Body):
+    pass
+
+
+class ColumnActionIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    source_column_name: str = Field(min_length=1, max_length=1000)
+    action: Literal["mirror", "map", "ignore", "defer", "auto_create_and_map"]
+    mirror_column_name: str | None = Field(None, min_length=1, max_length=1000)
+    target_type: Literal["bigint", "double precision", "numeric", "text", "bytea", "boolean",
+                         "jsonb"] | None = None
+    device_data_point_id: uuid.UUID | None = None
+
+
+class ApproveBody(_Body):
+    column_actions: list[ColumnActionIn] | None = Field(
+        None, max_length=2000,
+        description="one action per source column; omitted: mirror every column")
+    sync_authority: Literal["device_authoritative", "cloud_authoritative"] | None = Field(
+        None, description="cloud_authoritative lets the cloud write rows back to this state "
+                          "table; omitted: unchanged (device_authoritative by default)")
+
+
+class RejectBody(_Body):
+    reason: str | None = Field(None, max_length=2000)

@@ -1,0 +1,61 @@
+"""Schema reviews as the API sees them: always through their lineage's project."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from edgesync import governance
+from edgesync.api._errors import ApiError
+from edgesync.api._review_models import ReviewOut
+from edgesync.errors import NotFoundError
+from edgesync.store import Conn
+
+__all__ = ["check_action_version", "get_review", "list_reviews", "review_out"]
+
+_FROM = """
+FROM edge_schema_reviews r
+JOIN edge_table_lineages l ON l.id = r.lineage_id
+JOIN edge_schema_versions v ON v.id = r.schema_version_id
+WHERE l.project_id = $1 AND ($2::text IS NULL OR r.status = $2)
+  AND ($3::uuid IS NULL OR r.lineage_id = $3)
+"""
+
+
+def review_out(r: dict[str, Any]) -> ReviewOut:
+    return ReviewOut.model_validate(r)
+
+
+def review_not_found() -> ApiError:
+    return ApiError(404, "REVIEW_NOT_FOUND", "schema review not found")
+
+
+async def list_reviews(conn: Conn, project_id: uuid.UUID, *, status: str | None,
+                       lineage_id: uuid.UUID | None, offset: int, limit: int
+                       ) -> tuple[list[ReviewOut], int]:
+    args = (project_id, status, lineage_id)
+    total = await conn.fetchval("SELECT count(*)" + _FROM, *args)
+    rows = await conn.fetch(
+        "SELECT r.*, l.project_id, l.device_id, l.source_table, v.schema_columns, v.diff"
+        + _FROM + "ORDER BY r.created_at, r.id OFFSET $4 LIMIT $5", *args, offset, limit)
+    return [review_out(dict(r)) for r in rows], int(total)
+
+
+async def get_review(conn: Conn, project_id: uuid.UUID, review_id: uuid.UUID
+                     ) -> dict[str, Any]:
+    try:
+        review = await governance.get_review(conn, review_id)
+    except NotFoundError:
+        raise review_not_found() from None
+    if review["project_id"] != project_id:
+        raise review_not_found()
+    return review
+
+
+def check_action_version(review: dict[str, Any], action_version: int) -> None:
+    """Answer a stale action_version with its own code before governance re-checks it
+    under the row lock (where a lost race is still a 409)."""
+    if review["action_version"] != action_version:
+        raise ApiError(409, "ACTION_VERSION_CONFLICT",
+                       f"the review is at action_version {review['action_version']}, not "
+                       f"{action_version}: reload it and try again", "action_version")

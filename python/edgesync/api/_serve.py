@@ -1,0 +1,64 @@
+"""Serving the API with uvicorn inside ``edgesync serve``'s task group."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Iterator
+
+import uvicorn
+from fastapi import FastAPI
+
+__all__ = ["ApiServer", "bind_socket"]
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """Listen now (port 0: any free port), so the address is known before serving."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
+
+
+class _Uvicorn(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # The process owner (edgesync._runtime) handles SIGINT/SIGTERM by cancelling us.
+        yield
+
+
+class ApiServer:
+    def __init__(self, app: FastAPI, sock: socket.socket) -> None:
+        self.sock = sock
+        host, port = sock.getsockname()[:2]
+        self.host, self.port = str(host), int(port)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                                timeout_graceful_shutdown=2)
+        self._server = _Uvicorn(config)
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    async def run(self) -> None:
+        """Serve until cancelled, then shut down gracefully (open streams get 2 s)."""
+        task = asyncio.ensure_future(self._server.serve(sockets=[self.sock]))
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            self._server.should_exit = True
+            with contextlib.suppress(TimeoutError):
+                # uvicorn gives open connections 2 s; past 5 s, stop it hard.
+                await asyncio.wait_for(task, 5)
+            raise
+        finally:
+            self.sock.close()

@@ -1,0 +1,11 @@
+"""One router per resource, all under ``/core/api/v1/projects/{project_id}``."""
+
+from edgesync.api.routes.devices import router as devices
+from edgesync.api.routes.events import router as events
+from edgesync.api.routes.lineages import router as lineages
+from edgesync.api.routes.policy import router as policy
+from edgesync.api.routes.reviews import router as reviews
+
+ROUTERS = (lineages, reviews, policy, devices, events)
+
+__all__ = ["ROUTERS"]

@@ -1,0 +1,85 @@
+"""``/devices``: the project's devices (list, register)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from edgesync import registry
+from edgesync.api._auth import CanManage, CanRead
+from edgesync.api._db import Db
+from edgesync.api._envelopes import Item, Page
+from edgesync.api._errors import ApiError, error_responses
+from edgesync.api._idempotency import IdempotencyKey, idempotent
+from edgesync.api._pagination import Paging
+from edgesync.errors import ConflictError
+from edgesync.store import Conn
+
+__all__ = ["DeviceIn", "DeviceOut", "router"]
+
+router = APIRouter(prefix="/core/api/v1/projects/{project_id}/devices", tags=["devices"])
+
+
+class DeviceOut(BaseModel):
+    id: uuid.UUID
+    name: str
+    project_id: uuid.UUID
+    fleet_id: uuid.UUID | None
+    fleet: str | None
+    root_topic: str = Field(description="the device's MQTT root topic ({topic_slug}/{name})")
+    created_at: datetime
+
+
+class DeviceIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=128,
+                      description="MQTT client id and topic level: letters, digits, . _ -")
+    fleet: str | None = Field(None, min_length=1, max_length=200,
+                              description="fleet name (created when new)")
+
+
+_SELECT = """
+SELECT d.id, d.name, d.project_id, d.fleet_id, f.name AS fleet, d.created_at,
+       p.topic_slug || '/' || d.name AS root_topic
+FROM edge_devices d JOIN edge_projects p ON p.id = d.project_id
+LEFT JOIN edge_fleets f ON f.id = d.fleet_id
+WHERE d.project_id = $1
+"""
+
+
+@router.get("", response_model=Page[DeviceOut], responses=error_responses(400, 401, 404, 422),
+            summary="List the project's devices")
+async def list_devices(access: CanRead, conn: Db, paging: Paging,
+                       fleet_id: Annotated[uuid.UUID | None, Query()] = None) -> Page[DeviceOut]:
+    where = " AND ($2::uuid IS NULL OR d.fleet_id = $2)"
+    total = await conn.fetchval("SELECT count(*) FROM edge_devices d WHERE d.project_id = $1"
+                                + where, access.project_id, fleet_id)
+    rows = await conn.fetch(_SELECT + where + " ORDER BY d.name OFFSET $3 LIMIT $4",
+                            access.project_id, fleet_id, paging.offset, paging.limit)
+    return paging.of([DeviceOut.model_validate(dict(r)) for r in rows], int(total))
+
+
+@router.post("", status_code=201, response_model=Item[DeviceOut],
+             responses=error_responses(400, 401, 403, 404, 409, 422),
+             summary="Register a device (name unique per project)")
+async def create_device(access: CanManage, conn: Db, request: Request, body: DeviceIn,
+                        idempotency_key: IdempotencyKey = None) -> Response:
+    async def work(tx: Conn) -> tuple[int, Item[DeviceOut]]:
+        project = await tx.fetchrow("SELECT name, topic_slug FROM edge_projects WHERE id = $1",
+                                    access.project_id)
+        assert project is not None
+        try:
+            scope = await registry.add_device(tx, project=project["name"], name=body.name,
+                                              topic_slug=project["topic_slug"], fleet=body.fleet)
+        except ConflictError as exc:
+            raise ApiError(409, "DEVICE_NAME_ALREADY_IN_USE", str(exc), "name") from exc
+        row = await tx.fetchrow(_SELECT + " AND d.id = $2", access.project_id, scope.device_id)
+        assert row is not None
+        return 201, Item[DeviceOut](data=DeviceOut.model_validate(dict(row)))
+
+    return await idempotent(conn, access, request, idempotency_key, work)

@@ -1,0 +1,105 @@
+"""``/edge/lineages``: list, detail, staged rows, mirror rows, reset, delete."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query, Request, Response
+
+from edgesync import control, staging
+from edgesync.api._auth import CanManage, CanRead
+from edgesync.api._db import Db
+from edgesync.api._envelopes import Item, Page
+from edgesync.api._errors import error_responses
+from edgesync.api._idempotency import IdempotencyKey, idempotent
+from edgesync.api._lineage_models import (
+    DeletedLineage,
+    LineageDetail,
+    LineageOut,
+    ResetResult,
+    StagedRow,
+)
+from edgesync.api._lineage_queries import (
+    delete_lineage,
+    get_lineage,
+    lineage_detail,
+    list_lineages,
+    mirror_rows,
+)
+from edgesync.api._pagination import Paging
+from edgesync.store import Conn
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/core/api/v1/projects/{project_id}/edge/lineages",
+                   tags=["lineages"])
+LineageId = Annotated[uuid.UUID, Path(description="lineage UUID")]
+_READ_ERRORS = error_responses(400, 401, 404, 422)
+_WRITE_ERRORS = error_responses(400, 401, 403, 404, 409, 422)
+
+
+@router.get("", response_model=Page[LineageOut], responses=_READ_ERRORS,
+            summary="List lineages")
+async def list_(
+    access: CanRead, conn: Db, paging: Paging,
+    device_id: Annotated[uuid.UUID | None, Query()] = None,
+    fleet_id: Annotated[uuid.UUID | None, Query()] = None,
+    status: Annotated[Literal["active", "paused"] | None, Query()] = None,
+) -> Page[LineageOut]:
+    items, total = await list_lineages(conn, access.project_id, device_id=device_id,
+                                       fleet_id=fleet_id, status=status,
+                                       offset=paging.offset, limit=paging.limit)
+    return paging.of(items, total)
+
+
+@router.get("/{lineage_id}", response_model=Item[LineageDetail], responses=_READ_ERRORS,
+            summary="Lineage detail: schema versions, bindings, replay, materialization")
+async def detail(access: CanRead, conn: Db, lineage_id: LineageId) -> Item[LineageDetail]:
+    return Item[LineageDetail](data=await lineage_detail(conn, access.project_id, lineage_id))
+
+
+@router.get("/{lineage_id}/staged-rows", response_model=Page[StagedRow],
+            responses=_READ_ERRORS, summary="Row operations waiting in staging, oldest first")
+async def staged_rows(access: CanRead, conn: Db, paging: Paging,
+                      lineage_id: LineageId) -> Page[StagedRow]:
+    await get_lineage(conn, access.project_id, lineage_id)
+    total = await conn.fetchval(
+        "SELECT coalesce(sum(row_count), 0) FROM edge_staged_rows WHERE lineage_id = $1",
+        lineage_id)
+    rows = await staging.list_staged_rows(conn, lineage_id, offset=paging.offset,
+                                          limit=paging.limit)
+    return paging.of([StagedRow.model_validate(r) for r in rows], int(total))
+
+
+@router.get("/{lineage_id}/mirror-rows", response_model=Page[dict[str, Any]],
+            responses=_READ_ERRORS, summary="Materialized rows of the lineage's state table")
+async def mirror_rows_(access: CanRead, conn: Db, paging: Paging,
+                       lineage_id: LineageId) -> Page[dict[str, Any]]:
+    lineage = await get_lineage(conn, access.project_id, lineage_id)
+    rows, total = await mirror_rows(conn, lineage, offset=paging.offset, limit=paging.limit)
+    return paging.of(rows, total)
+
+
+@router.post("/{lineage_id}/reset-materialization", response_model=Item[ResetResult],
+             responses=_WRITE_ERRORS,
+             summary="Clear materialization errors, requeue failed rows, replay, resume")
+async def reset(access: CanManage, conn: Db, request: Request, lineage_id: LineageId,
+                idempotency_key: IdempotencyKey = None) -> Response:
+    async def work(tx: Conn) -> tuple[int, Item[ResetResult]]:
+        await get_lineage(tx, access.project_id, lineage_id)
+        result = await control.reset_materialization(tx, lineage_id)
+        return 200, Item[ResetResult](data=ResetResult.model_validate(result))
+
+    return await idempotent(conn, access, request, idempotency_key, work)
+
+
+@router.delete("/{lineage_id}", response_model=Item[DeletedLineage], responses=_WRITE_ERRORS,
+               summary="Remove the cloud sync state of this device table")
+async def delete(access: CanManage, conn: Db, request: Request, lineage_id: LineageId,
+                 idempotency_key: IdempotencyKey = None) -> Response:
+    async def work(tx: Conn) -> tuple[int, Item[DeletedLineage]]:
+        await delete_lineage(tx, access.project_id, lineage_id)
+        return 200, Item[DeletedLineage](data=DeletedLineage(id=lineage_id))
+
+    return await idempotent(conn, access, request, idempotency_key, work)

@@ -1,0 +1,100 @@
+"""``/edge/schema-reviews``: list, detail, claim, approve, reject."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Path, Query, Request, Response
+
+from edgesync import governance
+from edgesync.api._auth import CanManage, CanRead
+from edgesync.api._db import Db
+from edgesync.api._envelopes import Item, Page
+from edgesync.api._errors import error_responses
+from edgesync.api._idempotency import IdempotencyKey, idempotent
+from edgesync.api._pagination import Paging
+from edgesync.api._review_models import ApproveBody, ClaimBody, RejectBody, ReviewOut
+from edgesync.api._review_queries import (
+    check_action_version,
+    get_review,
+    list_reviews,
+    review_out,
+)
+from edgesync.store import Conn
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/core/api/v1/projects/{project_id}/edge/schema-reviews",
+                   tags=["schema reviews"])
+ReviewId = Annotated[uuid.UUID, Path(description="schema review UUID")]
+_READ_ERRORS = error_responses(400, 401, 404, 422)
+_WRITE_ERRORS = error_responses(400, 401, 403, 404, 409, 422)
+
+
+@router.get("", response_model=Page[ReviewOut], responses=_READ_ERRORS,
+            summary="List schema reviews")
+async def list_(
+    access: CanRead, conn: Db, paging: Paging,
+    status: Annotated[Literal["queued", "in_review", "approved", "rejected", "abandoned"] | None,
+                      Query()] = None,
+    lineage_id: Annotated[uuid.UUID | None, Query()] = None,
+) -> Page[ReviewOut]:
+    items, total = await list_reviews(conn, access.project_id, status=status,
+                                      lineage_id=lineage_id, offset=paging.offset,
+                                      limit=paging.limit)
+    return paging.of(items, total)
+
+
+@router.get("/{review_id}", response_model=Item[ReviewOut], responses=_READ_ERRORS,
+            summary="Schema review detail")
+async def detail(access: CanRead, conn: Db, review_id: ReviewId) -> Item[ReviewOut]:
+    return Item[ReviewOut](data=review_out(await get_review(conn, access.project_id, review_id)))
+
+
+@router.post("/{review_id}/claim", response_model=Item[ReviewOut], responses=_WRITE_ERRORS,
+             summary="queued → in_review")
+async def claim(access: CanManage, conn: Db, request: Request, review_id: ReviewId,
+                body: ClaimBody, idempotency_key: IdempotencyKey = None) -> Response:
+    async def work(tx: Conn) -> tuple[int, Item[ReviewOut]]:
+        check_action_version(await get_review(tx, access.project_id, review_id),
+                             body.action_version)
+        result = await governance.claim_review(tx, review_id, actor=access.actor,
+                                               action_version=body.action_version)
+        return 200, Item[ReviewOut](data=review_out(result))
+
+    return await idempotent(conn, access, request, idempotency_key, work)
+
+
+@router.post("/{review_id}/approve", response_model=Item[ReviewOut], responses=_WRITE_ERRORS,
+             summary="in_review → approved: bind columns, provision the target, replay")
+async def approve(access: CanManage, conn: Db, request: Request, review_id: ReviewId,
+                  body: ApproveBody, idempotency_key: IdempotencyKey = None) -> Response:
+    actions = (None if body.column_actions is None else
+               [a.model_dump(exclude_none=True) for a in body.column_actions])
+
+    async def work(tx: Conn) -> tuple[int, Item[ReviewOut]]:
+        check_action_version(await get_review(tx, access.project_id, review_id),
+                             body.action_version)
+        result = await governance.approve_review(tx, review_id, actor=access.actor,
+                                                 action_version=body.action_version,
+                                                 column_actions=actions,
+                                                 sync_authority=body.sync_authority)
+        return 200, Item[ReviewOut](data=review_out(result))
+
+    return await idempotent(conn, access, request, idempotency_key, work)
+
+
+@router.post("/{review_id}/reject", response_model=Item[ReviewOut], responses=_WRITE_ERRORS,
+             summary="queued | in_review → rejected (the lineage stays paused)")
+async def reject(access: CanManage, conn: Db, request: Request, review_id: ReviewId,
+                 body: RejectBody, idempotency_key: IdempotencyKey = None) -> Response:
+    async def work(tx: Conn) -> tuple[int, Item[ReviewOut]]:
+        check_action_version(await get_review(tx, access.project_id, review_id),
+                             body.action_version)
+        result = await governance.reject_review(tx, review_id, actor=access.actor,
+                                                action_version=body.action_version,
+                                                reason=body.reason)
+        return 200, Item[ReviewOut](data=review_out(result))
+
+    return await idempotent(conn, access, request, idempotency_key, work)

@@ -1,0 +1,108 @@
+"""Fixtures for the HTTP API: an app on the session pool, tenants with tokens, and a
+device whose first batch is waiting in review."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from edgesync import identity, registry
+from edgesync.api import create_app
+from edgesync.ingest import IngestPipeline
+
+
+@dataclass
+class Tenant:
+    org_id: uuid.UUID
+    project_id: uuid.UUID
+    slug: str
+    project_name: str
+    admin_token: str
+    reader_token: str
+
+    def headers(self, token: str | None = None, **extra: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token or self.admin_token}",
+                "ORG-ID": str(self.org_id), **extra}
+
+    def reader(self, **extra: str) -> dict[str, str]:
+        return self.headers(self.reader_token, **extra)
+
+    def url(self, path: str) -> str:
+        return f"/core/api/v1/projects/{self.project_id}{path}"
+
+
+async def make_tenant(pool: asyncpg.Pool, tag: str) -> Tenant:
+    async with pool.acquire() as conn:
+        boot = await identity.bootstrap(conn, org=f"org-{tag}", project=f"proj-{tag}",
+                                        topic_slug=f"slug-{tag}")
+        reader = await identity.ensure_principal(conn, boot.org_id, f"reader-{tag}",
+                                                 "service_account")
+        await identity.grant(conn, reader, boot.project_id, identity.READ)
+        reader_token = await identity.issue_token(conn, reader)
+    return Tenant(boot.org_id, boot.project_id, f"slug-{tag}", f"proj-{tag}",
+                  boot.token.token, reader_token.token)
+
+
+@pytest.fixture
+def tenant_factory() -> Callable[[asyncpg.Pool, str], Any]:
+    return make_tenant
+
+
+@pytest.fixture
+async def tenant(pool: asyncpg.Pool, unique: str) -> Tenant:
+    return await make_tenant(pool, unique)
+
+
+@pytest.fixture
+async def other_tenant(pool: asyncpg.Pool, unique: str) -> Tenant:
+    return await make_tenant(pool, unique + "-other")
+
+
+@pytest.fixture
+def app(pool: asyncpg.Pool) -> FastAPI:
+    return create_app(pool)
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        yield c
+
+
+@dataclass
+class Staged:
+    device: registry.DeviceScope
+    lineage_id: uuid.UUID
+    review_id: uuid.UUID
+
+
+@pytest.fixture
+def stage(pool: asyncpg.Pool, batches: Callable[..., Any]
+          ) -> Callable[..., Any]:
+    """Register a device in the tenant's project and send it a first batch: the lineage
+    pauses with a queued review."""
+
+    async def _stage(tenant: Tenant, name: str = "gw-1", table: str = "device_state"
+                     ) -> Staged:
+        async with pool.acquire() as conn:
+            device = await registry.add_device(conn, project=tenant.project_name, name=name,
+                                               topic_slug=tenant.slug)
+        f = batches(table)
+        rows = f.rows(("insert", {"id": 1, "mode": "heat", "setpoint": 20.5}),
+                      ("insert", {"id": 2, "mode": "cool", "setpoint": None}))
+        out = await IngestPipeline(pool).handle(f"{device.root_topic}/sync/rows/batch",
+                                                f.payload(rows))
+        assert out.lineage_id is not None
+        review_id = await pool.fetchval(
+            "SELECT id FROM edge_schema_reviews WHERE lineage_id = $1", out.lineage_id)
+        return Staged(device, out.lineage_id, review_id)
+
+    return _stage

@@ -1,0 +1,165 @@
+"""Authentication, the ORG-ID header, permissions, and no existence leaks: every
+mutating route answers 404 to a token of another org or project, 403 to a reader."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from edgesync import identity
+
+
+def idem() -> dict[str, str]:
+    return {"Idempotency-Key": str(uuid.uuid4())}
+
+
+# (method, path under the project, body): every mutation the API has.
+def mutations(lineage_id: uuid.UUID, review_id: uuid.UUID) -> list[tuple[str, str, Any]]:
+    return [
+        ("POST", f"/edge/lineages/{lineage_id}/reset-materialization", None),
+        ("DELETE", f"/edge/lineages/{lineage_id}", None),
+        ("POST", f"/edge/schema-reviews/{review_id}/claim", {"action_version": 1}),
+        ("POST", f"/edge/schema-reviews/{review_id}/approve", {"action_version": 1}),
+        ("POST", f"/edge/schema-reviews/{review_id}/reject", {"action_version": 1}),
+        ("PATCH", "/edge/policy", {"schema_coalescing_mode": "project"}),
+        ("POST", "/devices", {"name": "intruder"}),
+    ]
+
+
+def test_every_mutating_route_is_listed(app) -> None:
+    routes = {(m.upper(), path) for path, ops in app.openapi()["paths"].items()
+              for m in ops if m in ("post", "patch", "put", "delete")}
+    listed = {(m, "/core/api/v1/projects/{project_id}" + p.replace(str(_L), "{lineage_id}")
+               .replace(str(_R), "{review_id}")) for m, p, _ in mutations(_L, _R)}
+    assert routes == listed
+
+
+_L, _R = uuid.uuid4(), uuid.uuid4()
+
+
+async def _state(pool: asyncpg.Pool, tenant, s) -> tuple[Any, ...]:
+    return (
+        await pool.fetchval("SELECT count(*) FROM edge_table_lineages WHERE id = $1",
+                            s.lineage_id),
+        tuple(await pool.fetchrow("SELECT status, action_version FROM edge_schema_reviews "
+                                  "WHERE id = $1", s.review_id)),
+        await pool.fetchval("SELECT policy FROM edge_projects WHERE id = $1", tenant.project_id),
+        await pool.fetchval("SELECT count(*) FROM edge_devices WHERE project_id = $1",
+                            tenant.project_id),
+        await pool.fetchval("SELECT count(*) FROM edge_replay_intents WHERE lineage_id = $1",
+                            s.lineage_id),
+    )
+
+
+async def test_other_org_gets_404_on_every_mutation(client: httpx.AsyncClient, tenant,
+                                                    other_tenant, stage,
+                                                    pool: asyncpg.Pool) -> None:
+    s = await stage(tenant)
+    before = await _state(pool, tenant, s)
+    nowhere = await client.request("POST", f"/core/api/v1/projects/{uuid.uuid4()}/devices",
+                                   headers=other_tenant.headers(**idem()), json={"name": "x"})
+    assert nowhere.status_code == 404
+    for method, path, body in mutations(s.lineage_id, s.review_id):
+        # Other org's token and ORG-ID, aimed at this tenant's project.
+        r = await client.request(method, tenant.url(path), json=body,
+                                 headers=other_tenant.headers(**idem()))
+        assert (r.status_code, r.json()) == (404, nowhere.json()), (method, path, r.text)
+        # Other org's token, claiming this tenant's org.
+        r = await client.request(method, tenant.url(path), json=body, headers={
+            **other_tenant.headers(**idem()), "ORG-ID": str(tenant.org_id)})
+        assert r.status_code == 404, (method, path, r.text)
+        # Other org's token on its own project, naming this tenant's objects.
+        r = await client.request(method, other_tenant.url(path), json=body,
+                                 headers=other_tenant.headers(**idem()))
+        if "/devices" in path or "/policy" in path:
+            assert r.status_code in (200, 201), (method, path, r.text)  # its own project
+        else:
+            assert r.status_code == 404, (method, path, r.text)
+            assert r.json()["error"]["code"] in ("LINEAGE_NOT_FOUND", "REVIEW_NOT_FOUND")
+    assert await _state(pool, tenant, s) == before
+
+
+async def test_other_project_in_same_org_gets_404(client: httpx.AsyncClient, tenant, stage,
+                                                  pool: asyncpg.Pool, unique: str) -> None:
+    s = await stage(tenant)
+    async with pool.acquire() as conn:
+        other = await identity.bootstrap(conn, org=f"org-{unique}", project=f"side-{unique}",
+                                         topic_slug=f"side-{unique}", admin="side-admin")
+    assert other.org_id == tenant.org_id
+    before = await _state(pool, tenant, s)
+    headers = tenant.headers(other.token.token)
+    for method, path, body in mutations(s.lineage_id, s.review_id):
+        r = await client.request(method, tenant.url(path), json=body,
+                                 headers={**headers, **idem()})
+        assert r.status_code == 404, (method, path, r.text)
+        assert r.json()["error"]["code"] == "PROJECT_NOT_FOUND"
+        # Its own project, this tenant's lineage/review ids.
+        r = await client.request(method, f"/core/api/v1/projects/{other.project_id}{path}",
+                                 json=body, headers={**headers, **idem()})
+        if "/devices" not in path and "/policy" not in path:
+            assert r.status_code == 404, (method, path, r.text)
+    assert await _state(pool, tenant, s) == before
+
+
+async def test_readers_get_403_on_every_mutation(client: httpx.AsyncClient, tenant, stage,
+                                                 pool: asyncpg.Pool) -> None:
+    s = await stage(tenant)
+    before = await _state(pool, tenant, s)
+    for method, path, body in mutations(s.lineage_id, s.review_id):
+        r = await client.request(method, tenant.url(path), json=body,
+                                 headers=tenant.reader(**idem()))
+        assert r.status_code == 403, (method, path, r.text)
+        assert r.json()["error"]["code"] == "PERMISSION_DENIED"
+    assert await _state(pool, tenant, s) == before
+
+
+async def test_reads_are_scoped_too(client: httpx.AsyncClient, tenant, other_tenant,
+                                    stage) -> None:
+    s = await stage(tenant)
+    for path in ("/edge/lineages", f"/edge/lineages/{s.lineage_id}",
+                 f"/edge/lineages/{s.lineage_id}/staged-rows",
+                 f"/edge/lineages/{s.lineage_id}/mirror-rows", "/edge/schema-reviews",
+                 f"/edge/schema-reviews/{s.review_id}", "/edge/policy", "/devices",
+                 "/events/stream"):
+        r = await client.get(tenant.url(path), headers=other_tenant.headers())
+        assert r.status_code == 404, (path, r.text)
+        assert r.json()["error"]["code"] == "PROJECT_NOT_FOUND"
+    for path in (f"/edge/lineages/{s.lineage_id}", f"/edge/schema-reviews/{s.review_id}"):
+        r = await client.get(other_tenant.url(path), headers=other_tenant.headers())
+        assert r.status_code == 404, (path, r.text)
+
+
+@pytest.mark.parametrize("headers, status, code", [
+    ({}, 401, "UNAUTHENTICATED"),
+    ({"Authorization": "Bearer esk_nope"}, 401, "UNAUTHENTICATED"),
+    ({"Authorization": "Basic dXNlcjpwYXNz"}, 401, "UNAUTHENTICATED"),
+])
+async def test_authentication_is_required(client: httpx.AsyncClient, tenant, headers, status,
+                                          code) -> None:
+    r = await client.get(tenant.url("/edge/lineages"),
+                         headers={"ORG-ID": str(tenant.org_id), **headers})
+    assert (r.status_code, r.json()["error"]["code"]) == (status, code)
+    assert r.headers["WWW-Authenticate"].startswith("Bearer")
+
+
+async def test_org_id_header_is_required(client: httpx.AsyncClient, tenant) -> None:
+    auth = {"Authorization": f"Bearer {tenant.admin_token}"}
+    r = await client.get(tenant.url("/edge/lineages"), headers=auth)
+    assert (r.status_code, r.json()["error"]["code"]) == (400, "ORG_ID_REQUIRED")
+    r = await client.get(tenant.url("/edge/lineages"), headers={**auth, "ORG-ID": "acme"})
+    assert (r.status_code, r.json()["error"]["code"]) == (400, "INVALID_ORG_ID")
+    assert r.json()["error"]["field"] == "ORG-ID"
+
+
+async def test_revoked_token_stops_working(client: httpx.AsyncClient, tenant,
+                                           pool: asyncpg.Pool) -> None:
+    ok = await client.get(tenant.url("/devices"), headers=tenant.reader())
+    assert ok.status_code == 200
+    await pool.execute("UPDATE edge_api_tokens SET revoked_at = now() WHERE token_hash = $1",
+                       identity.hash_token(tenant.reader_token))
+    r = await client.get(tenant.url("/devices"), headers=tenant.reader())
+    assert r.status_code == 401

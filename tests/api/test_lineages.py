@@ -1,0 +1,139 @@
+"""Lineage routes: list + filters + pagination, detail, staged rows, mirror rows,
+reset-materialization and delete."""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+import httpx
+
+from edgesync.staging import Replayer
+
+
+def key() -> str:
+    return str(uuid.uuid4())
+
+
+async def test_list_filters_and_paginates(client: httpx.AsyncClient, tenant, stage) -> None:
+    a = await stage(tenant, "gw-a")
+    b = await stage(tenant, "gw-b")
+    r = await client.get(tenant.url("/edge/lineages"), headers=tenant.reader())
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["meta"] == {"page": 1, "limit": 50, "total": 2}
+    assert {x["id"] for x in body["data"]} == {str(a.lineage_id), str(b.lineage_id)}
+    assert all(x["status"] == "paused" for x in body["data"])
+
+    r = await client.get(tenant.url("/edge/lineages"), headers=tenant.reader(),
+                         params={"device_id": str(a.device.device_id)})
+    assert [x["id"] for x in r.json()["data"]] == [str(a.lineage_id)]
+    r = await client.get(tenant.url("/edge/lineages"), headers=tenant.reader(),
+                         params={"status": "active"})
+    assert r.json()["data"] == [] and r.json()["meta"]["total"] == 0
+
+    page2 = await client.get(tenant.url("/edge/lineages"), headers=tenant.reader(),
+                             params={"page": 2, "limit": 1})
+    assert page2.json()["meta"] == {"page": 2, "limit": 1, "total": 2}
+    assert [x["device_name"] for x in page2.json()["data"]] == ["gw-b"]
+
+    r = await client.get(tenant.url("/edge/lineages"), headers=tenant.reader(),
+                         params={"status": "sleeping"})
+    assert r.status_code == 422
+    assert r.json()["error"]["code"] == "VALIDATION_FAILED"
+    assert r.json()["error"]["field"] == "status"
+
+
+async def test_detail_staged_rows_and_mirror_rows(client: httpx.AsyncClient, tenant, stage,
+                                                  pool: asyncpg.Pool) -> None:
+    s = await stage(tenant)
+    r = await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}"), headers=tenant.reader())
+    assert r.status_code == 200, r.text
+    d = r.json()["data"]
+    assert d["source_table"] == "device_state" and d["pause_reason"] == "schema_review"
+    assert [v["status"] for v in d["schema_versions"]] == ["pending"]
+    assert d["bindings"] == []
+    assert d["replay"]["staged_rows"] == 2 and d["replay"]["pending_intents"] == 0
+    assert d["materialization"]["error_count"] == 0
+
+    r = await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}/staged-rows"),
+                         headers=tenant.reader(), params={"limit": 1, "page": 2})
+    assert r.status_code == 200, r.text
+    assert r.json()["meta"] == {"page": 2, "limit": 1, "total": 2}
+    (row,) = r.json()["data"]
+    assert (row["commit_seq"], row["op"], row["staging_reason"]) == (2, "insert",
+                                                                      "schema_review")
+    assert row["row"] == {"id": 2, "mode": "cool", "setpoint": None}
+
+    r = await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}/mirror-rows"),
+                         headers=tenant.reader())
+    assert r.status_code == 404 and r.json()["error"]["code"] == "MIRROR_NOT_PROVISIONED"
+
+    review = (await client.get(tenant.url(f"/edge/schema-reviews/{s.review_id}"),
+                               headers=tenant.reader())).json()["data"]
+    claimed = await client.post(tenant.url(f"/edge/schema-reviews/{s.review_id}/claim"),
+                                headers=tenant.headers(**{"Idempotency-Key": key()}),
+                                json={"action_version": review["action_version"]})
+    assert claimed.status_code == 200, claimed.text
+    approved = await client.post(
+        tenant.url(f"/edge/schema-reviews/{s.review_id}/approve"),
+        headers=tenant.headers(**{"Idempotency-Key": key()}),
+        json={"action_version": claimed.json()["data"]["action_version"]})
+    assert approved.status_code == 200, approved.text
+    await Replayer(pool).drain_pending()
+
+    r = await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}/mirror-rows"),
+                         headers=tenant.reader(), params={"limit": 10})
+    assert r.status_code == 200, r.text
+    assert r.json()["meta"]["total"] == 2
+    assert sorted((x["id"], x["mode"], x["setpoint"]) for x in r.json()["data"]) == [
+        (1, "heat", 20.5), (2, "cool", None)]
+    assert all(x["device_id"] == str(s.device.device_id) for x in r.json()["data"])
+
+    d = (await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}"),
+                          headers=tenant.reader())).json()["data"]
+    assert d["status"] == "active"
+    assert {b["source_column_name"] for b in d["bindings"]} == {"id", "mode", "setpoint"}
+    assert d["replay"]["intents"][0]["status"] == "done"
+    assert d["replay"]["intents"][0]["rows_replayed"] == 2
+
+
+async def test_reset_materialization_requeues_failed_rows(client: httpx.AsyncClient, tenant,
+                                                          stage, pool: asyncpg.Pool) -> None:
+    s = await stage(tenant)
+    await pool.execute("UPDATE edge_staged_rows SET staging_reason = 'materialization_failed' "
+                       "WHERE lineage_id = $1", s.lineage_id)
+    await pool.execute("UPDATE edge_table_lineages SET materialization_errors = 3, "
+                       "last_error = 'boom' WHERE id = $1", s.lineage_id)
+    d = (await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}"),
+                          headers=tenant.reader())).json()["data"]
+    assert d["materialization"] == {"error_count": 3, "last_error": "boom",
+                                    "failed_batches": 1, "failed_rows": 2}
+
+    r = await client.post(tenant.url(f"/edge/lineages/{s.lineage_id}/reset-materialization"),
+                          headers=tenant.headers(**{"Idempotency-Key": key()}))
+    assert r.status_code == 200, r.text
+    assert r.json()["data"] == {"lineage_id": str(s.lineage_id), "requeued_batches": 1}
+    d = (await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}"),
+                          headers=tenant.reader())).json()["data"]
+    assert d["materialization"] == {"error_count": 0, "last_error": None,
+                                    "failed_batches": 0, "failed_rows": 0}
+    assert d["replay"]["pending_intents"] == 1
+
+
+async def test_delete_lineage(client: httpx.AsyncClient, tenant, stage,
+                              pool: asyncpg.Pool) -> None:
+    s = await stage(tenant)
+    r = await client.delete(tenant.url(f"/edge/lineages/{s.lineage_id}"),
+                            headers=tenant.headers(**{"Idempotency-Key": key()}))
+    assert r.status_code == 200, r.text
+    assert r.json()["data"] == {"id": str(s.lineage_id), "deleted": True}
+    assert await pool.fetchval("SELECT count(*) FROM edge_table_lineages WHERE id = $1",
+                               s.lineage_id) == 0
+    assert await pool.fetchval("SELECT count(*) FROM edge_staged_rows WHERE lineage_id = $1",
+                               s.lineage_id) == 0
+    r = await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}"), headers=tenant.reader())
+    assert r.status_code == 404 and r.json()["error"]["code"] == "LINEAGE_NOT_FOUND"
+    again = await client.delete(tenant.url(f"/edge/lineages/{s.lineage_id}"),
+                                headers=tenant.headers(**{"Idempotency-Key": key()}))
+    assert again.status_code == 404

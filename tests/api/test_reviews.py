@@ -1,0 +1,122 @@
+"""Schema review routes: list/detail/claim/approve/reject, action_version conflicts."""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+import httpx
+
+
+def idem() -> dict[str, str]:
+    return {"Idempotency-Key": str(uuid.uuid4())}
+
+
+async def test_list_and_detail(client: httpx.AsyncClient, tenant, stage) -> None:
+    s = await stage(tenant)
+    r = await client.get(tenant.url("/edge/schema-reviews"), headers=tenant.reader(),
+                         params={"status": "queued"})
+    assert r.status_code == 200, r.text
+    assert [x["id"] for x in r.json()["data"]] == [str(s.review_id)]
+    assert r.json()["meta"]["total"] == 1
+    r = await client.get(tenant.url("/edge/schema-reviews"), headers=tenant.reader(),
+                         params={"lineage_id": str(uuid.uuid4())})
+    assert r.json()["data"] == []
+    r = await client.get(tenant.url(f"/edge/schema-reviews/{s.review_id}"),
+                         headers=tenant.reader())
+    review = r.json()["data"]
+    assert (review["status"], review["action_version"], review["classification"]) == (
+        "queued", 1, "ambiguous")
+    assert [c["name"] for c in review["schema_columns"]["columns"]] == ["id", "mode",
+                                                                        "setpoint"]
+    r = await client.get(tenant.url(f"/edge/schema-reviews/{uuid.uuid4()}"),
+                         headers=tenant.reader())
+    assert r.status_code == 404 and r.json()["error"]["code"] == "REVIEW_NOT_FOUND"
+
+
+async def test_claim_then_approve_with_column_actions(client: httpx.AsyncClient, tenant,
+                                                      stage, pool: asyncpg.Pool) -> None:
+    s = await stage(tenant)
+    url = tenant.url(f"/edge/schema-reviews/{s.review_id}")
+    r = await client.post(url + "/claim", headers=tenant.headers(**idem()),
+                          json={"action_version": 1})
+    assert r.status_code == 200, r.text
+    claimed = r.json()["data"]
+    assert (claimed["status"], claimed["action_version"], claimed["claimed_by"]) == (
+        "in_review", 2, "admin")
+
+    stale = await client.post(url + "/approve", headers=tenant.headers(**idem()),
+                              json={"action_version": 1})
+    assert stale.status_code == 409
+    assert stale.json()["error"]["code"] == "ACTION_VERSION_CONFLICT"
+
+    bad = await client.post(url + "/approve", headers=tenant.headers(**idem()),
+                            json={"action_version": 2, "column_actions": [
+                                {"source_column_name": "id", "action": "mirror"}]})
+    assert bad.status_code == 422
+    assert bad.json()["error"] == {"code": "INVALID_REQUEST",
+                                   "message": bad.json()["error"]["message"],
+                                   "field": "column_actions"}
+
+    r = await client.post(url + "/approve", headers=tenant.headers(**idem()), json={
+        "action_version": 2, "column_actions": [
+            {"source_column_name": "id", "action": "mirror"},
+            {"source_column_name": "mode", "action": "mirror", "mirror_column_name": "hvac"},
+            {"source_column_name": "setpoint", "action": "ignore"}]})
+    assert r.status_code == 200, r.text
+    approved = r.json()["data"]
+    assert (approved["status"], approved["decided_by"]) == ("approved", "admin")
+    table = await pool.fetchval("SELECT target_table FROM edge_table_lineages WHERE id = $1",
+                                s.lineage_id)
+    cols = {r["attname"] for r in await pool.fetch(
+        "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(quote_ident($1)) "
+        "AND attnum > 0", table)}
+    assert {"id", "hvac"} <= cols and "setpoint" not in cols
+
+    again = await client.post(url + "/claim", headers=tenant.headers(**idem()),
+                              json={"action_version": 3})
+    assert again.status_code == 409 and again.json()["error"]["code"] == "CONFLICT"
+
+
+async def test_reject_keeps_lineage_paused(client: httpx.AsyncClient, tenant, stage,
+                                           pool: asyncpg.Pool) -> None:
+    s = await stage(tenant)
+    r = await client.post(tenant.url(f"/edge/schema-reviews/{s.review_id}/reject"),
+                          headers=tenant.headers(**idem()),
+                          json={"action_version": 1, "reason": "unexpected table"})
+    assert r.status_code == 200, r.text
+    assert (r.json()["data"]["status"], r.json()["data"]["decision_reason"]) == (
+        "rejected", "unexpected table")
+    status = await pool.fetchval("SELECT status FROM edge_table_lineages WHERE id = $1",
+                                 s.lineage_id)
+    assert status == "paused"
+
+
+async def test_bodies_are_validated(client: httpx.AsyncClient, tenant, stage) -> None:
+    s = await stage(tenant)
+    url = tenant.url(f"/edge/schema-reviews/{s.review_id}")
+    for body, field in (({}, "action_version"), ({"action_version": "1"}, "action_version"),
+                        ({"action_version": 1, "extra": 1}, "extra"),
+                        ({"action_version": 1, "column_actions": [{"action": "copy"}]},
+                         "column_actions.0.source_column_name")):
+        r = await client.post(url + "/approve", headers=tenant.headers(**idem()), json=body)
+        assert r.status_code == 422, (body, r.text)
+        assert r.json()["error"]["code"] == "VALIDATION_FAILED"
+        assert r.json()["error"]["field"] == field
+    r = await client.post(url + "/claim", headers=tenant.headers(
+        **idem(), **{"Content-Type": "application/json"}), content=b"{not json")
+    assert r.status_code == 400 and r.json()["error"]["code"] == "MALFORMED_JSON"
+
+
+async def test_approve_can_make_the_table_cloud_authoritative(client: httpx.AsyncClient,
+                                                              tenant, stage) -> None:
+    s = await stage(tenant)
+    url = tenant.url(f"/edge/schema-reviews/{s.review_id}")
+    await client.post(url + "/claim", headers=tenant.headers(**idem()),
+                      json={"action_version": 1})
+    r = await client.post(url + "/approve", headers=tenant.headers(**idem()),
+                          json={"action_version": 2, "sync_authority": "cloud_authoritative"})
+    assert r.status_code == 200, r.text
+    lineage = (await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}"),
+                                headers=tenant.reader())).json()["data"]
+    assert lineage["sync_authority"] == "cloud_authoritative"
