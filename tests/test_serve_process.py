@@ -19,7 +19,7 @@ pytestmark = pytest.mark.e2e
 
 def start(*args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "EDGESYNC_LOG_LEVEL": "INFO"}
-    return subprocess.Popen([EDGESYNC, "serve", *args], stdout=subprocess.PIPE,
+    return subprocess.Popen([EDGESYNC, "serve", "--api-port", "0", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env=env)
 
 

@@ -28,7 +28,7 @@ async def serve(args: argparse.Namespace) -> None:
         data_dir=args.data_dir or default_data_dir(),
         embedded_mqtt_port=args.embedded_mqtt_port or None,
         shared_group=args.shared_group, tls=tls, api_host=args.api_host,
-        api_port=args.api_port)
+        api_port=args.api_port, public_url=args.public_url)
     async with Server(settings) as server:
         _log.info("serving: broker %s", server.broker)
         await server.run()

@@ -61,6 +61,9 @@ def _parser() -> argparse.ArgumentParser:
                        default=int(os.environ.get("EDGESYNC_API_PORT", "8080")),
                        help="port of the HTTP API (env EDGESYNC_API_PORT; default 8080; "
                             "0 picks a free port)")
+    serve.add_argument("--public-url", default=os.environ.get("EDGESYNC_PUBLIC_URL"),
+                       help="URL devices use to reach this server's HTTP API, for presigned "
+                            "uploads (env EDGESYNC_PUBLIC_URL; default: the API's address)")
 
     agent = sub.add_parser(
         "agent", help="run the device agent (or validate its configuration)",

@@ -20,8 +20,16 @@ import platformdirs
 
 from edgesync.api import ApiServer, bind_socket, create_app
 from edgesync.broker import embedded_broker
-from edgesync.control import BackpressureSweeper, ControlSender, MqttPublisher, ProgressReporter
-from edgesync.ingest import IngestPipeline, MqttIngest
+from edgesync.control import (
+    BackpressureSweeper,
+    ControlSender,
+    MqttPublisher,
+    ObjectStore,
+    ProgressReporter,
+    upload_router,
+)
+from edgesync.credentials._routes import make_jitr_router
+from edgesync.ingest import IngestPipeline, MqttIngest, ObjectIngester
 from edgesync.protocol import BrokerUrl, TlsFiles, parse_broker_url
 from edgesync.staging import Replayer
 from edgesync.store import create_pool, embedded_postgres, migrate
@@ -46,6 +54,8 @@ class ServerSettings:
     tls: TlsFiles | None = None
     api_host: str = "127.0.0.1"
     api_port: int | None = None
+    # The URL devices use to reach the API (for presigned uploads); default: the API's own.
+    public_url: str | None = None
     """Port of the HTTP API (0: any free port); ``None`` serves no API."""
 
 
@@ -64,6 +74,7 @@ class Server:
         self.controls: ControlSender | None = None
         self.progress: ProgressReporter | None = None
         self.sweeper: BackpressureSweeper | None = None
+        self.objects: ObjectIngester | None = None
 
     async def __aenter__(self) -> Server:
         s = self.settings
@@ -87,10 +98,16 @@ class Server:
             self.ingest = MqttIngest(self.pipeline, self.broker, client_id=s.client_id,
                                      tls=s.tls, shared_group=s.shared_group)
             self.replayer = Replayer(self.pool)
+            store = ObjectStore(s.data_dir / "objects")
+            self.objects = ObjectIngester(self.pool, self.pipeline, store)
             if s.api_port is not None:
                 sock = bind_socket(s.api_host, s.api_port)
                 self._stack.callback(sock.close)
-                self.api = ApiServer(create_app(self.pool), sock)
+                pool = self.pool
+                routers = [upload_router(lambda: pool, store),
+                           make_jitr_router(mqtt_broker_url=s.mqtt_url)]
+                self.api = ApiServer(create_app(self.pool, routers=routers), sock)
+                self.pipeline.upload_base_url = s.public_url or self.api.url
                 _log.info("HTTP API listening on %s", self.api.url)
             self.publisher = MqttPublisher(self.broker, client_id=f"{s.client_id}-control",
                                            tls=s.tls)
@@ -119,6 +136,8 @@ class Server:
             tg.create_task(self.controls.run(), name="edgesync.control.outbox")
             tg.create_task(self.progress.run(), name="edgesync.control.progress")
             tg.create_task(self.sweeper.run(), name="edgesync.control.backpressure")
+            if self.objects is not None:
+                tg.create_task(self.objects.run(), name="edgesync.uploads")
 
     async def wait_ready(self, limit: float = 30.0) -> None:
         assert self.ingest
