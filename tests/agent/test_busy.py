@@ -55,6 +55,7 @@ async def test_application_never_sees_busy(app: sqlite3.Connection, source_db: P
                 await send_control(obs, root, {
                     "control_id": f"p{n}", "control_kind": "progress", "source_table": "t",
                     "journal_epoch": doc["journal_epoch"],
-                    "committed_commit_seq": doc["last_commit_seq"]})
+                    "committed": [{k: doc[k] for k in ("batch_id", "first_commit_seq",
+                                                       "last_commit_seq")}]})
         writer.join()
     assert errors == []

@@ -76,14 +76,15 @@ def write_load(path: Path, stop: threading.Event, errors: list[BaseException],
 class Cloud:
     def __init__(self) -> None:
         self.batches: list[dict[str, Any]] = []
-        self.committed: dict[str, int] = {}  # epoch -> highest last_commit_seq received
+        self.unconfirmed: list[dict[str, Any]] = []  # batches to confirm, as progress lists
         self.model: dict[int, tuple[tuple[str, int], dict[str, Any] | None]] = {}
 
     def receive(self, payload: bytes) -> None:
         doc = orjson.loads(payload)
         self.batches.append(doc)
         epoch = doc["journal_epoch"]
-        self.committed[epoch] = max(self.committed.get(epoch, 0), doc["last_commit_seq"])
+        self.unconfirmed.append({k: doc[k] for k in ("journal_epoch", "batch_id",
+                                                     "first_commit_seq", "last_commit_seq")})
         for r in doc["rows"]:
             version = (epoch, r["commit_seq"])
             key = r["pk"]["id"]
@@ -140,12 +141,15 @@ async def test_kill_9_at_random_moments_loses_nothing(source_db: Path, tmp_path:
             n = 0
             while True:
                 await asyncio.sleep(0.25)
-                for epoch, seq in list(cloud.committed.items()):
+                todo, cloud.unconfirmed = cloud.unconfirmed, []
+                for epoch in {b["journal_epoch"] for b in todo}:
                     n += 1
                     await send_control(obs, root, {
                         "control_id": f"progress-{n}", "control_kind": "progress",
                         "source_table": "t", "journal_epoch": epoch,
-                        "committed_commit_seq": seq})
+                        "committed": [{k: b[k] for k in ("batch_id", "first_commit_seq",
+                                                         "last_commit_seq")}
+                                      for b in todo if b["journal_epoch"] == epoch]})
 
         tasks = [asyncio.create_task(collect()), asyncio.create_task(confirm())]
         proc: asyncio.subprocess.Process | None = None

@@ -104,9 +104,15 @@ async def test_retention_drops_oldest_and_reports_the_gap(
         batch = await next_message(obs, f"{root}/sync/rows/batch")
         assert batch["journal_epoch"] == report["journal_epoch"]
         assert batch["first_commit_seq"] == last + 1 and sent == 200 - last
-        remaining = app.execute("SELECT min(commit_seq), count(*) FROM __edgesync_journal"
-                                ).fetchone()
+        remaining = app.execute("SELECT min(commit_seq), count(*) FROM __edgesync_journal "
+                                "WHERE commit_seq <= 200").fetchone()
         assert remaining == (last + 1, 200 - last)
+        # after the report, the table's rows are journaled again for a bootstrap upload
+        reseed = await next_message(obs, f"{root}/sync/ingest/request")
+        assert reseed == {"format_version": 1, "request_kind": "url_request",
+                          "source_table": "t", "segment_kind": "bootstrap_snapshot"}
+        assert app.execute("SELECT count(*) FROM __edgesync_journal WHERE commit_seq > 200"
+                           ).fetchone() == (200,)
         # carries on: new rows still flow
         app.execute("INSERT INTO t VALUES (1000, 'y')")
         assert await agent.flush() == 1

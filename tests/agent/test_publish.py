@@ -80,14 +80,17 @@ async def test_publish_batch_and_progress_control(app: sqlite3.Connection, sourc
 
             control = {"control_id": "ctl-1", "control_kind": "progress",
                        "source_table": "device_state",
-                       "journal_epoch": batch["journal_epoch"], "committed_commit_seq": 1}
+                       "journal_epoch": batch["journal_epoch"],
+                       "committed": [{"batch_id": batch["batch_id"], "first_commit_seq": 1,
+                                      "last_commit_seq": 2}]}
             await observer.publish(f"{root}/sync/ingest/control", orjson.dumps(control), qos=1)
             ack = await next_message(observer, f"{root}/sync/ingest/ack")
             assert ack == {"format_version": 1, "control_id": "ctl-1"}
+            # the journal's highest row always stays (commit_seq values are never reused)
             await eventually(lambda: journal_count(app) == 1)
 
             # wrong epoch: ACKed, nothing deleted
-            wrong = dict(control, control_id="ctl-2", committed_commit_seq=2,
+            wrong = dict(control, control_id="ctl-2",
                          journal_epoch="019693d0-0000-7000-8000-000000000000")
             await observer.publish(f"{root}/sync/ingest/control", orjson.dumps(wrong), qos=1)
             assert (await next_message(observer, f"{root}/sync/ingest/ack"))["control_id"] == \

@@ -209,7 +209,9 @@ async def test_telemetry_over_mqtt_with_progress_and_resume(
         assert await agent.flush() == 1
         assert await next_message(obs, f"{root}/sync/telemetry/batch") == second
         await send_control(obs, root, {"control_id": "c", "control_kind": "progress",
-                                       "source_table": "temps", "committed_batch_seq": 2})
+                                       "source_table": "temps", "committed": [
+                                           {"batch_id": b["batch_id"], "batch_seq": b["batch_seq"]}
+                                           for b in (first, second)]})
         await next_message(obs, f"{root}/sync/ingest/ack")
         await eventually(lambda: outbox_size(tmp_path) == 0)
 

@@ -18,7 +18,7 @@ that made it newer is journaled after it and will follow.)
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -189,10 +189,21 @@ def _fit(prefix_len: int, rows: Sequence[JournalRow], table: str) -> int:
 class Batcher:
     """Builds the next batch of a table from the journal, persisting it as pending."""
 
-    def __init__(self, source: sqlite3.Connection, state: StateStore) -> None:
+    def __init__(self, source: sqlite3.Connection, state: StateStore, *,
+                 forget: Callable[[str, int, int], object] | None = None,
+                 lkcv: Callable[[TableInfo, list[bytes]], list[bytes]] | None = None,
+                 reserved: Callable[[str, str], list[tuple[int, int]]] | None = None) -> None:
         self._db = source
         self._state = state
+        # Journal ranges that travel by upload instead (table, epoch) -> [(first, last)].
+        self._reserved = reserved
+        # Adds "lkcv" to rows whose key the cloud wrote (state_write), see _writeback.
+        self._lkcv = lkcv
         self._tables: dict[str, tuple[TableInfo, str]] = {}
+        # Deletes journal rows that carry nothing (their table row is gone: a later
+        # journal row of the key carries its final state); (table, first, last).
+        self._forget = forget or (lambda t, first, last: truncate_journal(
+            self._db, t, last, from_seq=first))
 
     def set_tables(self, tables: Sequence[TableInfo]) -> None:
         """The rows tables as they are now (their columns shape the row JSON)."""
@@ -205,7 +216,41 @@ class Batcher:
     def _read(self, table: str, after: int, upto: int | None) -> list[JournalRow]:
         info, sql = self._tables[table]
         # One read transaction: journal rows and the table rows they join are one snapshot.
-        return read_journal(self._db, info, after=after, upto=upto, sql=sql)
+        rows = read_journal(self._db, info, after=after, upto=upto, sql=sql)
+        if self._lkcv is None:
+            return rows
+        live = [r for r in rows if r.encoded is not None]
+        marked = iter(self._lkcv(info, [r.encoded for r in live if r.encoded is not None]))
+        return [JournalRow(r.commit_seq, next(marked)) if r.encoded is not None else r
+                for r in rows]
+
+    def read_range(self, info: TableInfo, first: int, last: int
+                   ) -> Iterator[list[JournalRow]]:
+        """Pages of journal rows of ``info`` with ``first <= commit_seq <= last``."""
+        after = first - 1
+        while after < last:
+            page = self._read(info.name, after, last)
+            if not page:
+                return
+            yield page
+            after = page[-1].commit_seq
+
+    def _skip_reserved(self, ts: TableState, upto: int | None) -> tuple[bool, int | None]:
+        """(whether the cursor jumped over a reserved range, the read limit)."""
+        if self._reserved is None:
+            return False, upto
+        cursor = ts.last_published_commit_seq
+        for first, last in sorted(self._reserved(ts.source_table, ts.journal_epoch)):
+            if first <= cursor + 1 <= last:
+                self._state.advance_cursor(ts.source_table, ts.journal_epoch, last)
+                return True, upto
+            if first > cursor + 1:
+                return False, first - 1 if upto is None else min(upto, first - 1)
+        return False, upto
+
+    def table_info(self, table: str) -> TableInfo | None:
+        got = self._tables.get(table)
+        return got[0] if got is not None else None
 
     def next_batch(self, table: str, *, upto: int | None = None) -> Batch | None:
         """The pending batch of ``table`` if there is one, else a new one of the rows
@@ -224,10 +269,22 @@ class Batcher:
             # Its rows were deleted by a progress control (the cloud has them), or
             # every row is gone from the table (later journal rows carry that).
             self._state.confirm(pending)
+            self._forget(table, pending.first_commit_seq, pending.last_commit_seq)
             ts = self._state.table(table)
             assert ts is not None
         while True:
-            scanned = self._read(table, ts.last_published_commit_seq, upto)
+            jumped, limit = self._skip_reserved(ts, upto)
+            if jumped:
+                ts = self._state.table(table)
+                assert ts is not None
+                continue
+            scanned = self._read(table, ts.last_published_commit_seq, limit)
+            if not scanned and limit is not None and limit != upto:
+                # nothing of this table before a reserved range: move up to it
+                self._state.advance_cursor(table, ts.journal_epoch, limit)
+                ts = self._state.table(table)
+                assert ts is not None
+                continue
             if not scanned:
                 return None
             rows = [r for r in scanned if r.encoded is not None]
@@ -238,6 +295,7 @@ class Batcher:
             if not rows:  # every row of this stretch is gone: skip past it
                 self._state.save_pending(probe)
                 self._state.confirm(probe)
+                self._forget(table, probe.first_commit_seq, probe.last_commit_seq)
                 ts = self._state.table(table)
                 assert ts is not None
                 continue

@@ -151,6 +151,7 @@ class ReplicationConfig(_Frozen):
     table_strategies: Mapping[str, TableStrategy] = Field(default_factory=dict)
     snapshot_on_first_run: bool = False
     telemetry_lookback_s: float = 30.0
+    confirm_timeout_s: float = 60.0
 
     def strategy_for(self, table: str) -> TableStrategy:
         """The configured strategy of ``table``; unlisted tables replicate as ``rows``."""
@@ -232,8 +233,9 @@ class _FileReplication(_Section):
     table_strategies: dict[str, _FileTable] = Field(default_factory=dict)
     snapshot_on_first_run: bool = False
     telemetry_lookback: float = 30.0
+    confirm_timeout: float = 60.0
 
-    @field_validator("flush_interval", "telemetry_lookback", mode="before")
+    @field_validator("flush_interval", "telemetry_lookback", "confirm_timeout", mode="before")
     @classmethod
     def _duration(cls, v: object) -> float:
         return parse_duration(v)
@@ -420,6 +422,7 @@ def _resolve(raw: _File, environ: Mapping[str, str]) -> tuple[AgentConfig | None
             table_strategies=strategies,
             snapshot_on_first_run=rep.snapshot_on_first_run,
             telemetry_lookback_s=rep.telemetry_lookback,
+            confirm_timeout_s=rep.confirm_timeout,
         ),
     )
     return cfg, []
@@ -506,7 +509,8 @@ def summarize_config(cfg: AgentConfig) -> list[str]:
         f"source db: {rep.source_db_path}",
         f"state db: {rep.state_db_path}",
         f"flush every {rep.flush_interval_s:g}s; local retention {rep.local_retention_bytes} bytes"
-        f"; telemetry look-back {rep.telemetry_lookback_s:g}s",
+        f"; telemetry look-back {rep.telemetry_lookback_s:g}s"
+        f"; re-send unconfirmed batches after {rep.confirm_timeout_s:g}s",
         f"signed control: {'on' if cfg.security.signed_control else 'off'}",
     ]
     for table, ts in sorted(rep.table_strategies.items()):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from edgesync.agent._batcher import truncate_journal
@@ -31,10 +32,14 @@ _TARGET = 0.9
 
 
 class JournalBudget:
-    def __init__(self, source: sqlite3.Connection, state: StateStore, limit: int) -> None:
+    def __init__(self, source: sqlite3.Connection, state: StateStore, limit: int, *,
+                 reserved: Callable[[str, str], list[tuple[int, int]]] | None = None) -> None:
         self._db = source
         self._state = state
         self.limit = limit
+        # Ranges that travel by upload (a re-seed, a spill) are never dropped: dropping a
+        # re-seed would only cause another gap and another re-seed.
+        self._reserved = reserved
         self.bytes: dict[str, int] = {}
         self._seen_upto = 0
 
@@ -73,21 +78,42 @@ class JournalBudget:
         """Drop journal ranges until under the limit; returns how many gaps were made."""
         self.observe()
         gaps = 0
-        while self.total > self.limit:
-            table = max(self.bytes, key=lambda t: self.bytes[t])
-            if not self._drop_oldest(table, self.total - int(self.limit * _TARGET)):
+        held = self._reserved_bytes()  # not counted: see __init__
+        while self.total - sum(held.values()) > self.limit:
+            table = max(self.bytes, key=lambda t: self.bytes[t] - held.get(t, 0))
+            if not self._drop_oldest(table, self.total - sum(held.values())
+                                     - int(self.limit * _TARGET)):
                 break
             gaps += 1
         return gaps
+
+    def _reserved_bytes(self) -> dict[str, int]:
+        if self._reserved is None:
+            return {}
+        size = self._size_sql(self._width())
+        out: dict[str, int] = {}
+        for ts in self._state.tables():
+            for a, b in self._reserved(ts.source_table, ts.journal_epoch):
+                got = self._db.execute(
+                    f"SELECT sum({size}) FROM {_J} WHERE table_name = ? AND commit_seq >= ? "
+                    f"AND commit_seq <= ?", (ts.source_table, a, b)).fetchone()
+                out[ts.source_table] = out.get(ts.source_table, 0) + int(got[0] or 0)
+        return out
 
     def _drop_oldest(self, table: str, need: int) -> bool:
         ts = self._state.table(table)
         size = self._size_sql(self._width())
         first = last = None
         freed = 0
+        keep = (self._reserved(table, ts.journal_epoch)
+                if self._reserved is not None and ts is not None else [])
         for seq, sz in self._db.execute(
                 f"SELECT commit_seq, {size} FROM {_J} WHERE table_name = ? "
                 f"ORDER BY commit_seq", (table,)):
+            if any(a <= seq <= b for a, b in keep):
+                if first is None:
+                    continue
+                break
             first = seq if first is None else first
             last, freed = seq, freed + int(sz)
             if freed >= need:

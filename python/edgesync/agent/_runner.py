@@ -11,27 +11,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
 import logging
 import sqlite3
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import orjson
 
-from edgesync.agent._batcher import Batch, Batcher, OversizedRowError
+from edgesync.agent._batcher import Batch, Batcher, OversizedRowError, truncate_journal
 from edgesync.agent._config import AgentConfig
 from edgesync.agent._discovery import discover
-from edgesync.agent._downlink import execute_control
+from edgesync.agent._downlink import Extras, execute_control
+from edgesync.agent._http_put import put_file
 from edgesync.agent._inbox import Accepted, ControlInbox
+from edgesync.agent._progress import resend_unconfirmed
 from edgesync.agent._publisher import MqttLink, raise_if_cancelling
 from edgesync.agent._retention import JournalBudget
 from edgesync.agent._state import StateStore
 from edgesync.agent._telemetry import TelemetryCapture
 from edgesync.agent._telemetry_state import OutboxBatch, TelemetryState
 from edgesync.agent._triggers import install_triggers
+from edgesync.agent._uploads import Upload, Uploads
+from edgesync.agent._writeback import CloudVersions
 from edgesync.errors import BrokerError, ConfigError
 from edgesync.protocol import TopicKind, topic_for
 
@@ -67,6 +74,8 @@ class Agent:
         self._telemetry_state: TelemetryState | None = None
         self._telemetry: TelemetryCapture | None = None
         self._batcher: Batcher | None = None
+        self._versions: CloudVersions | None = None
+        self._uploads: Uploads | None = None
         self._budget: JournalBudget | None = None
         self._rows_tables: list[str] = []
         self._schema_version = -1
@@ -148,13 +157,47 @@ class Agent:
                                is_telemetry)
             for gap_id, doc in gaps:
                 await self._link.publish(self._topics[TopicKind.INGEST_REQUEST], doc)
-                await self._db(self._gap_reported, gap_id)
+                await self._db(self._gap_reported, gap_id, orjson.loads(doc)["source_table"])
             sent = 0
             for table in self._rows_tables:
                 sent += await self._flush_rows(table, upto)
             for table in await self._db(self._telemetry_tables):
                 sent += await self._flush_telemetry(table)
+            await self._flush_uploads()
             return sent
+
+    async def _flush_uploads(self) -> None:
+        """Move every upload on: PUT granted objects (or ask again when a grant is no
+        good), request URLs, finalize what was uploaded."""
+        request = self._topics[TopicKind.INGEST_REQUEST]
+        for up in await self._db(self._uploads_in, "granted"):
+            if up.expired(datetime.now(UTC)):
+                await self._db(self._upload_step, "regrant", up.upload_key, "URL expired")
+                continue
+            path = await self._db(self._build_upload, up)
+            if path is None:
+                continue
+            assert up.presigned_url is not None
+            try:
+                result = await asyncio.to_thread(put_file, up.presigned_url, path)
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                log.warning("upload %s: PUT failed: %s; retrying at the next flush",
+                            up.batch_id, exc)
+                continue
+            if result.status in (200, 201, 204, 409):  # 409: an earlier attempt got there
+                await self._db(self._upload_step, "uploaded", up.upload_key)
+            elif result.status in (403, 404):
+                await self._db(self._upload_step, "regrant", up.upload_key,
+                               f"PUT refused: {result!r}")
+            else:
+                log.error("upload %s: PUT answered %r; retrying at the next flush",
+                          up.batch_id, result)
+        for up in await self._db(self._uploads_in, "wanted"):
+            await self._link.publish(request, up.request())
+            await self._db(self._upload_step, "requested", up.upload_key)
+        for up in await self._db(self._uploads_in, "uploaded"):
+            await self._link.publish(request, up.finalize())
+            await self._db(self._upload_step, "finalized", up.upload_key)
 
     async def _flush_rows(self, table: str, upto: int) -> int:
         sent = 0
@@ -162,8 +205,8 @@ class Agent:
             try:
                 batch = await self._db(self._next_batch, table, upto)
             except OversizedRowError as exc:
-                log.error("%s", exc)
-                return sent
+                await self._db(self._spill, exc)  # it goes by upload; the table goes on
+                continue
             if batch is None:
                 return sent
             await self._link.publish(self._topics[TopicKind.ROWS_BATCH], batch.payload)
@@ -207,9 +250,18 @@ class Agent:
         self._telemetry_state = TelemetryState(self._state)
         self._telemetry = TelemetryCapture(self._source, self._telemetry_state,
                                            rep.telemetry_lookback_s)
-        self._batcher = Batcher(self._source, self._state)
-        self._budget = JournalBudget(self._source, self._state, rep.local_retention_bytes)
+        self._versions = CloudVersions(self._state)
+        self._uploads = Uploads(self._source, self._state, rep.state_db_path.parent / "uploads")
+        self._budget = JournalBudget(self._source, self._state, rep.local_retention_bytes,
+                                     reserved=self._uploads.reserved)
+        self._batcher = Batcher(self._source, self._state, forget=self._forget_journal,
+                                lkcv=self._versions.add_lkcv, reserved=self._uploads.reserved)
         self._refresh_schema()
+
+    def _forget_journal(self, table: str, first: int, last: int) -> None:
+        assert self._source is not None and self._budget is not None
+        self._budget.deleted(table, first, last)
+        truncate_journal(self._source, table, last, from_seq=first)
 
     def _close_dbs(self) -> None:
         if self._source is not None:
@@ -262,6 +314,11 @@ class Agent:
             log.info("schema of the source database changed; reinstalling triggers")
             self._refresh_schema()
         self._budget.enforce()
+        assert self._telemetry is not None and self._uploads is not None
+        self._uploads.settle(self._forget_journal)
+        resend_unconfirmed(self._state, self._telemetry_state, self._rows_tables,
+                           list(self._telemetry.tables),
+                           time.time() - self.config.replication.confirm_timeout_s)
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         observes: list[tuple[str, bytes, bool]] = []
         live = set(self._rows_tables)
@@ -269,7 +326,6 @@ class Agent:
             if ts.source_table in live and ts.schema_hash and ts.observed_hash != ts.schema_hash:
                 observes.append((ts.source_table, _observe(ts.source_table, ts.schema_hash, now),
                                  False))
-        assert self._telemetry is not None
         for name in self._telemetry.tables:
             tts = self._telemetry_state.table(name)
             if tts is not None and tts.schema_hash and tts.observed_hash != tts.schema_hash:
@@ -287,9 +343,47 @@ class Agent:
         else:
             self._state.mark_observed(table, schema_hash)
 
-    def _gap_reported(self, gap_id: int) -> None:
-        assert self._state is not None
+    def _gap_reported(self, gap_id: int, table: str) -> None:
+        assert self._state is not None and self._uploads is not None
+        assert self._batcher is not None
+        # Re-seed first: a crash in between re-seeds twice (harmless), never not at all.
+        info, ts = self._batcher.table_info(table), self._state.table(table)
+        if info is not None and ts is not None:
+            self._uploads.reseed(info, ts.journal_epoch)
         self._state.gap_reported(gap_id)
+
+    def _spill(self, exc: OversizedRowError) -> None:
+        assert self._state is not None and self._uploads is not None
+        ts = self._state.table(exc.table)
+        assert ts is not None
+        self._uploads.spill(exc.table, ts.journal_epoch, exc.commit_seq)
+
+    def _uploads_in(self, status: str) -> list[Upload]:
+        assert self._uploads is not None
+        return self._uploads.with_status(status)
+
+    def _upload_step(self, step: str, key: int, why: str = "") -> None:
+        assert self._uploads is not None
+        if step == "requested":
+            self._uploads.requested(key)
+        elif step == "regrant":
+            self._uploads.regrant(key, why)
+        elif step == "uploaded":
+            self._uploads.uploaded(key)
+        else:
+            self._uploads.finalized(key)
+
+    def _build_upload(self, up: Upload) -> Path | None:
+        assert self._state is not None and self._uploads is not None
+        assert self._batcher is not None
+        info, ts = self._batcher.table_info(up.source_table), self._state.table(up.source_table)
+        if info is None or ts is None or ts.schema_hash is None:
+            return None
+        if ts.journal_epoch != up.journal_epoch:
+            self._uploads.drop_epoch(up.source_table, ts.journal_epoch)
+            return None
+        return self._uploads.build(up, info, ts.schema_hash, ts.schema_json,
+                                   self._batcher.read_range)
 
     def _next_batch(self, table: str, upto: int) -> Batch | None:
         assert self._batcher is not None
@@ -297,7 +391,7 @@ class Agent:
 
     def _confirm(self, batch: Batch) -> None:
         assert self._state is not None
-        self._state.confirm(batch.pending)
+        self._state.confirm(batch.pending, time.time())
 
     def _telemetry_tables(self) -> list[str]:
         assert self._telemetry is not None
@@ -316,7 +410,7 @@ class Agent:
 
     def _telemetry_published(self, batch: OutboxBatch) -> None:
         assert self._telemetry_state is not None
-        self._telemetry_state.published(batch)
+        self._telemetry_state.published(batch, time.time())
         self._telemetry_state.trim_published(
             batch.source_table,
             self.config.replication.local_retention_bytes // _TELEMETRY_OUTBOX_SHARE)
@@ -334,8 +428,11 @@ class Agent:
     def _execute(self, accepted: Accepted) -> None:
         assert self._source is not None and self._state is not None
         assert self._telemetry_state is not None and self._inbox is not None
+        assert self._batcher is not None and self._versions is not None
+        assert self._uploads is not None
         execute_control(accepted.doc, self._source, self._state, self._telemetry_state,
-                        self._budget)
+                        self._budget, Extras(self._batcher.table_info, self._versions,
+                                             self._uploads))
         self._inbox.executed(accepted.control_id)
 
     async def _on_control(self, payload: bytes) -> None:

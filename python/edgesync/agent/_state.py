@@ -21,9 +21,9 @@ from pathlib import Path
 from edgesync.agent._uuid7 import uuid7
 from edgesync.errors import StoreError
 
-__all__ = ["PendingBatch", "StateStore", "TableState"]
+__all__ = ["PendingBatch", "PublishedBatch", "StateStore", "TableState"]
 
-_STATE_FORMAT = "2"
+_STATE_FORMAT = "3"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -90,12 +90,26 @@ CREATE TABLE IF NOT EXISTS telemetry_outbox (
     payload      BLOB NOT NULL,
     row_count    INTEGER NOT NULL,
     published    INTEGER NOT NULL DEFAULT 0,
+    published_at REAL,      -- wall clock of the last publish (for confirm_timeout)
     PRIMARY KEY (source_table, batch_seq)
-)
+);
+CREATE TABLE IF NOT EXISTS published_batches (
+    batch_id         TEXT PRIMARY KEY,  -- row batches the broker took, awaiting progress
+    source_table     TEXT NOT NULL,
+    journal_epoch    TEXT NOT NULL,
+    first_commit_seq INTEGER NOT NULL,
+    last_commit_seq  INTEGER NOT NULL,
+    published_at     REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS published_batches_table
+    ON published_batches (source_table, first_commit_seq)
 """
 
-# Format 1 (the first agent slice) lacked these; everything else is CREATE IF NOT EXISTS.
-_UPGRADE_FROM_1 = ("ALTER TABLE tables ADD COLUMN observed_hash TEXT",)
+# Columns added to existing tables by later formats (table, column, declaration); new
+# tables are CREATE IF NOT EXISTS. Formats 1 and 2 are upgraded in place.
+_ADDED_COLUMNS = (("tables", "observed_hash", "TEXT"),
+                  ("telemetry_outbox", "published_at", "REAL"))
+_UPGRADABLE = ("1", "2")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +136,18 @@ class PendingBatch:
     last_commit_seq: int
     schema_hash: str
     schema_columns_json: str | None  # set when this batch carries ``schema_columns``
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedBatch:
+    """A row batch the broker acknowledged, not yet confirmed by a progress control."""
+
+    batch_id: str
+    source_table: str
+    journal_epoch: str
+    first_commit_seq: int
+    last_commit_seq: int
+    published_at: float  # time.time()
 
 
 class StateStore:
@@ -152,9 +178,11 @@ class StateStore:
                     if stmt.strip():
                         self._db.execute(stmt)
                 row = self._db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
-                if row is not None and row[0] == "1":
-                    for stmt in _UPGRADE_FROM_1:
-                        self._db.execute(stmt)
+                if row is not None and row[0] in _UPGRADABLE:
+                    for table, column, decl in _ADDED_COLUMNS:
+                        have = {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
+                        if column not in have:
+                            self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
                     self._db.execute("UPDATE meta SET value=? WHERE key='format'",
                                      (_STATE_FORMAT,))
                 elif row is None:
@@ -205,6 +233,7 @@ class StateStore:
                     "schema_sent=0, paused=0, server_watermark=NULL WHERE source_table=?",
                     (uuid7(), table))
             self._db.execute("DELETE FROM pending_batches")
+            self._db.execute("DELETE FROM published_batches")
             self._db.execute("INSERT OR REPLACE INTO meta VALUES ('journal_id', ?)",
                              (journal_id,))
             return row is not None
@@ -261,25 +290,90 @@ class StateStore:
                  batch.first_commit_seq, batch.last_commit_seq, batch.schema_hash,
                  batch.schema_columns_json))
 
-    def confirm(self, batch: PendingBatch) -> None:
+    def confirm(self, batch: PendingBatch, published_at: float | None = None) -> None:
         """The broker acknowledged ``batch``: advance the cursor and forget the pending row.
 
-        A no-op when the pending row is gone: a ``resume_lineage`` (which rewinds the
-        cursor) or a progress control got there while the batch was in flight.
+        With ``published_at`` the batch is remembered as published until a progress
+        control confirms it (``batch_committed``) or ``confirm_timeout`` re-sends it
+        (``rewind_unconfirmed``). A no-op when the pending row is gone: a
+        ``resume_lineage`` (which rewinds the cursor) or a progress control got there
+        while the batch was in flight.
         """
         with self._tx():
+            if self._advance(batch) and published_at is not None:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO published_batches VALUES (?, ?, ?, ?, ?, ?)",
+                    (batch.batch_id, batch.source_table, batch.journal_epoch,
+                     batch.first_commit_seq, batch.last_commit_seq, published_at))
+
+    def _advance(self, batch: PendingBatch) -> bool:
+        """Inside a transaction: move the cursor past pending ``batch``; False when it is
+        no longer the pending batch."""
+        n = self._db.execute(
+            "UPDATE tables SET last_published_commit_seq = "
+            "  max(last_published_commit_seq, ?), "
+            "schema_sent = CASE WHEN ? AND schema_hash IS ? THEN 1 ELSE schema_sent END "
+            "WHERE source_table=? AND journal_epoch=? AND EXISTS (SELECT 1 FROM "
+            "pending_batches p WHERE p.source_table=? AND p.batch_id=?)",
+            (batch.last_commit_seq, batch.schema_columns_json is not None,
+             batch.schema_hash, batch.source_table, batch.journal_epoch,
+             batch.source_table, batch.batch_id)).rowcount
+        self._db.execute(
+            "DELETE FROM pending_batches WHERE source_table=? AND batch_id=?",
+            (batch.source_table, batch.batch_id))
+        return n > 0
+
+    def advance_cursor(self, table: str, epoch: str, to: int) -> None:
+        """Nothing up to ``to`` is published as batches (it travels by upload)."""
+        with self._tx():
+            self._db.execute(
+                "UPDATE tables SET last_published_commit_seq = max(last_published_commit_seq, "
+                "?) WHERE source_table=? AND journal_epoch=?", (to, table, epoch))
+
+    # -- published batches awaiting the cloud's progress control
+
+    def published(self, batch_id: str) -> PublishedBatch | None:
+        row = self._db.execute(
+            "SELECT batch_id, source_table, journal_epoch, first_commit_seq, "
+            "last_commit_seq, published_at FROM published_batches WHERE batch_id=?",
+            (batch_id,)).fetchone()
+        return PublishedBatch(*row) if row is not None else None
+
+    def published_batches(self, table: str) -> list[PublishedBatch]:
+        return [PublishedBatch(*r) for r in self._db.execute(
+            "SELECT batch_id, source_table, journal_epoch, first_commit_seq, "
+            "last_commit_seq, published_at FROM published_batches WHERE source_table=? "
+            "ORDER BY first_commit_seq", (table,))]
+
+    def batch_committed(self, table: str, batch_id: str) -> None:
+        """The cloud committed ``batch_id``: forget it (also when its PUBACK is still
+        outstanding, i.e. it is the pending batch)."""
+        with self._tx():
+            self._db.execute("DELETE FROM published_batches WHERE batch_id=?", (batch_id,))
+            pending = self.pending(table)
+            if pending is not None and pending.batch_id == batch_id:
+                self._advance(pending)
+
+    def rewind_unconfirmed(self, table: str, published_before: float) -> int | None:
+        """Re-send what the cloud has not confirmed in time: when a published batch of
+        ``table`` is older than ``published_before``, move the cursor to just before the
+        earliest unconfirmed range and forget the batches it re-covers (they are rebuilt
+        from the journal under new ids). Returns the new cursor, or None."""
+        with self._tx():
+            row = self._db.execute(
+                "SELECT min(first_commit_seq) FROM published_batches WHERE source_table=? "
+                "AND published_at < ?", (table, published_before)).fetchone()
+            if row is None or row[0] is None:
+                return None
+            start = int(row[0]) - 1
+            self._db.execute(
+                "DELETE FROM published_batches WHERE source_table=? AND last_commit_seq > ?",
+                (table, start))
+            self._db.execute("DELETE FROM pending_batches WHERE source_table=?", (table,))
             self._db.execute(
                 "UPDATE tables SET last_published_commit_seq = "
-                "  max(last_published_commit_seq, ?), "
-                "schema_sent = CASE WHEN ? AND schema_hash IS ? THEN 1 ELSE schema_sent END "
-                "WHERE source_table=? AND journal_epoch=? AND EXISTS (SELECT 1 FROM "
-                "pending_batches p WHERE p.source_table=? AND p.batch_id=?)",
-                (batch.last_commit_seq, batch.schema_columns_json is not None,
-                 batch.schema_hash, batch.source_table, batch.journal_epoch,
-                 batch.source_table, batch.batch_id))
-            self._db.execute(
-                "DELETE FROM pending_batches WHERE source_table=? AND batch_id=?",
-                (batch.source_table, batch.batch_id))
+                "min(last_published_commit_seq, ?) WHERE source_table=?", (start, table))
+            return start
 
     def record_progress(self, table: str, committed_commit_seq: int) -> None:
         """The cloud committed everything up to ``committed_commit_seq``: nothing up to it
@@ -291,6 +385,9 @@ class StateStore:
                 (committed_commit_seq, table))
             self._db.execute(
                 "DELETE FROM pending_batches WHERE source_table=? AND last_commit_seq <= ?",
+                (table, committed_commit_seq))
+            self._db.execute(
+                "DELETE FROM published_batches WHERE source_table=? AND last_commit_seq <= ?",
                 (table, committed_commit_seq))
 
     # -- pause / resume (downlink controls)
@@ -318,6 +415,10 @@ class StateStore:
                 (server_watermark, server_watermark, table)).rowcount
             if n:
                 self._db.execute("DELETE FROM pending_batches WHERE source_table=?", (table,))
+                self._db.execute(  # rebuilt from the watermark under new ids
+                    "DELETE FROM published_batches WHERE source_table=? AND last_commit_seq > "
+                    "(SELECT last_published_commit_seq FROM tables WHERE source_table=?)",
+                    (table, table))
             return n > 0
 
     def mark_observed(self, table: str, schema_hash: str) -> None:
@@ -338,6 +439,9 @@ class StateStore:
             "WHERE source_table=? AND journal_epoch=?", (last, table, epoch))
         self._db.execute(
             "DELETE FROM pending_batches WHERE source_table=? AND first_commit_seq <= ?",
+            (table, last))
+        self._db.execute(
+            "DELETE FROM published_batches WHERE source_table=? AND last_commit_seq <= ?",
             (table, last))
 
     def unreported_gaps(self) -> list[tuple[int, str, str, int, int]]:

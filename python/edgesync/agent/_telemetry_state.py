@@ -114,10 +114,29 @@ class TelemetryState:
             "telemetry_outbox WHERE source_table=? AND published=0 ORDER BY batch_seq",
             (name,))]
 
-    def published(self, batch: OutboxBatch) -> None:
+    def published(self, batch: OutboxBatch, at: float | None = None) -> None:
+        """The broker took ``batch`` (at ``at``, ``time.time()``); it stays in the outbox
+        until a progress control confirms it."""
         with self._state.tx():
-            self._db.execute("UPDATE telemetry_outbox SET published=1 WHERE source_table=? "
-                             "AND batch_seq=?", (batch.source_table, batch.batch_seq))
+            self._db.execute("UPDATE telemetry_outbox SET published=1, published_at=? "
+                             "WHERE source_table=? AND batch_seq=?",
+                             (at, batch.source_table, batch.batch_seq))
+
+    def committed_batches(self, name: str, batch_ids: Iterable[str]) -> int:
+        """The cloud committed these batches of ``name``: drop them."""
+        with self._state.tx():
+            return sum(self._db.execute(
+                "DELETE FROM telemetry_outbox WHERE source_table=? AND batch_id=?",
+                (name, batch_id)).rowcount for batch_id in batch_ids)
+
+    def republish_unconfirmed(self, name: str, published_before: float) -> int:
+        """Mark batches published before ``published_before`` and still unconfirmed for
+        publishing again (same ``batch_id`` and ``batch_seq``); not while paused."""
+        with self._state.tx():
+            return self._db.execute(
+                "UPDATE telemetry_outbox SET published=0 WHERE source_table=? AND "
+                "published=1 AND published_at < ? AND NOT (SELECT paused FROM telemetry "
+                "WHERE source_table=?)", (name, published_before, name)).rowcount
 
     def committed(self, name: str, batch_seq: int) -> int:
         """The cloud committed ``name`` up to ``batch_seq``: drop those batches."""
