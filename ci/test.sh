@@ -37,8 +37,8 @@ echo "== static checks"
 echo "== pytest"
 # Run from the tests' point of view with the installed package, never the source tree.
 cd "$root"
-.venv-test/bin/python -m pytest -p no:cacheprovider --import-mode=importlib "$@"
+.venv-test/bin/python -m pytest -p no:cacheprovider "$@"
 
 echo "== benchmark smoke"
-.venv-test/bin/python -m pytest -p no:cacheprovider --import-mode=importlib -q \
+.venv-test/bin/python -m pytest -p no:cacheprovider -q \
   --benchmark-disable benches
