@@ -98,3 +98,11 @@ async def test_every_project_gets_its_own_listeners(pool: asyncpg.Pool, unique: 
     passwds = list((tmp_path / "out").glob("projects/*/devices.passwd"))
     assert [p.read_text().split(":")[0] for p in passwds] == ["same-name", "same-name"]
     assert result.server_ca is not None and result.worker_password
+
+
+async def test_worker_username_must_be_a_plain_name(pool: asyncpg.Pool, tmp_path: Path) -> None:
+    async with pool.acquire() as conn:
+        for bad in ("a b", "w+", "#w", "x:y", ""):
+            with pytest.raises(ConfigError, match="worker-username"):
+                await credentials.write_broker_config(conn, tmp_path, BrokerConfigOptions(
+                    projects=["none"], worker_username=bad))

@@ -210,3 +210,22 @@ async def test_bootstrap_quota_limits(pool: asyncpg.Pool, project: Project) -> N
             await credentials.issue_bootstrap(conn, project.id, uuid.uuid4(), max_devices=1)
         with pytest.raises(NotFoundError):
             await credentials.revoke_bootstrap(conn, project.id, "abc")
+
+
+def test_openapi_documents_the_endpoint() -> None:
+    app = FastAPI()
+    app.include_router(make_jitr_router())
+    doc = app.openapi()
+    op = doc["paths"]["/core/api/v1/projects/{project_id}/jitr/enroll"]["post"]
+    assert set(op["responses"]) == {"201", "400", "403", "409", "422"}
+    assert "bootstrap_cert_pem" in doc["components"]["schemas"]["EnrollIn"]["properties"]
+
+
+def test_broker_url_handed_to_devices_never_carries_credentials() -> None:
+    from edgesync.credentials._routes import public_broker_url
+
+    assert public_broker_url("ssl://edgesync-worker:s3cret@mqtt.example:8884") == (
+        "ssl://mqtt.example:8884")
+    assert public_broker_url("mqtts://[::1]:8883") == "mqtts://[::1]:8883"
+    assert public_broker_url("ssl://host") == "ssl://host"
+    assert public_broker_url(None) is None

@@ -6,6 +6,7 @@ server certificate signed by the deployment's server CA."""
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from edgesync.store import Conn
 __all__ = ["WORKER_USERNAME", "BrokerConfigOptions", "BrokerConfigResult", "write_broker_config"]
 
 WORKER_USERNAME = "edgesync-worker"
+# A broker username: no wildcards, separators or spaces (it lands in the ACL and passwd files).
+_ACCOUNT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +152,9 @@ async def _server_cert(conn: Conn, out: Path, opts: BrokerConfigOptions
 async def write_broker_config(conn: Conn, out: Path,
                               opts: BrokerConfigOptions | None = None) -> BrokerConfigResult:
     opts = opts or BrokerConfigOptions()
+    if not _ACCOUNT.match(opts.worker_username):
+        raise ConfigError("--worker-username", f"{opts.worker_username!r} must match "
+                                               f"{_ACCOUNT.pattern}")
     async with conn.transaction():
         worker_hash, worker_password = await _worker_account(
             conn, opts.worker_username, opts.rotate_worker_password)

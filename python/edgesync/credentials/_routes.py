@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import uuid
 from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 from fastapi import APIRouter, Request
@@ -21,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from edgesync.credentials._device_credentials import DEVICE_CERT_DAYS
 from edgesync.credentials._enrollment import EnrollmentError, enroll
 
-__all__ = ["EnrollIn", "EnrollOut", "make_jitr_router", "router"]
+__all__ = ["EnrollIn", "EnrollOut", "make_jitr_router", "public_broker_url", "router"]
 
 
 class EnrollIn(BaseModel):
@@ -67,14 +69,29 @@ def _error(exc: EnrollmentError) -> JSONResponse:
     return JSONResponse(body.model_dump(mode="json"), status_code=exc.status)
 
 
+def public_broker_url(url: str | None) -> str | None:
+    """The URL handed to devices, without any ``user:password@`` it may carry (a worker's
+    URL must never leak its credentials to devices)."""
+    if not url:
+        return None
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
 def make_jitr_router(*, mqtt_broker_url: str | None = None,
                      device_cert_days: int = DEVICE_CERT_DAYS) -> APIRouter:
-    """The JITR router; ``mqtt_broker_url`` (default: env ``EDGESYNC_PUBLIC_MQTT_URL``) is
-    the broker address handed to enrolled devices."""
+    """The JITR router. Enrolled devices are told the broker address of env
+    ``EDGESYNC_PUBLIC_MQTT_URL`` (the device-facing mTLS listener), else ``mqtt_broker_url``;
+    credentials in either are dropped."""
     router = APIRouter(prefix="/core/api/v1/projects/{project_id}/jitr", tags=["jitr"])
-    errors = {s: {"model": _ErrorEnvelope} for s in (400, 403, 409, 422)}
+    errors: dict[int | str, dict[str, Any]] = {
+        s: {"model": _ErrorEnvelope} for s in (400, 403, 409, 422)}
 
-    @router.post("/enroll", status_code=201, response_model=_Item, responses=errors,  # type: ignore[arg-type]
+    @router.post("/enroll", status_code=201, response_model=_Item, responses=errors,
                  summary="Enroll a device with a fleet bootstrap certificate and a CSR")
     async def enroll_device(project_id: uuid.UUID, body: EnrollIn,
                             request: Request) -> JSONResponse:
@@ -92,7 +109,8 @@ def make_jitr_router(*, mqtt_broker_url: str | None = None,
             fleet_id=got.fleet_id, root_topic=got.root_topic,
             certificate_pem=got.certificate.cert_pem, ca_pem=got.certificate.device_ca_pem,
             not_after=got.certificate.not_after,
-            mqtt_broker_url=mqtt_broker_url or os.environ.get("EDGESYNC_PUBLIC_MQTT_URL"))
+            mqtt_broker_url=public_broker_url(
+                os.environ.get("EDGESYNC_PUBLIC_MQTT_URL") or mqtt_broker_url))
         return JSONResponse(_Item(data=out).model_dump(mode="json"), status_code=201)
 
     return router
