@@ -3,6 +3,18 @@
 from edgesync.governance._admission import Admission, admit
 from edgesync.governance._bindings import REPLAY_CHANNEL, load_state_target
 from edgesync.governance._classify import SchemaDiff, classify
+from edgesync.governance._coalesced import (
+    get_coalesced_mirror,
+    get_registry_entry,
+    list_coalesced_mirrors,
+    list_registry_entries,
+)
+from edgesync.governance._data_points import (
+    create_data_point,
+    get_data_point,
+    list_data_points,
+    read_data_point_values,
+)
 from edgesync.governance._events import EVENT_CHANNEL, emit
 from edgesync.governance._lineages import (
     Lineage,
@@ -11,31 +23,57 @@ from edgesync.governance._lineages import (
     pause_lineage,
     resume_lineage,
 )
+from edgesync.governance._registry import COALESCING_MODES
+from edgesync.governance._registry_reviews import (
+    abandon_registry_review,
+    approve_registry_review,
+    claim_registry_review,
+    get_registry_review,
+    list_registry_reviews,
+    reject_registry_review,
+)
 from edgesync.governance._reviews import (
     approve_review,
     claim_review,
     get_review,
     list_reviews,
     reject_review,
+    reopen_review,
 )
 
 __all__ = [
+    "COALESCING_MODES",
     "EVENT_CHANNEL",
     "REPLAY_CHANNEL",
     "Admission",
     "Lineage",
     "SchemaDiff",
+    "abandon_registry_review",
     "admit",
+    "approve_registry_review",
     "approve_review",
+    "claim_registry_review",
     "claim_review",
     "classify",
+    "create_data_point",
     "emit",
+    "get_coalesced_mirror",
+    "get_data_point",
     "get_lineage_for_update",
+    "get_registry_entry",
+    "get_registry_review",
     "get_review",
+    "list_coalesced_mirrors",
+    "list_data_points",
+    "list_registry_entries",
+    "list_registry_reviews",
     "list_reviews",
     "load_state_target",
     "lock_lineage",
     "pause_lineage",
+    "read_data_point_values",
+    "reject_registry_review",
     "reject_review",
+    "reopen_review",
     "resume_lineage",
 ]

@@ -3,7 +3,8 @@
 Runs under the lineage row lock taken by ``lock_lineage``. A hash never seen for
 the lineage is recorded and classified; unless project policy lets an additive
 change continue, a review is queued and the lineage pauses (a schema-review pause
-sends nothing to the device: it keeps publishing and the cloud stages).
+sends nothing to the device: it keeps publishing and the cloud stages). Under
+``schema_coalescing_mode`` project/fleet the registry decides instead (``_registry``).
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from edgesync.governance._bindings import ColumnAction, approve_schema, load_sta
 from edgesync.governance._classify import classify
 from edgesync.governance._events import emit
 from edgesync.governance._lineages import Lineage, get_lineage_for_update, pause_lineage
+from edgesync.governance._registry import registry_key, route_version
 from edgesync.materialize import StateTarget
 from edgesync.registry import DeviceScope
 from edgesync.store import Conn
 
-__all__ = ["Admission", "admit"]
+__all__ = ["Admission", "admit", "open_device_review"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,24 +48,46 @@ async def _approved_columns(conn: Conn, lineage: Lineage
 async def _additive_actions(conn: Conn, lineage: Lineage, added: list[str]
                             ) -> list[ColumnAction]:
     rows = await conn.fetch(
-        "SELECT source_column_name, action, mirror_column_name, target_type "
-        "FROM edge_column_bindings WHERE lineage_id = $1 AND schema_hash = $2",
+        "SELECT source_column_name, action, mirror_column_name, target_type, "
+        "device_data_point_id FROM edge_column_bindings "
+        "WHERE lineage_id = $1 AND schema_hash = $2",
         lineage.id, lineage.approved_schema_hash)
     kept = [ColumnAction(r["source_column_name"], r["action"], r["mirror_column_name"],
-                         r["target_type"]) for r in rows]
+                         r["target_type"], r["device_data_point_id"]) for r in rows]
     return kept + [ColumnAction(name, "mirror") for name in added]
 
 
-async def _open_review(conn: Conn, lineage: Lineage, version_id: uuid.UUID,
-                       schema_hash: str, classification: str) -> None:
+async def open_device_review(conn: Conn, project_id: uuid.UUID, lineage_id: uuid.UUID,
+                             version_id: uuid.UUID, schema_hash: str,
+                             classification: str) -> None:
     review_id = await conn.fetchval(
         "INSERT INTO edge_schema_reviews (id, lineage_id, schema_version_id, schema_hash, "
         "classification) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING id",
-        uuid.uuid4(), lineage.id, version_id, schema_hash, classification)
+        uuid.uuid4(), lineage_id, version_id, schema_hash, classification)
     if review_id is not None:
-        await emit(conn, lineage.project_id, "integration.edge_schema_review.queued.v1", review_id,
-                   {"review_id": str(review_id), "lineage_id": str(lineage.id),
+        await emit(conn, project_id, "integration.edge_schema_review.queued.v1", review_id,
+                   {"review_id": str(review_id), "lineage_id": str(lineage_id),
                     "schema_hash": schema_hash, "classification": classification})
+
+
+async def _by_registry(conn: Conn, scope: DeviceScope, lineage: Lineage,
+                       version_id: uuid.UUID, schema_hash: str,
+                       columns: list[dict[str, Any]] | None,
+                       classification: str) -> Lineage | None:
+    """Let the registry decide (project/fleet coalescing): the approved lineage, or None
+    when it must wait (paused, staging; a registry or device review is open)."""
+    key = registry_key(scope, lineage)
+    outcome = "device_review" if key is None else await route_version(
+        conn, key, lineage, version_id, schema_hash, columns, classification)
+    if outcome == "approved":
+        fresh = await get_lineage_for_update(conn, lineage.id)
+        assert fresh is not None
+        return fresh
+    if outcome == "device_review":
+        await open_device_review(conn, lineage.project_id, lineage.id, version_id, schema_hash,
+                                 classification)
+    await pause_lineage(conn, lineage, "schema_review")
+    return None
 
 
 async def admit(conn: Conn, scope: DeviceScope, lineage: Lineage,
@@ -73,7 +97,8 @@ async def admit(conn: Conn, scope: DeviceScope, lineage: Lineage,
             "UPDATE edge_table_lineages SET current_schema_hash = $2 WHERE id = $1 "
             "AND current_schema_hash IS DISTINCT FROM $2", lineage.id, schema_hash)
     version = await conn.fetchrow(
-        "SELECT id, status, schema_columns FROM edge_schema_versions "
+        "SELECT id, status, schema_columns, registry_id, classification "
+        "FROM edge_schema_versions "
         "WHERE lineage_id = $1 AND schema_hash = $2", lineage.id, schema_hash)
     new_cols = orjson.loads(schema_columns_json)["columns"] if schema_columns_json else None
     if version is None:
@@ -85,10 +110,17 @@ async def admit(conn: Conn, scope: DeviceScope, lineage: Lineage,
             version_id, lineage.id, schema_hash,
             {"table_name": lineage.source_table, "columns": new_cols} if new_cols else None,
             classification, diff.as_json())
-        auto = (classification == "compatible_additive"
+        coalesced = registry_key(scope, lineage) is not None
+        auto = (classification == "compatible_additive" and not coalesced
                 and bool(scope.policy.get("allow_additive_continue", False))
                 and lineage.target_table is not None and new_cols is not None)
-        if auto:
+        if coalesced:
+            decided = await _by_registry(conn, scope, lineage, version_id, schema_hash,
+                                         new_cols, classification)
+            if decided is None:
+                return Admission(lineage, staging_reason="schema_review")
+            lineage = decided
+        elif auto:
             assert new_cols is not None
             actions = await _additive_actions(conn, lineage, diff.added)
             await approve_schema(conn, lineage, version_id, schema_hash, new_cols, actions, None)
@@ -96,7 +128,8 @@ async def admit(conn: Conn, scope: DeviceScope, lineage: Lineage,
             assert fresh is not None
             lineage = fresh
         else:
-            await _open_review(conn, lineage, version_id, schema_hash, classification)
+            await open_device_review(conn, lineage.project_id, lineage.id, version_id,
+                                     schema_hash, classification)
             await pause_lineage(conn, lineage, "schema_review")
             return Admission(lineage, staging_reason="schema_review")
         status = "approved"
@@ -106,6 +139,12 @@ async def admit(conn: Conn, scope: DeviceScope, lineage: Lineage,
             await conn.execute(
                 "UPDATE edge_schema_versions SET schema_columns = $2 WHERE id = $1",
                 version["id"], {"table_name": lineage.source_table, "columns": new_cols})
+        if status == "pending" and version["registry_id"] is not None:
+            # Decided by the registry since (e.g. while this lineage was busy)?
+            decided = await _by_registry(conn, scope, lineage, version["id"], schema_hash,
+                                         new_cols, version["classification"])
+            if decided is not None:
+                lineage, status = decided, "approved"
     if status == "approved" and lineage.status == "active":
         return Admission(lineage, target=await load_state_target(conn, lineage, schema_hash))
     if status != "approved" or lineage.pause_reason == "schema_review":

@@ -4,6 +4,9 @@
 a policy auto-approval: provision the target, store bindings, schedule replay,
 mark the version approved, and re-activate the lineage, all in the caller's
 transaction, so a crash at any point leaves either all of it or none.
+
+Deferred columns keep the lineage paused (``pause_reason = 'deferred_columns'``) and
+schedule no replay: its rows stay staged until a reopened review decides every column.
 """
 
 from __future__ import annotations
@@ -13,10 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from edgesync.errors import ConflictError, IdentifierError, InvalidRequestError
+from edgesync.governance._events import emit
 from edgesync.governance._lineages import Lineage, resume_lineage
+from edgesync.governance._mapping import resolve_mapped
 from edgesync.materialize import (
     PG_TYPES,
     TS_PLATFORM_COLUMNS,
+    MappedColumn,
     MirrorColumn,
     StateTarget,
     TsTarget,
@@ -28,10 +34,13 @@ from edgesync.materialize import (
 from edgesync.store import Conn
 
 __all__ = ["REPLAY_CHANNEL", "ColumnAction", "approve_schema", "load_state_target",
-           "mirror_all_actions"]
+           "mirror_all_actions", "plan_columns", "provision_target"]
 
 REPLAY_CHANNEL = "edge_replay"
 ACTIONS = ("mirror", "map", "ignore", "defer", "auto_create_and_map")
+MAP_ACTIONS = ("map", "auto_create_and_map")
+# Pauses an approval may lift (any other reason, e.g. backpressure, outlives it).
+_REVIEW_PAUSES = ("schema_review", "deferred_columns", None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +49,10 @@ class ColumnAction:
     action: str
     mirror_column_name: str | None = None
     target_type: str | None = None
+    # map: the data point (required); auto_create_and_map: set once the data point is
+    # created (a registry decision hands it on to every device that follows).
+    device_data_point_id: uuid.UUID | None = None
+    data_point_name: str | None = None
 
     @classmethod
     def parse(cls, raw: dict[str, Any], index: int) -> ColumnAction:
@@ -57,7 +70,54 @@ class ColumnAction:
         mirror = raw.get("mirror_column_name")
         if mirror is not None and not isinstance(mirror, str):
             raise InvalidRequestError(f"{where}.mirror_column_name", "must be a string")
-        return cls(name, action, mirror, target_type)
+        if mirror is not None and action != "mirror":
+            raise InvalidRequestError(f"{where}.mirror_column_name", "only for action mirror")
+        return cls(name, action, mirror, target_type, _data_point_id(raw, where, action),
+                   _data_point_name(raw, where, action))
+
+    def as_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"source_column_name": self.source_column_name,
+                               "action": self.action,
+                               "mirror_column_name": self.mirror_column_name,
+                               "target_type": self.target_type}
+        if self.action in MAP_ACTIONS:
+            doc["device_data_point_id"] = (str(self.device_data_point_id)
+                                           if self.device_data_point_id else None)
+            doc["data_point_name"] = self.data_point_name
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> ColumnAction:
+        """A stored decision (``as_json``), trusted: no policy check again."""
+        dp = doc.get("device_data_point_id")
+        return cls(doc["source_column_name"], doc["action"], doc.get("mirror_column_name"),
+                   doc.get("target_type"), uuid.UUID(dp) if dp else None,
+                   doc.get("data_point_name"))
+
+
+def _data_point_id(raw: dict[str, Any], where: str, action: str) -> uuid.UUID | None:
+    value = raw.get("device_data_point_id")
+    if action != "map":
+        if value is not None:
+            raise InvalidRequestError(f"{where}.device_data_point_id", "only for action map")
+        return None
+    if value is None:
+        raise InvalidRequestError(f"{where}.device_data_point_id", "required for action map")
+    try:
+        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+    except ValueError as exc:
+        raise InvalidRequestError(f"{where}.device_data_point_id", "must be a UUID") from exc
+
+
+def _data_point_name(raw: dict[str, Any], where: str, action: str) -> str | None:
+    value = raw.get("data_point_name")
+    if value is None:
+        return None
+    if action != "auto_create_and_map":
+        raise InvalidRequestError(f"{where}.data_point_name", "only for auto_create_and_map")
+    if not isinstance(value, str) or not 1 <= len(value) <= 200:
+        raise InvalidRequestError(f"{where}.data_point_name", "a string of 1 to 200 characters")
+    return value
 
 
 def mirror_all_actions(columns: list[dict[str, Any]]) -> list[ColumnAction]:
@@ -74,13 +134,18 @@ async def load_state_target(conn: Conn, lineage: Lineage, schema_hash: str
     if lineage.target_table is None:
         return None
     rows = await conn.fetch(
-        "SELECT source_column_name, mirror_column_name, target_type FROM edge_column_bindings "
-        "WHERE lineage_id = $1 AND schema_hash = $2 AND action = 'mirror' ORDER BY id",
+        "SELECT source_column_name, action, mirror_column_name, target_type, "
+        "device_data_point_id FROM edge_column_bindings "
+        "WHERE lineage_id = $1 AND schema_hash = $2 "
+        "AND action IN ('mirror', 'map', 'auto_create_and_map') ORDER BY id",
         lineage.id, schema_hash)
     cols = [MirrorColumn(r["source_column_name"], r["mirror_column_name"], r["target_type"])
-            for r in rows]
+            for r in rows if r["action"] == "mirror"]
+    mapped = [MappedColumn(r["source_column_name"], r["target_type"], r["device_data_point_id"])
+              for r in rows if r["action"] != "mirror"]
     return StateTarget(lineage.target_table, cols,
-                       cloud_authoritative=lineage.sync_authority == "cloud_authoritative")
+                       cloud_authoritative=lineage.sync_authority == "cloud_authoritative",
+                       mapped=mapped)
 
 
 def _plan(columns: list[dict[str, Any]], actions: list[ColumnAction]
@@ -98,10 +163,6 @@ def _plan(columns: list[dict[str, Any]], actions: list[ColumnAction]
             raise InvalidRequestError(f"{where}.source_column_name",
                                       f"{act.source_column_name!r} has more than one action")
         seen.add(act.source_column_name)
-        if act.action in ("map", "auto_create_and_map"):
-            raise InvalidRequestError(
-                f"{where}.action",
-                f"{act.action!r} needs device data points, which this server does not have yet")
         if act.action != "mirror":
             continue
         try:
@@ -123,6 +184,28 @@ def _plan(columns: list[dict[str, Any]], actions: list[ColumnAction]
     return mirrors, actions
 
 
+def plan_columns(columns: list[dict[str, Any]], actions: list[ColumnAction]
+                 ) -> list[MirrorColumn]:
+    """Validate one action per column; the mirrored columns they make."""
+    return _plan(columns, actions)[0]
+
+
+async def provision_target(conn: Conn, pipeline: str, table: str,
+                           mirrors: list[MirrorColumn]) -> None:
+    """Create the target (or add the columns a newer schema brings); refuses a column
+    that exists with another type."""
+    if pipeline == "telemetry":
+        for mc in mirrors:
+            if mc.target in TS_PLATFORM_COLUMNS:
+                raise InvalidRequestError("column_actions", f"column {mc.target!r} is reserved "
+                                          "in telemetry targets; give it a mirror_column_name")
+        await _check_existing_types(conn, table, mirrors)
+        await TsTarget(table, mirrors).provision(conn)
+    else:
+        await _check_existing_types(conn, table, mirrors)
+        await StateTarget(table, mirrors).provision(conn)
+
+
 async def _check_existing_types(conn: Conn, table: str,
                                 mirrors: list[MirrorColumn]) -> None:
     rows = await conn.fetch(
@@ -139,50 +222,63 @@ async def _check_existing_types(conn: Conn, table: str,
 
 async def approve_schema(conn: Conn, lineage: Lineage, version_id: uuid.UUID,
                          schema_hash: str, columns: list[dict[str, Any]],
-                         actions: list[ColumnAction], review_id: uuid.UUID | None) -> bool:
-    """Apply an approval; returns whether the lineage is active afterwards."""
+                         actions: list[ColumnAction], review_id: uuid.UUID | None, *,
+                         coalesced_target: str | None = None,
+                         registry_review_id: uuid.UUID | None = None) -> bool:
+    """Apply an approval; returns whether the lineage is active afterwards.
+
+    ``coalesced_target`` names the shared table a registry decision chose (no owner
+    check: devices share it by design)."""
     mirrors, _ = _plan(columns, actions)
+    actions = await resolve_mapped(conn, lineage.project_id, columns, actions)
     if lineage.pipeline == "telemetry":
         # Telemetry targets are coalesced per project: shared by design, no owner check.
-        table = lineage.target_table or ts_table_name(lineage.project_id, lineage.source_table)
-        for mc in mirrors:
-            if mc.target in TS_PLATFORM_COLUMNS:
-                raise InvalidRequestError("column_actions", f"column {mc.target!r} is reserved "
-                                          "in telemetry targets; give it a mirror_column_name")
-        await _check_existing_types(conn, table, mirrors)
-        await TsTarget(table, mirrors).provision(conn)
+        table = (coalesced_target or lineage.target_table
+                 or ts_table_name(lineage.project_id, lineage.source_table))
     else:
-        table = lineage.target_table or target_table_name(state_prefix(lineage.device_id),
-                                                          lineage.source_table)
-        owner = await conn.fetchval(
+        table = coalesced_target or lineage.target_table or target_table_name(
+            state_prefix(lineage.device_id), lineage.source_table)
+        owner = None if coalesced_target else await conn.fetchval(
             "SELECT id FROM edge_table_lineages WHERE target_table = $1 AND id <> $2",
             table, lineage.id)
         if owner is not None:
             raise ConflictError(f"target table {table} already belongs to lineage {owner}")
-        await _check_existing_types(conn, table, mirrors)
-        await StateTarget(table, mirrors).provision(conn)
+    await provision_target(conn, lineage.pipeline, table, mirrors)
     by_source = {m.source: m for m in mirrors}
     for act in actions:
         m = by_source.get(act.source_column_name)
         await conn.execute(
             "INSERT INTO edge_column_bindings (id, lineage_id, schema_hash, source_column_name, "
-            "action, mirror_column_name, target_type) VALUES ($1, $2, $3, $4, $5, $6, $7) "
+            "action, mirror_column_name, target_type, device_data_point_id) "
+            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
             "ON CONFLICT (lineage_id, schema_hash, source_column_name) DO UPDATE SET "
             "action = EXCLUDED.action, mirror_column_name = EXCLUDED.mirror_column_name, "
-            "target_type = EXCLUDED.target_type",
+            "target_type = EXCLUDED.target_type, "
+            "device_data_point_id = EXCLUDED.device_data_point_id",
             uuid.uuid4(), lineage.id, schema_hash, act.source_column_name, act.action,
-            m.target if m else None, m.pg_type if m else None)
+            m.target if m else None, m.pg_type if m else act.target_type,
+            act.device_data_point_id)
     await conn.execute("UPDATE edge_schema_versions SET status = 'approved' WHERE id = $1",
                        version_id)
     await conn.execute(
         "UPDATE edge_table_lineages SET approved_schema_hash = $2, target_table = $3, "
         "updated_at = now() WHERE id = $1", lineage.id, schema_hash, table)
+    if any(a.action == "defer" for a in actions):
+        # Undecided columns: nothing is materialized until a reopened review decides them.
+        await conn.execute(
+            "UPDATE edge_table_lineages SET status = 'paused', pause_reason = 'deferred_columns', "
+            "updated_at = now() WHERE id = $1 AND (pause_reason IS NULL "
+            "OR pause_reason IN ('schema_review', 'deferred_columns'))", lineage.id)
+        if lineage.status != "paused":
+            await emit(conn, lineage.project_id,
+                       "integration.edge_table_lineage.ingestion_paused.v1", lineage.id,
+                       {"lineage_id": str(lineage.id), "reason": "deferred_columns"})
+        return False
     await conn.execute(
-        "INSERT INTO edge_replay_intents (id, lineage_id, review_id) VALUES ($1, $2, $3)",
-        uuid.uuid4(), lineage.id, review_id)
+        "INSERT INTO edge_replay_intents (id, lineage_id, review_id, registry_review_id) "
+        "VALUES ($1, $2, $3, $4)", uuid.uuid4(), lineage.id, review_id, registry_review_id)
     await conn.execute("SELECT pg_notify($1, $2)", REPLAY_CHANNEL, str(lineage.id))
-    deferred = any(a.action == "defer" for a in actions)
-    if not deferred and lineage.pause_reason in ("schema_review", None):
+    if lineage.pause_reason in _REVIEW_PAUSES:
         await resume_lineage(conn, lineage)
         return True
     return lineage.status == "active"

@@ -16,7 +16,8 @@ from edgesync.governance._lineages import get_lineage_for_update
 from edgesync.materialize import StateTarget
 from edgesync.store import Conn
 
-__all__ = ["approve_review", "claim_review", "get_review", "list_reviews", "reject_review"]
+__all__ = ["approve_review", "claim_review", "get_review", "list_reviews", "reject_review",
+           "reopen_review"]
 
 _REVIEW_SQL = """
 SELECT r.*, l.project_id, l.device_id, l.source_table, v.schema_columns, v.diff
@@ -112,9 +113,7 @@ async def approve_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
                 await StateTarget(table, []).provision_cloud_authority(conn)
         result = await _transition(
             conn, review, "approved", actor,
-            column_actions=[{"source_column_name": a.source_column_name, "action": a.action,
-                             "mirror_column_name": a.mirror_column_name,
-                             "target_type": a.target_type} for a in actions])
+            column_actions=[a.as_json() for a in actions])
         await emit(conn, lineage.project_id, "integration.edge_schema_review.approved.v1",
                    review["id"], {"review_id": str(review["id"]),
                                   "lineage_id": str(lineage.id)})
@@ -133,3 +132,31 @@ async def reject_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
         await emit(conn, review["project_id"], "integration.edge_schema_review.rejected.v1",
                    review["id"], {"review_id": str(review["id"]), "reason": reason})
         return result
+
+
+async def reopen_review(conn: Conn, lineage_id: uuid.UUID, *, actor: str) -> dict[str, Any]:
+    """A new review of the lineage's approved schema, for a lineage an approval with
+    ``defer`` columns left paused (``deferred_columns``): approving it without defers
+    resumes the lineage and replays what was staged meanwhile."""
+    async with conn.transaction():
+        lineage = await get_lineage_for_update(conn, lineage_id)
+        if lineage is None:
+            raise NotFoundError(f"lineage {lineage_id} not found")
+        if lineage.pause_reason != "deferred_columns":
+            raise ConflictError(f"lineage {lineage_id} has no deferred columns to decide")
+        version = await conn.fetchrow(
+            "SELECT id, classification FROM edge_schema_versions "
+            "WHERE lineage_id = $1 AND schema_hash = $2", lineage.id, lineage.approved_schema_hash)
+        assert version is not None
+        review_id = await conn.fetchval(
+            "INSERT INTO edge_schema_reviews (id, lineage_id, schema_version_id, schema_hash, "
+            "classification) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING id",
+            uuid.uuid4(), lineage.id, version["id"], lineage.approved_schema_hash,
+            version["classification"])
+        if review_id is None:
+            raise ConflictError(f"lineage {lineage_id} already has an open review")
+        await emit(conn, lineage.project_id, "integration.edge_schema_review.queued.v1",
+                   review_id, {"review_id": str(review_id), "lineage_id": str(lineage.id),
+                               "schema_hash": lineage.approved_schema_hash,
+                               "reopened_by": actor})
+        return await get_review(conn, review_id)

@@ -118,7 +118,7 @@ async def _accept(conn: Conn, scope: DeviceScope, batch: TelemetryBatch, payload
     if adm.target is not None:
         if write_error is None:
             try:
-                await TsTarget(adm.target.table, adm.target.columns).apply(
+                await TsTarget(adm.target.table, adm.target.columns, adm.target.mapped).apply(
                     conn, scope.device_id, batch)
             except BatchRejected as exc:  # a value that does not fit: raised before writing
                 write_error = str(exc)

@@ -1,5 +1,6 @@
 """Materialization of approved rows into PostgreSQL targets."""
 
+from edgesync.materialize._data_points import DATA_POINT_TYPES, MappedColumn
 from edgesync.materialize._identifiers import (
     PLATFORM_COLUMNS,
     check_column_name,
@@ -11,9 +12,11 @@ from edgesync.materialize._ts_target import TS_PLATFORM_COLUMNS, TsTarget, ts_ta
 from edgesync.materialize._types import PG_TYPES, pg_type_for
 
 __all__ = [
+    "DATA_POINT_TYPES",
     "PG_TYPES",
     "PLATFORM_COLUMNS",
     "TS_PLATFORM_COLUMNS",
+    "MappedColumn",
     "MirrorColumn",
     "StateTarget",
     "TsTarget",

@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 
 from edgesync._core import RowBatch
+from edgesync.materialize._data_points import MappedColumn, state_values_sql, temp_columns_ddl
 from edgesync.materialize._identifiers import quote_ident
 from edgesync.store import Conn
 
@@ -30,9 +31,12 @@ class MirrorColumn:
 
 class StateTarget:
     def __init__(self, table: str, columns: list[MirrorColumn], *,
-                 cloud_authoritative: bool = False) -> None:
+                 cloud_authoritative: bool = False,
+                 mapped: list[MappedColumn] | None = None) -> None:
         self.table = table
         self.columns = columns
+        # Columns approved with map / auto_create_and_map: device data point values.
+        self.mapped = list(mapped or [])
         # Cloud-authoritative tables also weigh each device change's lkcv against the
         # cloud's version of the row (see docs/protocol.md, "Write-back").
         self.cloud_authoritative = cloud_authoritative
@@ -65,12 +69,13 @@ class StateTarget:
         """Upsert one batch; returns how many target rows changed. Runs inside the caller's
         transaction (the ledger row commits with it)."""
         staging = f"_edge_in_{next(_temp_names)}"
-        copy = batch.encode_state_copy([(c.source, c.pg_type) for c in self.columns])
+        copy = batch.encode_state_copy([(c.source, c.pg_type) for c in self.columns]
+                                       + [(m.source, m.pg_type) for m in self.mapped])
         cols_ddl = "".join(f", {quote_ident(c.target)} {c.pg_type}" for c in self.columns)
         await conn.execute(
             f"CREATE TEMP TABLE {staging} (_edge_pk_hash text, _edge_epoch uuid, _edge_seq bigint, "
             f"_edge_deleted boolean"
-            f"{cols_ddl}) ON COMMIT DROP"
+            f"{cols_ddl}{temp_columns_ddl(self.mapped)}) ON COMMIT DROP"
         )
         # A memoryview: asyncpg would take plain bytes for a file path.
         await conn.copy_to_table(staging, source=memoryview(copy),  # type: ignore[arg-type]
@@ -88,10 +93,11 @@ class StateTarget:
             ["_edge_journal_epoch", "_edge_commit_seq", "_edge_deleted", *targets])
         q = quote_ident(self.table)
         if self.cloud_authoritative:
-            status = await self._apply_cloud_authoritative(
+            written = await self._apply_cloud_authoritative(
                 conn, device_id, batch, staging, insert_cols, select_cols, updates)
         else:
-            status = await conn.execute(
+            written = await self._upsert(
+                conn, staging,
                 f"INSERT INTO {q} AS t ({insert_cols}) "
                 f"SELECT DISTINCT ON (_edge_pk_hash) {select_cols} FROM {staging} "
                 "ORDER BY _edge_pk_hash, _edge_epoch DESC, _edge_seq DESC "
@@ -102,11 +108,20 @@ class StateTarget:
                 device_id,
             )
         await conn.execute(f"DROP TABLE IF EXISTS {staging}")
-        return int(status.rsplit(" ", 1)[-1])
+        return written
+
+    async def _upsert(self, conn: Conn, staging: str, sql: str, *args: object) -> int:
+        """Run the upsert; with mapped columns, also record the values of the rows it
+        wrote (the winners), in the same statement."""
+        if not self.mapped:
+            status: str = await conn.execute(sql, *args)
+            return int(status.rsplit(" ", 1)[-1])
+        count: int = await conn.fetchval(state_values_sql(sql, staging, self.mapped), *args)
+        return count
 
     async def _apply_cloud_authoritative(self, conn: Conn, device_id: uuid.UUID,
                                          batch: RowBatch, staging: str, insert_cols: str,
-                                         select_cols: str, updates: str) -> str:
+                                         select_cols: str, updates: str) -> int:
         """Newer-wins as usual, and a device change made against an older cloud version
         than the row's current one loses; those keys are kept in ``self.conflicts`` so
         the caller can send the device the cloud's row again."""
@@ -118,7 +133,8 @@ class StateTarget:
             "LEFT JOIN unnest($2::text[], $3::bigint[], $4::bigint[]) AS l(h, n, v) "
             "ON l.h = s._edge_pk_hash AND l.n = s._edge_seq "
             "ORDER BY s._edge_pk_hash, s._edge_epoch DESC, s._edge_seq DESC")
-        status: str = await conn.execute(
+        written = await self._upsert(
+            conn, staging,
             f"INSERT INTO {q} AS t ({insert_cols}, _edge_lkcv) "
             f"SELECT {select_cols}, _edge_lkcv FROM ({latest}) x "
             f"ON CONFLICT (device_id, _edge_pk_hash) DO UPDATE SET {updates}, "
@@ -134,4 +150,4 @@ class StateTarget:
             "WHERE t._edge_cloud_version > coalesce(x._edge_lkcv, 0)",
             device_id, hashes, seqs, lkcvs)
         self.conflicts = [r["_edge_pk_hash"] for r in rows]
-        return status
+        return written

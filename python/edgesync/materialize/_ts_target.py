@@ -23,6 +23,11 @@ import uuid
 from datetime import UTC, date, datetime, timedelta
 
 from edgesync._core import TelemetryBatch
+from edgesync.materialize._data_points import (
+    MappedColumn,
+    encode_telemetry_values,
+    write_telemetry_values,
+)
 from edgesync.materialize._identifiers import MAX_IDENT_BYTES, quote_ident, target_table_name
 from edgesync.materialize._state_target import MirrorColumn
 from edgesync.store import Conn
@@ -59,9 +64,12 @@ def _lock_key(table: str) -> int:
 
 
 class TsTarget:
-    def __init__(self, table: str, columns: list[MirrorColumn]) -> None:
+    def __init__(self, table: str, columns: list[MirrorColumn],
+                 mapped: list[MappedColumn] | None = None) -> None:
         self.table = table
         self.columns = columns
+        # Fields approved with map / auto_create_and_map: device data point values.
+        self.mapped = list(mapped or [])
 
     @property
     def default_partition(self) -> str:
@@ -145,10 +153,13 @@ class TsTarget:
         # Encode first: a value that does not fit is refused before anything is written.
         copy = batch.encode_telemetry_copy([(c.source, c.pg_type) for c in self.columns],
                                            device_id=str(device_id))
+        values = encode_telemetry_values(batch, self.mapped) if self.mapped else None
         await self.ensure_partitions(conn, datetime.fromisoformat(batch.first_event_ts),
                                      datetime.fromisoformat(batch.last_event_ts))
         # A memoryview: asyncpg would take plain bytes for a file path.
         await conn.copy_to_table(
             self.table, source=memoryview(copy),  # type: ignore[arg-type]
             columns=[*TS_PLATFORM_COLUMNS, *(c.target for c in self.columns)], format="text")
+        if values is not None:
+            await write_telemetry_values(conn, device_id, batch, self.mapped, values)
         return batch.row_count

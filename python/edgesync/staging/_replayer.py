@@ -69,14 +69,20 @@ class Replayer:
                 lineage = await get_lineage_for_update(conn, lineage_id)
                 if lineage is None:
                     return replayed
-                if lineage.status == "paused" and lineage.pause_reason == "circuit_breaker":
-                    return replayed  # resumes through reset-materialization
+                if lineage.status == "paused" and lineage.pause_reason in (
+                        "circuit_breaker", "deferred_columns"):
+                    return replayed  # resumes through reset-materialization / a new review
                 staged = await conn.fetch(
                     "SELECT id, schema_hash, pipeline, blob, row_count, byte_count "
                     "FROM edge_staged_rows "
                     "WHERE lineage_id = $1 AND staging_reason <> 'materialization_failed' "
                     "AND schema_hash IN (SELECT schema_hash FROM edge_schema_versions "
                     "  WHERE lineage_id = $1 AND status = 'approved') "
+                    # A schema approved with deferred columns is not decided yet: its rows
+                    # stay staged (replaying them would lose the deferred values for good)
+                    # until an approval binds every column.
+                    "AND schema_hash NOT IN (SELECT schema_hash FROM edge_column_bindings "
+                    "  WHERE lineage_id = $1 AND action = 'defer') "
                     "ORDER BY pipeline <> 'telemetry', id LIMIT $2",
                     lineage_id, _CHUNK)
                 if not staged:
@@ -95,7 +101,7 @@ class Replayer:
                         async with conn.transaction():
                             payload = _core.decompress_blob(rec["blob"])
                             if rec["pipeline"] == "telemetry":
-                                await TsTarget(target.table, target.columns).apply(
+                                await TsTarget(target.table, target.columns, target.mapped).apply(
                                     conn, lineage.device_id,
                                     _core.decode_telemetry_batch(payload))
                             else:

@@ -1,0 +1,137 @@
+"""Registry coalescing: one schema decision, and one target, per scope.
+
+With project policy ``schema_coalescing_mode`` ``project`` (or ``fleet``), a device
+schema version is decided by the registry entry ``(scope, pipeline, source_table,
+schema_hash)`` of its project (or fleet) rather than by a device review:
+
+* the first device with a new hash creates the entry and opens a registry review;
+  its lineage pauses and stages as usual, and so does every device that follows
+  while the review is open;
+* approving the registry review provisions the coalesced target
+  (``edge_state_p{project8}_{table}`` / ``edge_state_f{fleet8}_{table}``,
+  ``edge_ts_p…`` / ``edge_ts_f…``) and approves every waiting device lineage;
+* a device arriving later with an approved hash is approved on the spot.
+
+Locking: ``admit`` holds the lineage row lock and then takes the entry ``FOR SHARE``;
+a registry decision takes the entry ``FOR UPDATE`` (so it waits for admissions in
+flight) and then each waiting lineage ``FOR UPDATE SKIP LOCKED``. A lineage it had to
+skip is held by an admission that will read the decided entry and approve itself.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from edgesync.governance._bindings import ColumnAction, approve_schema
+from edgesync.governance._lineages import Lineage
+from edgesync.materialize import target_table_name
+from edgesync.registry import DeviceScope
+from edgesync.store import Conn
+
+__all__ = ["COALESCING_MODES", "RegistryKey", "coalesced_table_name", "registry_columns",
+           "registry_key", "route_version"]
+
+COALESCING_MODES = ("none", "project", "fleet")
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryKey:
+    project_id: uuid.UUID
+    fleet_id: uuid.UUID | None
+    scope: str  # project | fleet
+    pipeline: str
+    source_table: str
+
+    @property
+    def scope_id(self) -> uuid.UUID:
+        return self.fleet_id if self.fleet_id is not None else self.project_id
+
+    @property
+    def target_table(self) -> str:
+        return coalesced_table_name(self.pipeline, self.scope, self.scope_id, self.source_table)
+
+
+def coalesced_table_name(pipeline: str, scope: str, scope_id: uuid.UUID,
+                         source_table: str) -> str:
+    kind = "ts" if pipeline == "telemetry" else "state"
+    return target_table_name(f"edge_{kind}_{scope[0]}{scope_id.hex[:8]}_", source_table)
+
+
+def registry_key(scope: DeviceScope, lineage: Lineage) -> RegistryKey | None:
+    """The registry that decides this lineage's schemas, or None (device reviews): mode
+    ``none``, ``fleet`` for a device in no fleet, or a lineage that already writes to a
+    device-scoped target (moving it is consolidation, not built)."""
+    mode = scope.policy.get("schema_coalescing_mode", "none")
+    if mode == "project":
+        key = RegistryKey(scope.project_id, None, "project", lineage.pipeline,
+                          lineage.source_table)
+    elif mode == "fleet" and scope.fleet_id is not None:
+        key = RegistryKey(scope.project_id, scope.fleet_id, "fleet", lineage.pipeline,
+                          lineage.source_table)
+    else:
+        return None
+    if lineage.target_table not in (None, key.target_table):
+        return None
+    return key
+
+
+async def registry_columns(conn: Conn, entry_id: uuid.UUID) -> list[dict[str, Any]] | None:
+    """The columns of a registry entry's schema: its own, or any device's that sent them."""
+    doc = await conn.fetchval(
+        "SELECT coalesce(r.schema_columns, (SELECT v.schema_columns FROM edge_schema_versions v "
+        "  WHERE v.registry_id = r.id AND v.schema_columns IS NOT NULL LIMIT 1)) "
+        "FROM edge_schema_registry r WHERE r.id = $1", entry_id)
+    return list(doc["columns"]) if doc else None
+
+
+async def _entry_for_share(conn: Conn, key: RegistryKey, schema_hash: str,
+                           columns: list[dict[str, Any]] | None,
+                           classification: str) -> dict[str, Any]:
+    await conn.execute(
+        "INSERT INTO edge_schema_registry (id, project_id, fleet_id, scope, scope_id, pipeline, "
+        "source_table, schema_hash, schema_columns, classification) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
+        "ON CONFLICT (scope_id, pipeline, source_table, schema_hash) DO NOTHING",
+        uuid.uuid4(), key.project_id, key.fleet_id, key.scope, key.scope_id, key.pipeline,
+        key.source_table, schema_hash,
+        {"table_name": key.source_table, "columns": columns} if columns else None,
+        classification)
+    row = await conn.fetchrow(
+        "SELECT * FROM edge_schema_registry WHERE scope_id = $1 AND pipeline = $2 "
+        "AND source_table = $3 AND schema_hash = $4 FOR SHARE",
+        key.scope_id, key.pipeline, key.source_table, schema_hash)
+    assert row is not None
+    return dict(row)
+
+
+async def route_version(conn: Conn, key: RegistryKey, lineage: Lineage,
+                        version_id: uuid.UUID, schema_hash: str,
+                        columns: list[dict[str, Any]] | None, classification: str) -> str:
+    """Let the registry decide a pending device schema version. Returns ``approved``
+    (bindings, target and replay intent are in place), ``waiting`` (a registry review
+    is open, or the hash was rejected) or ``device_review`` (the registry review was
+    abandoned: the caller opens a device review)."""
+    from edgesync.governance._registry_reviews import open_registry_review
+
+    entry = await _entry_for_share(conn, key, schema_hash, columns, classification)
+    if entry["status"] == "abandoned":
+        await conn.execute("UPDATE edge_schema_versions SET registry_id = NULL WHERE id = $1",
+                           version_id)
+        return "device_review"
+    await conn.execute("UPDATE edge_schema_versions SET registry_id = $2 WHERE id = $1",
+                       version_id, entry["id"])
+    if entry["status"] == "approved":
+        cols = await registry_columns(conn, entry["id"])
+        assert cols is not None
+        actions = [ColumnAction.from_json(a) for a in entry["column_actions"]]
+        await approve_schema(conn, lineage, version_id, schema_hash, cols, actions, None,
+                             coalesced_target=entry["target_table"])
+        return "approved"
+    if entry["status"] == "rejected":
+        await conn.execute("UPDATE edge_schema_versions SET status = 'rejected' WHERE id = $1",
+                           version_id)
+        return "waiting"
+    await open_registry_review(conn, entry)
+    return "waiting"

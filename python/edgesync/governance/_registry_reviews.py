@@ -1,0 +1,197 @@
+"""Registry reviews: ``queued → in_review → approved | rejected | abandoned``.
+
+Same ``action_version`` rule as device reviews. Approving provisions the coalesced
+target and approves every device lineage waiting on the hash (each gets bindings and
+a replay intent, in this one transaction). Rejecting leaves them paused and staging.
+Abandoning gives up on the registry path for this hash: each waiting device gets its
+own device review, and so does any device that sends the hash later.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
+from edgesync.governance._bindings import (
+    ColumnAction,
+    approve_schema,
+    mirror_all_actions,
+    plan_columns,
+    provision_target,
+)
+from edgesync.governance._events import emit
+from edgesync.governance._lineages import Lineage
+from edgesync.governance._mapping import resolve_mapped
+from edgesync.governance._registry import coalesced_table_name, registry_columns
+from edgesync.store import Conn
+
+__all__ = ["abandon_registry_review", "approve_registry_review", "claim_registry_review",
+           "get_registry_review", "list_registry_reviews", "open_registry_review",
+           "reject_registry_review"]
+
+_SQL = """
+SELECT rr.*, r.fleet_id, r.scope, r.pipeline, r.source_table, r.schema_hash, r.classification,
+       r.status AS registry_status, r.target_table
+FROM edge_registry_reviews rr JOIN edge_schema_registry r ON r.id = rr.registry_id
+"""
+
+
+async def open_registry_review(conn: Conn, entry: dict[str, Any]) -> None:
+    review_id = await conn.fetchval(
+        "INSERT INTO edge_registry_reviews (id, registry_id, project_id) VALUES ($1, $2, $3) "
+        "ON CONFLICT DO NOTHING RETURNING id", uuid.uuid4(), entry["id"], entry["project_id"])
+    if review_id is not None:
+        await emit(conn, entry["project_id"], "integration.edge_registry_review.queued.v1",
+                   review_id, {"review_id": str(review_id), "registry_id": str(entry["id"]),
+                               "source_table": entry["source_table"],
+                               "schema_hash": entry["schema_hash"]})
+
+
+async def list_registry_reviews(conn: Conn, project_id: uuid.UUID, *,
+                                status: str | None = None,
+                                fleet_id: uuid.UUID | None = None) -> list[dict[str, Any]]:
+    rows = await conn.fetch(
+        _SQL + "WHERE rr.project_id = $1 AND ($2::text IS NULL OR rr.status = $2) "
+        "AND ($3::uuid IS NULL OR r.fleet_id = $3) ORDER BY rr.created_at",
+        project_id, status, fleet_id)
+    return [dict(r) for r in rows]
+
+
+async def get_registry_review(conn: Conn, review_id: uuid.UUID, *,
+                              project_id: uuid.UUID | None = None) -> dict[str, Any]:
+    row = await conn.fetchrow(_SQL + "WHERE rr.id = $1 AND ($2::uuid IS NULL "
+                              "OR rr.project_id = $2)", review_id, project_id)
+    if row is None:
+        raise NotFoundError(f"registry review {review_id} not found")
+    return dict(row)
+
+
+async def _locked(conn: Conn, review_id: uuid.UUID, project_id: uuid.UUID | None,
+                  action_version: int, allowed: tuple[str, ...]) -> dict[str, Any]:
+    """Lock the registry entry first (admissions hold it FOR SHARE), then the review."""
+    review = await get_registry_review(conn, review_id, project_id=project_id)
+    await conn.execute("SELECT 1 FROM edge_schema_registry WHERE id = $1 FOR UPDATE",
+                       review["registry_id"])
+    await conn.execute("SELECT 1 FROM edge_registry_reviews WHERE id = $1 FOR UPDATE",
+                       review_id)
+    review = await get_registry_review(conn, review_id)
+    if review["action_version"] != action_version:
+        raise ConflictError(
+            f"registry review {review_id} is at action_version {review['action_version']}, "
+            f"not {action_version}: reload it and try again")
+    if review["status"] not in allowed:
+        raise ConflictError(f"registry review {review_id} is {review['status']}; "
+                            f"this needs {' or '.join(allowed)}")
+    return review
+
+
+async def _transition(conn: Conn, review: dict[str, Any], status: str, actor: str,
+                      **fields: Any) -> dict[str, Any]:
+    sets = "".join(f", {k} = ${i}" for i, k in enumerate(fields, start=4))
+    await conn.execute(
+        "UPDATE edge_registry_reviews SET status = $2, action_version = action_version + 1, "
+        "updated_at = now(), decided_by = CASE WHEN $2 = 'in_review' THEN decided_by ELSE $3 END"
+        + sets + " WHERE id = $1", review["id"], status, actor, *fields.values())
+    if status != "in_review":
+        await conn.execute("UPDATE edge_schema_registry SET status = $2, updated_at = now() "
+                           "WHERE id = $1", review["registry_id"], status)
+        await emit(conn, review["project_id"], f"integration.edge_registry_review.{status}.v1",
+                   review["id"], {"review_id": str(review["id"]),
+                                  "registry_id": str(review["registry_id"]), **{
+                                      k: v for k, v in fields.items() if k == "decision_reason"}})
+    return await get_registry_review(conn, review["id"])
+
+
+async def claim_registry_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
+                                action_version: int,
+                                project_id: uuid.UUID | None = None) -> dict[str, Any]:
+    async with conn.transaction():
+        review = await _locked(conn, review_id, project_id, action_version, ("queued",))
+        return await _transition(conn, review, "in_review", actor, claimed_by=actor)
+
+
+async def _waiting_versions(conn: Conn, registry_id: uuid.UUID) -> list[dict[str, Any]]:
+    rows = await conn.fetch(
+        "SELECT id, lineage_id FROM edge_schema_versions WHERE registry_id = $1 "
+        "AND status = 'pending' ORDER BY first_seen_at", registry_id)
+    return [dict(r) for r in rows]
+
+
+async def approve_registry_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
+                                  action_version: int,
+                                  column_actions: list[dict[str, Any]] | None,
+                                  project_id: uuid.UUID | None = None) -> dict[str, Any]:
+    """Approve at registry scope (``None`` mirrors every column): provision the coalesced
+    target and approve every waiting device lineage, in one transaction."""
+    async with conn.transaction():
+        review = await _locked(conn, review_id, project_id, action_version, ("in_review",))
+        columns = await registry_columns(conn, review["registry_id"])
+        if not columns:
+            raise ConflictError("no device has sent this schema's columns yet (schema_columns); "
+                                "it cannot be approved until a batch carrying them arrives")
+        if column_actions is None:
+            actions = mirror_all_actions(columns)
+        elif not isinstance(column_actions, list):
+            raise InvalidRequestError("column_actions", "must be a list")
+        else:
+            actions = [ColumnAction.parse(a, i) for i, a in enumerate(column_actions)]
+        for i, act in enumerate(actions):
+            if act.action == "defer":
+                raise InvalidRequestError(f"column_actions[{i}].action",
+                                          "defer is for device reviews; a registry decision "
+                                          "binds every column")
+        mirrors = plan_columns(columns, actions)
+        # Data points are resolved (auto-created) once; devices inherit the decision.
+        actions = await resolve_mapped(conn, review["project_id"], columns, actions)
+        scope_id = review["fleet_id"] or review["project_id"]
+        table = coalesced_table_name(review["pipeline"], review["scope"], scope_id,
+                                     review["source_table"])
+        await provision_target(conn, review["pipeline"], table, mirrors)
+        await conn.execute(
+            "UPDATE edge_schema_registry SET target_table = $2, column_actions = $3 "
+            "WHERE id = $1", review["registry_id"], table, [a.as_json() for a in actions])
+        for version in await _waiting_versions(conn, review["registry_id"]):
+            row = await conn.fetchrow(
+                "SELECT * FROM edge_table_lineages WHERE id = $1 FOR UPDATE SKIP LOCKED",
+                version["lineage_id"])
+            if row is None:
+                continue  # mid-admission: it will find the entry approved and follow
+            await approve_schema(conn, Lineage.from_record(row), version["id"],
+                                 review["schema_hash"], columns, actions, None,
+                                 coalesced_target=table, registry_review_id=review["id"])
+        return await _transition(conn, review, "approved", actor,
+                                 column_actions=[a.as_json() for a in actions])
+
+
+async def reject_registry_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
+                                 action_version: int, reason: str | None,
+                                 project_id: uuid.UUID | None = None) -> dict[str, Any]:
+    """Reject the hash for the whole scope: waiting lineages stay paused and staging, and
+    so will devices that send it later."""
+    async with conn.transaction():
+        review = await _locked(conn, review_id, project_id, action_version,
+                               ("queued", "in_review"))
+        await conn.execute("UPDATE edge_schema_versions SET status = 'rejected' "
+                           "WHERE registry_id = $1 AND status = 'pending'", review["registry_id"])
+        return await _transition(conn, review, "rejected", actor, decision_reason=reason)
+
+
+async def abandon_registry_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
+                                  action_version: int, reason: str | None = None,
+                                  project_id: uuid.UUID | None = None) -> dict[str, Any]:
+    """Give the hash back to per-device reviews: each waiting lineage gets a device review
+    (still paused, rows still staged)."""
+    from edgesync.governance._admission import open_device_review
+
+    async with conn.transaction():
+        review = await _locked(conn, review_id, project_id, action_version,
+                               ("queued", "in_review"))
+        rows = await conn.fetch(
+            "UPDATE edge_schema_versions SET registry_id = NULL WHERE registry_id = $1 "
+            "AND status = 'pending' RETURNING id, lineage_id, classification",
+            review["registry_id"])
+        for r in rows:
+            await open_device_review(conn, review["project_id"], r["lineage_id"], r["id"],
+                                     review["schema_hash"], r["classification"])
+        return await _transition(conn, review, "abandoned", actor, decision_reason=reason)

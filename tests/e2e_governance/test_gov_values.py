@@ -1,0 +1,67 @@
+"""REAL values reach the cloud bit for bit, through the state and the telemetry path.
+
+The agent sends a REAL as SQLite's ``quote()`` prints it; when 15 digits do not read
+back the same double that is ``%.20e`` (``1.01333333333333328594e+02``). Such a value
+must land in ``double precision`` as the same double."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from edgesync.agent import Agent, load_config
+
+from .kit import (
+    actions,
+    app,
+    claim_and_approve,
+    cloud,
+    register,
+    sqlite_rows,
+    state_rows,
+    target_of,
+    ts_rows,
+    utc,
+    wait_equal,
+    wait_reviews,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+
+T0 = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
+VALUES = [i / 3 for i in range(1, 200)] + [1e-300 / 3, 2.0 ** 0.5, 1 / 7e20, -123456.789e-5]
+
+
+async def test_real_values_round_trip_exactly(tmp_path: Path, database_url: str,
+                                              mqtt_url: str, unique: str) -> None:
+    async with cloud(database_url, mqtt_url, tmp_path / "cloud", unique) as server:
+        pool = server.pool
+        assert pool is not None
+        dev = await register(pool, tmp_path, mqtt_url, unique, tag="real",
+                             telemetry={"samples": "ts"})
+        app(dev.db, "CREATE TABLE m (id INTEGER PRIMARY KEY, x REAL)",
+            "CREATE TABLE samples (ts TEXT NOT NULL, x REAL)")
+        async with Agent(load_config(dev.config)) as agent:
+            app(dev.db, ("INSERT INTO m VALUES (?, ?)", list(enumerate(VALUES))),
+                ("INSERT INTO samples VALUES (?, ?)",
+                 [((T0 + timedelta(seconds=i)).isoformat(), v) for i, v in enumerate(VALUES)]))
+            await agent.flush()
+            queued = await wait_reviews(pool, dev, {"m", "samples"})
+            await claim_and_approve(pool, queued["m"], None)
+            await claim_and_approve(pool, queued["samples"], actions(ts="ignore", x="mirror"))
+            m_table = await target_of(pool, dev, "m")
+            s_table = await target_of(pool, dev, "samples")
+
+            async def cloud_m() -> list[tuple[object, ...]]:
+                return await state_rows(pool, m_table, dev, ["id", "x"], "id")
+
+            async def cloud_samples() -> list[tuple[object, ...]]:
+                return await ts_rows(pool, s_table, dev, ["x"])
+
+            expected_m = sqlite_rows(dev.db, "SELECT id, x FROM m ORDER BY id")
+            expected_s = [(utc(t), x) for t, x in
+                          sqlite_rows(dev.db, "SELECT ts, x FROM samples ORDER BY ts")]
+            await wait_equal(cloud_samples, expected_s, "telemetry REAL values", limit=15)
+            await wait_equal(cloud_m, expected_m, "state REAL values", limit=15)
