@@ -60,7 +60,16 @@ async def _resume_device(conn: Conn, lineage: asyncpg.Record) -> None:
     open_review = await conn.fetchval(
         "SELECT EXISTS (SELECT 1 FROM edge_schema_reviews WHERE lineage_id = $1 "
         "AND status IN ('queued', 'in_review'))", lineage["id"])
-    status, reason = ("paused", "schema_review") if open_review else ("active", None)
+    # Deferred columns of the approved schema keep the cloud side paused too.
+    deferred = await conn.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM edge_column_bindings WHERE lineage_id = $1 "
+        "AND schema_hash = $2 AND action = 'defer')",
+        lineage["id"], lineage["approved_schema_hash"])
+    status, reason = ("active", None)
+    if open_review:
+        status, reason = "paused", "schema_review"
+    elif deferred:
+        status, reason = "paused", "deferred_columns"
     await conn.execute(
         "UPDATE edge_table_lineages SET status = $2, pause_reason = $3, "
         "paused_by_control = false, updated_at = now() WHERE id = $1",
