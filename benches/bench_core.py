@@ -3,24 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import time
-import uuid
 from typing import Any
 
 import orjson
 import pytest
 
 from edgesync import _core
-
-
-def uuid7() -> str:
-    ms = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (ms << 80) | (0x7 << 76) | ((rand >> 62) & 0xFFF) << 64 | (0b10 << 62) | (
-        rand & ((1 << 62) - 1))
-    return str(uuid.UUID(int=value))
-
+from edgesync.protocol import uuid7
 
 COLUMNS = [("id", "INTEGER", 1, True), ("name", "TEXT", 0, False), ("score", "REAL", 0, False),
            ("count", "INTEGER", 0, False), ("note", "TEXT", 0, False)]

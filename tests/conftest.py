@@ -20,7 +20,7 @@ import orjson
 import pytest
 
 from edgesync import _core
-from edgesync.protocol import parse_broker_url
+from edgesync.protocol import parse_broker_url, uuid7
 from edgesync.store import create_pool, migrate
 
 BASE_DB = os.environ.get("EDGESYNC_TEST_DATABASE_URL",
@@ -83,15 +83,6 @@ def unique() -> str:
     return uuid.uuid4().hex[:8]
 
 
-def uuid7() -> str:
-    """A UUIDv7 string for test payloads (time-ordered like the agent's)."""
-    import time
-
-    ms = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (ms << 80) | (0x7 << 76) | ((rand >> 62) & 0xFFF) << 64 | (0b10 << 62) | (
-        rand & ((1 << 62) - 1))
-    return str(uuid.UUID(int=value))
 
 
 COLUMNS = [("id", "INTEGER", 1, True), ("mode", "TEXT", 0, True), ("setpoint", "REAL", 0, False)]

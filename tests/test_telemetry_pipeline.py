@@ -3,8 +3,6 @@ batch_seq rules, staging under review, approval + replay, partitions, redelivery
 
 from __future__ import annotations
 
-import os
-import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,6 +15,7 @@ from edgesync import _core, governance, registry
 from edgesync.errors import InvalidRequestError
 from edgesync.ingest import IngestPipeline, OutcomeStatus
 from edgesync.materialize import quote_ident
+from edgesync.protocol import uuid7
 from edgesync.staging import Replayer, list_staged_rows
 
 T0 = datetime(2026, 4, 28, 9, 0, tzinfo=UTC)
@@ -24,12 +23,6 @@ COLUMNS = [("ts", "TEXT", 0, True), ("value_c", "REAL", 0, False),
            ("sensor", "TEXT", 0, False)]
 
 
-def uuid7() -> str:
-    ms = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (ms << 80) | (0x7 << 76) | ((rand >> 62) & 0xFFF) << 64 | (0b10 << 62) | (
-        rand & ((1 << 62) - 1))
-    return str(uuid.UUID(int=value))
 
 
 def rfc3339(t: datetime) -> str:
@@ -130,7 +123,7 @@ async def test_stage_under_review_then_approve_replay_and_live(pool, device):
     assert (out2.status, out2.code) == (OutcomeStatus.STAGED, "schema_review")
 
     await approve(pool, out.lineage_id)
-    assert await Replayer(pool).drain_pending() == 3
+    assert await Replayer(pool).drain_pending(project_id=device.project_id) == 3
     lineage = await pool.fetchrow("SELECT * FROM edge_table_lineages WHERE id = $1",
                                   out.lineage_id)
     table = f"edge_ts_p{device.project_id.hex[:8]}_temps"

@@ -11,7 +11,7 @@ import orjson
 
 from edgesync import _core
 from edgesync.agent._batcher import MAX_BATCH_BYTES, MAX_BATCH_ROWS, truncate_journal
-from edgesync.agent._uuid7 import uuid7
+from edgesync.protocol import uuid7
 
 FORBIDDEN = {"device_id", "org_id", "project_id", "fleet_id"}
 

@@ -11,6 +11,7 @@ import orjson
 
 from edgesync import _core, governance, registry
 from edgesync.materialize import quote_ident
+from edgesync.protocol import uuid7
 
 T0 = datetime(2026, 4, 28, 9, 0, tzinfo=UTC)
 TM_COLUMNS = [("ts", "TEXT", 0, True), ("value_c", "REAL", 0, False),
@@ -63,15 +64,6 @@ async def target_rows(pool: asyncpg.Pool, lineage_id: uuid.UUID, columns: str
     return [tuple(r) for r in rows]
 
 
-def uuid7() -> str:
-    import os
-    import time
-
-    ms = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (ms << 80) | (0x7 << 76) | ((rand >> 62) & 0xFFF) << 64 | (0b10 << 62) | (
-        rand & ((1 << 62) - 1))
-    return str(uuid.UUID(int=value))
 
 
 def rfc3339(t: datetime) -> str:

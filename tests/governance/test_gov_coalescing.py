@@ -53,7 +53,7 @@ async def test_project_scope_one_review_one_table_later_device_auto_approved(
     approved = await approve_registry(pool, review)
     table = f"edge_state_p{a.project_id.hex[:8]}_device_state"
     assert (approved["status"], approved["target_table"]) == ("approved", table)
-    assert await Replayer(pool).drain_pending() == 2
+    assert await Replayer(pool).drain_pending(project_id=a.project_id) == 2
     targets = await pool.fetch("SELECT target_table, status FROM edge_table_lineages "
                                "WHERE id = ANY($1)", [out_a.lineage_id, out_b.lineage_id])
     assert {tuple(r) for r in targets} == {(table, "active")}
@@ -127,7 +127,7 @@ async def test_fleet_telemetry_with_mapping_and_abandon(pool, unique):
             column_actions=[{"source_column_name": "ts", "action": "ignore"},
                             {"source_column_name": "value_c", "action": "auto_create_and_map"},
                             {"source_column_name": "sensor", "action": "mirror"}])
-    assert await Replayer(pool).drain_pending() == 2
+    assert await Replayer(pool).drain_pending(project_id=d1.project_id) == 2
     table = f"edge_ts_f{d1.fleet_id.hex[:8]}_temps"
     rows = await pool.fetch(f'SELECT device_id, sensor FROM "{table}"')
     assert sorted(r["device_id"] for r in rows) == sorted([d1.device_id, d2.device_id])

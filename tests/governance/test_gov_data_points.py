@@ -45,7 +45,7 @@ async def test_map_state_column_live_replayed_and_redelivered(pool, batches, uni
         {"source_column_name": "mode", "action": "mirror"},
         {"source_column_name": "setpoint", "action": "map", "device_data_point_id": dp["id"]},
     ])
-    assert await Replayer(pool).drain_pending() == 2
+    assert await Replayer(pool).drain_pending(project_id=dev.project_id) == 2
     # The mapped column is not a column of the target.
     assert await target_rows(pool, staged.lineage_id, "id, mode") == [(1, "heat"), (2, "cool")]
     replayed = await values(pool, dev.project_id, dp["id"])

@@ -27,7 +27,7 @@ async def test_defer_keeps_the_lineage_paused_until_a_reopened_review(pool, batc
     row = await pool.fetchrow("SELECT status, pause_reason, staged_rows FROM "
                               "edge_table_lineages WHERE id = $1", lineage_id)
     assert tuple(row) == ("paused", "deferred_columns", 1)
-    assert await Replayer(pool).drain_pending() == 0
+    assert await Replayer(pool).drain_pending(project_id=dev.project_id) == 0
     more = await pipe.handle(rows_topic(dev), f.payload(
         f.rows(("update", {"id": 1, "mode": "b", "setpoint": 2.0}))))
     assert (more.status, more.code) == (OutcomeStatus.STAGED, "lineage_paused")
@@ -39,7 +39,7 @@ async def test_defer_keeps_the_lineage_paused_until_a_reopened_review(pool, batc
             await governance.reopen_review(conn, lineage_id, actor="t")
     assert reopened["status"] == "queued"
     await approve(pool, lineage_id)  # mirror every column
-    assert await Replayer(pool).drain_pending() == 2
+    assert await Replayer(pool).drain_pending(project_id=dev.project_id) == 2
     assert await target_rows(pool, lineage_id, "id, mode, setpoint") == [(1, "b", 2.0)]
     row = await pool.fetchrow("SELECT status, pause_reason FROM edge_table_lineages "
                               "WHERE id = $1", lineage_id)

@@ -25,8 +25,14 @@ import orjson
 
 from edgesync.agent._discovery import TableInfo
 from edgesync.agent._state import PendingBatch, StateStore, TableState
-from edgesync.agent._triggers import JOURNAL_TABLE, json_object_sql, key_column, quote_ident
-from edgesync.agent._uuid7 import uuid7
+from edgesync.agent._triggers import (
+    JOURNAL_TABLE,
+    META_TABLE,
+    json_object_sql,
+    key_column,
+    quote_ident,
+)
+from edgesync.protocol import uuid7
 
 __all__ = [
     "CAPTURE_STRATEGY",
@@ -49,6 +55,9 @@ MAX_BATCH_ROWS = 4096
 MAX_BATCH_BYTES = 512 * 1024
 
 _J = quote_ident(JOURNAL_TABLE)
+_M = quote_ident(META_TABLE)
+# __edgesync_meta key: a confirmed journal row kept only because it was the top.
+_KEPT_TOP = "confirmed_top"
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +124,12 @@ def truncate_journal(db: sqlite3.Connection, table: str, upto: int, *,
     how many. Several short transactions, so the application never waits long.
 
     The journal's highest row always stays: new commit_seq values are max + 1, so
-    keeping it is what stops a value from being used twice.
+    keeping it is what stops a value from being used twice. A confirmed row kept only
+    for that reason is remembered in the journal's meta table and deleted by a later
+    call once a newer row exists (otherwise it would stay in the journal for good).
     """
-    total = 0
+    kept = _drop_kept_top(db)
+    total = int(kept is not None and kept[0] == table and from_seq <= kept[1] <= upto)
     while True:
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -133,7 +145,38 @@ def truncate_journal(db: sqlite3.Connection, table: str, upto: int, *,
             raise
         total += n
         if n < _TRUNCATE_CHUNK:
-            return total
+            break
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute(
+            f"INSERT OR REPLACE INTO {_M} SELECT ?, commit_seq FROM {_J} WHERE commit_seq = "
+            f"(SELECT max(commit_seq) FROM {_J}) AND table_name = ? AND commit_seq >= ? "
+            "AND commit_seq <= ?", (_KEPT_TOP, table, from_seq, upto))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return total
+
+
+def _drop_kept_top(db: sqlite3.Connection) -> tuple[str, int] | None:
+    """Delete the confirmed row ``truncate_journal`` kept as the journal's top, once it
+    is no longer the top; returns its (table, commit_seq) when it was deleted."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        kept = db.execute(f"SELECT j.table_name, j.commit_seq FROM {_J} j JOIN {_M} m ON "
+                          "m.key = ? AND j.commit_seq = CAST(m.value AS INTEGER)",
+                          (_KEPT_TOP,)).fetchone()
+        gone = kept is not None and db.execute(
+            f"DELETE FROM {_J} WHERE commit_seq = ? AND commit_seq < "
+            f"(SELECT max(commit_seq) FROM {_J})", (kept[1],)).rowcount > 0
+        if kept is None or gone:
+            db.execute(f"DELETE FROM {_M} WHERE key = ?", (_KEPT_TOP,))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return (str(kept[0]), int(kept[1])) if gone and kept is not None else None
 
 
 def _prefix(p: PendingBatch) -> bytes:

@@ -18,8 +18,8 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgesync.agent._uuid7 import uuid7
 from edgesync.errors import StoreError
+from edgesync.protocol import uuid7
 
 __all__ = ["PendingBatch", "PublishedBatch", "StateStore", "TableState"]
 

@@ -36,7 +36,7 @@ import orjson
 from edgesync.agent._discovery import TelemetryTable
 from edgesync.agent._telemetry_state import OutboxBatch, TelemetryState
 from edgesync.agent._triggers import quote_ident
-from edgesync.agent._uuid7 import uuid7
+from edgesync.protocol import uuid7
 
 __all__ = [
     "CAPTURE_STRATEGY",

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import orjson
 
 from edgesync.agent._discovery import Column, TableInfo
-from edgesync.agent._uuid7 import uuid7
+from edgesync.protocol import uuid7
 
 __all__ = [
     "JOURNAL_TABLE",

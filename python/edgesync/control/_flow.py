@@ -80,6 +80,10 @@ async def _resume_device(conn: Conn, lineage: asyncpg.Record) -> None:
                               body={"source_table": lineage["source_table"],
                                     "server_watermark": await _watermark(conn, lineage)})
     if status == "active":
+        # Batches staged while paused wait for a replay; schedule one.
+        await conn.execute("INSERT INTO edge_replay_intents (id, lineage_id) VALUES ($1, $2)",
+                           uuid.uuid4(), lineage["id"])
+        await conn.execute("SELECT pg_notify('edge_replay', $1)", str(lineage["id"]))
         await emit(conn, lineage["project_id"],
                    "integration.edge_table_lineage.ingestion_resumed.v1", lineage["id"],
                    {"lineage_id": str(lineage["id"])})

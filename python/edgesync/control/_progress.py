@@ -78,13 +78,16 @@ class ProgressReporter:
                 for start in range(0, len(recs), _MAX_PER_CONTROL):
                     body = _progress_body(table, epoch, recs[start:start + _MAX_PER_CONTROL])
                     try:
+                        # Published inside the signing transaction (see ControlSender):
+                        # sig_seq reaches the device in the order it was assigned.
                         async with conn.transaction():
                             wire = await sign_for_device(conn, device_id, body, ttl=self._ttl)
+                            await self._publisher.publish(
+                                topic_for(f"{slug}/{name}", TopicKind.INGEST_CONTROL),
+                                orjson.dumps(wire))
                     except ConfigError as exc:
                         _log.error("progress for %s not sent: %s", name, exc)
                         break
-                    await self._publisher.publish(
-                        topic_for(f"{slug}/{name}", TopicKind.INGEST_CONTROL), orjson.dumps(wire))
                     sent += 1
             self._after = int(seen[-1]["seen_seq"])
             return sent

@@ -73,6 +73,10 @@ class ControlSender:
                 "  OR c.last_sent_at < now() - $1::interval) "
                 "ORDER BY c.created_at LIMIT 500", self._resend_after)
             for rec in due:
+                # Published before the commit: signing locks the device row, so no other
+                # signer (progress reporter, another worker) can publish a higher sig_seq
+                # for this device before this control is out (the agent would then refuse
+                # this one as replayed).
                 async with conn.transaction():
                     body: dict[str, Any] | None
                     error: str | None = None
@@ -86,9 +90,10 @@ class ControlSender:
                         "UPDATE edge_pending_controls SET attempts = attempts + 1, "
                         "last_sent_at = now(), sig_seq = $2, last_error = $3 WHERE id = $1",
                         rec["id"], body.get("sig_seq") if body else None, error)
-                if body is None:
-                    continue
-                topic = topic_for(f"{rec['topic_slug']}/{rec['name']}", TopicKind.INGEST_CONTROL)
-                await self._publisher.publish(topic, orjson.dumps(body))
+                    if body is None:
+                        continue
+                    topic = topic_for(f"{rec['topic_slug']}/{rec['name']}",
+                                      TopicKind.INGEST_CONTROL)
+                    await self._publisher.publish(topic, orjson.dumps(body))
                 sent += 1
         return sent

@@ -17,6 +17,7 @@ from typing import Any
 
 from edgesync.control._outbox import enqueue_control
 from edgesync.errors import InvalidRequestError, NotFoundError
+from edgesync.protocol import uuid7
 from edgesync.store import Conn
 
 __all__ = ["GRANT_TTL", "UPLOAD_PATH", "grant_upload", "upload_secret", "verify_upload_url"]
@@ -24,14 +25,6 @@ __all__ = ["GRANT_TTL", "UPLOAD_PATH", "grant_upload", "upload_secret", "verify_
 GRANT_TTL = timedelta(minutes=15)
 UPLOAD_PATH = "/core/api/v1/edge/uploads"
 SEGMENT_KINDS = ("bootstrap_snapshot", "payload_spill")
-
-
-def uuid7() -> uuid.UUID:
-    ms = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (ms << 80) | (0x7 << 76) | (((rand >> 62) & 0xFFF) << 64) | (0b10 << 62) | (
-        rand & ((1 << 62) - 1))
-    return uuid.UUID(int=value)
 
 
 async def upload_secret(conn: Conn) -> bytes:
@@ -51,7 +44,7 @@ async def grant_upload(conn: Conn, *, device_id: uuid.UUID, source_table: str,
     """Record an upload slot and queue its ``url_grant`` control (caller's transaction)."""
     if segment_kind not in SEGMENT_KINDS:
         raise InvalidRequestError("segment_kind", f"must be one of {', '.join(SEGMENT_KINDS)}")
-    upload_id = uuid7()
+    upload_id = uuid.UUID(uuid7())
     expires_at = datetime.now(UTC) + GRANT_TTL
     expires = int(expires_at.timestamp())
     await conn.execute(

@@ -12,6 +12,7 @@ from edgesync.protocol._topics import (
     topic_for,
     worker_subscriptions,
 )
+from edgesync.protocol._uuid7 import uuid7
 
 __all__ = [
     "DEVICE_TO_CLOUD",
@@ -27,6 +28,7 @@ __all__ = [
     "raise_if_cancelling",
     "sign_control",
     "topic_for",
+    "uuid7",
     "verify_control",
     "worker_subscriptions",
 ]

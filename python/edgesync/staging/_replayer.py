@@ -49,14 +49,17 @@ class Replayer:
     def _on_notify(self, *_: object) -> None:
         self._wake.set()
 
-    async def drain_pending(self) -> int:
+    async def drain_pending(self, *, project_id: uuid.UUID | None = None) -> int:
+        """Replay every lineage with a pending intent (of one project, when given);
+        returns the rows replayed."""
         async with self._pool.acquire() as conn:
             # Telemetry lineages first (telemetry-first replay when both kinds wait).
             lineages = await conn.fetch(
                 "SELECT i.lineage_id FROM edge_replay_intents i "
                 "JOIN edge_table_lineages l ON l.id = i.lineage_id WHERE i.status = 'pending' "
+                "AND ($1::uuid IS NULL OR l.project_id = $1) "
                 "GROUP BY i.lineage_id, l.pipeline ORDER BY l.pipeline <> 'telemetry', "
-                "min(i.created_at)")
+                "min(i.created_at)", project_id)
         total = 0
         for rec in lineages:
             total += await self.replay_lineage(rec["lineage_id"])
