@@ -7,12 +7,11 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from edgesync.errors import ConfigError
 from edgesync.protocol import TlsFiles
 
-__all__ = ["admin", "agent_run", "agent_validate", "credentials", "events_watch", "serve"]
+__all__ = ["admin", "agent_run", "agent_validate", "credentials", "events_watch", "print_table_of",
+           "serve"]
 
 _log = logging.getLogger("edgesync")
 
@@ -87,6 +86,8 @@ async def admin(args: argparse.Namespace) -> Any:
 
             return await admin_command(conn, args)
         if args.command == "devices" and args.devices_command == "add":
+            if not args.project:
+                raise ConfigError("--project", "with --database-url, name the project")
             scope = await registry.add_device(conn, project=args.project, name=args.name,
                                               topic_slug=args.topic_slug, fleet=args.fleet)
             return {"device_id": scope.device_id, "name": scope.device_name,
@@ -109,7 +110,8 @@ async def admin(args: argparse.Namespace) -> Any:
                     await governance.list_reviews(conn, status=args.status)]
         if args.reviews_command == "approve":
             return _review_summary(await approve(conn, args.review_id, args.actor,
-                                                 _load_actions(args.actions)))
+                                                 await _db_actions(conn, args),
+                                                 args.sync_authority))
         review = await governance.get_review(conn, args.review_id)
         return _review_summary(await governance.reject_review(
             conn, args.review_id, actor=args.actor, action_version=review["action_version"],
@@ -117,7 +119,8 @@ async def admin(args: argparse.Namespace) -> Any:
 
 
 async def approve(conn: Any, review_id: Any, actor: str,
-                  actions: list[dict[str, Any]] | None) -> dict[str, Any]:
+                  actions: list[dict[str, Any]] | None,
+                  sync_authority: str | None = None) -> dict[str, Any]:
     """Claim a queued review, then approve it (the CLI's one-step approval)."""
     from edgesync import governance
 
@@ -127,21 +130,33 @@ async def approve(conn: Any, review_id: Any, actor: str,
                                                action_version=review["action_version"])
     return await governance.approve_review(conn, review_id, actor=actor,
                                            action_version=review["action_version"],
-                                           column_actions=actions)
+                                           column_actions=actions, sync_authority=sync_authority)
 
 
-def _load_actions(path: Path | None) -> list[dict[str, Any]] | None:
-    if path is None:
+async def _db_actions(conn: Any, args: argparse.Namespace) -> list[dict[str, Any]] | None:
+    """Column actions from --actions and the --mirror/--ignore/--defer flags."""
+    from edgesync import governance
+    from edgesync.client._actions import column_actions
+
+    if args.actions is None and not (args.mirror or args.ignore or args.defer):
         return None
-    try:
-        doc = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise ConfigError("--actions", f"cannot read {path}: {exc}") from exc
-    if isinstance(doc, dict):
-        doc = doc.get("column_actions")
-    if not isinstance(doc, list):
-        raise ConfigError("--actions", "expected a JSON list of column actions")
-    return doc
+    review = await governance.get_review(conn, args.review_id)
+    names = [str(c["name"]) for c in (review.get("schema_columns") or {}).get("columns", [])]
+    return column_actions(names, actions_file=args.actions, mirror=args.mirror,
+                          ignore=args.ignore, defer=args.defer)
+
+
+def print_table_of(result: Any) -> None:
+    """``--output table`` for the database-direct commands."""
+    import sys
+
+    from edgesync.client._format import print_fields, print_table
+
+    if isinstance(result, list):
+        keys = list(dict.fromkeys(k for r in result for k in r if k != "diff"))
+        print_table(result, [(k, k) for k in keys], sys.stdout)
+    else:
+        print_fields(result, [k for k in result if k != "diff"], sys.stdout)
 
 
 def _review_summary(r: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,6 @@ import asyncio
 import logging
 import os
 import sys
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -85,52 +84,25 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--mqtt-url", default=None,
                       help="use this broker instead of the embedded one")
 
-    devices = sub.add_parser("devices", help="register and list devices",
-                             description="Manage the device registry.")
+    from edgesync.client._cli import (
+        MODE_NOTE,
+        add_devices_parsers,
+        add_lineages_parser,
+        add_policy_parser,
+        add_reviews_parser,
+    )
+
+    devices = sub.add_parser("devices", help="register and list devices, issue credentials",
+                             description="Manage the device registry.", epilog=MODE_NOTE)
     dsub = devices.add_subparsers(dest="devices_command", required=True, metavar="ACTION")
-    add = dsub.add_parser("add", help="register a device (creating its project/fleet if new)",
-                          description="Register a device under a project (and fleet).")
-    add.add_argument("name", help="device name: its MQTT client id and topic segment")
-    add.add_argument("--project", required=True, help="project name")
-    add.add_argument("--topic-slug", default="",
-                     help="the project's topic slug (first topic segment; default empty)")
-    add.add_argument("--fleet", default=None, help="fleet name")
-    _db_options(add)
-    dlist = dsub.add_parser("list", help="list devices", description="List registered devices.")
-    _db_options(dlist)
+    add_devices_parsers(dsub)
 
     from edgesync.credentials._cli import add_credentials_parsers
 
     add_credentials_parsers(sub, dsub, _db_options)
-
-    reviews = sub.add_parser("reviews", help="list, claim, approve and reject schema reviews",
-                             description="Operate the schema review workflow.")
-    rsub = reviews.add_subparsers(dest="reviews_command", required=True, metavar="ACTION")
-    rlist = rsub.add_parser("list", help="list reviews", description="List schema reviews.")
-    rlist.add_argument("--status", choices=["queued", "in_review", "approved", "rejected",
-                                            "abandoned"])
-    _db_options(rlist)
-    approve = rsub.add_parser(
-        "approve", help="claim (if queued) and approve a review",
-        description="Approve a schema review. Without --actions every column is mirrored.")
-    approve.add_argument("review_id", type=uuid.UUID)
-    approve.add_argument("--actions", type=Path,
-                         help="JSON file with a list of column actions "
-                              '([{"source_column_name": ..., "action": "mirror"|...}])')
-    approve.add_argument("--actor", default=os.environ.get("USER", "operator"))
-    _db_options(approve)
-    reject = rsub.add_parser("reject", help="reject a review",
-                             description="Reject a schema review; rows stay staged.")
-    reject.add_argument("review_id", type=uuid.UUID)
-    reject.add_argument("--reason", default=None)
-    reject.add_argument("--actor", default=os.environ.get("USER", "operator"))
-    _db_options(reject)
-
-    lineages = sub.add_parser("lineages", help="list lineages",
-                              description="Show lineages and their counters.")
-    lsub = lineages.add_subparsers(dest="lineages_command", required=True, metavar="ACTION")
-    llist = lsub.add_parser("list", help="list lineages", description="List lineages.")
-    _db_options(llist)
+    add_reviews_parser(sub)
+    add_lineages_parser(sub)
+    add_policy_parser(sub)
 
     from edgesync.identity._admin import add_admin_parser
 
@@ -195,6 +167,16 @@ def _dispatch(args: argparse.Namespace) -> int:
     if is_credentials_command(args):
         _print_json(asyncio.run(cmd.credentials(args)))
         return 0
+    if args.command in ("devices", "reviews", "lineages", "policy"):
+        from edgesync.client._cli import uses_database
+
+        if not uses_database(args):
+            from edgesync.client._run import run_api_command
+
+            return run_api_command(args)
     result = asyncio.run(cmd.admin(args))
-    _print_json(result)
+    if getattr(args, "output", None) == "table":
+        cmd.print_table_of(result)
+    else:
+        _print_json(result)
     return 0

@@ -18,7 +18,8 @@ def idem() -> dict[str, str]:
 
 
 # (method, path under the project, body): every mutation the API has.
-def mutations(lineage_id: uuid.UUID, review_id: uuid.UUID) -> list[tuple[str, str, Any]]:
+def mutations(lineage_id: uuid.UUID, review_id: uuid.UUID, device_id: uuid.UUID
+              ) -> list[tuple[str, str, Any]]:
     return [
         ("POST", f"/edge/lineages/{lineage_id}/reset-materialization", None),
         ("DELETE", f"/edge/lineages/{lineage_id}", None),
@@ -27,6 +28,8 @@ def mutations(lineage_id: uuid.UUID, review_id: uuid.UUID) -> list[tuple[str, st
         ("POST", f"/edge/schema-reviews/{review_id}/reject", {"action_version": 1}),
         ("PATCH", "/edge/policy", {"schema_coalescing_mode": "project"}),
         ("POST", "/devices", {"name": "intruder"}),
+        ("POST", f"/devices/{device_id}/edge/state-tables/{lineage_id}/rows",
+         {"rows": [{"pk": {"id": 1}, "values": {"mode": "off"}}]}),
     ]
 
 
@@ -34,11 +37,12 @@ def test_every_mutating_route_is_listed(app) -> None:
     routes = {(m.upper(), path) for path, ops in app.openapi()["paths"].items()
               for m in ops if m in ("post", "patch", "put", "delete")}
     listed = {(m, "/core/api/v1/projects/{project_id}" + p.replace(str(_L), "{lineage_id}")
-               .replace(str(_R), "{review_id}")) for m, p, _ in mutations(_L, _R)}
+               .replace(str(_R), "{review_id}").replace(str(_D), "{device_id}"))
+              for m, p, _ in mutations(_L, _R, _D)}
     assert routes == listed
 
 
-_L, _R = uuid.uuid4(), uuid.uuid4()
+_L, _R, _D = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
 
 
 async def _state(pool: asyncpg.Pool, tenant, s) -> tuple[Any, ...]:
@@ -52,6 +56,8 @@ async def _state(pool: asyncpg.Pool, tenant, s) -> tuple[Any, ...]:
                             tenant.project_id),
         await pool.fetchval("SELECT count(*) FROM edge_replay_intents WHERE lineage_id = $1",
                             s.lineage_id),
+        await pool.fetchval("SELECT count(*) FROM edge_pending_controls WHERE lineage_id = $1",
+                            s.lineage_id),
     )
 
 
@@ -63,7 +69,7 @@ async def test_other_org_gets_404_on_every_mutation(client: httpx.AsyncClient, t
     nowhere = await client.request("POST", f"/core/api/v1/projects/{uuid.uuid4()}/devices",
                                    headers=other_tenant.headers(**idem()), json={"name": "x"})
     assert nowhere.status_code == 404
-    for method, path, body in mutations(s.lineage_id, s.review_id):
+    for method, path, body in mutations(s.lineage_id, s.review_id, s.device.device_id):
         # Other org's token and ORG-ID, aimed at this tenant's project.
         r = await client.request(method, tenant.url(path), json=body,
                                  headers=other_tenant.headers(**idem()))
@@ -75,11 +81,12 @@ async def test_other_org_gets_404_on_every_mutation(client: httpx.AsyncClient, t
         # Other org's token on its own project, naming this tenant's objects.
         r = await client.request(method, other_tenant.url(path), json=body,
                                  headers=other_tenant.headers(**idem()))
-        if "/devices" in path or "/policy" in path:
+        if path in ("/devices", "/edge/policy"):
             assert r.status_code in (200, 201), (method, path, r.text)  # its own project
         else:
             assert r.status_code == 404, (method, path, r.text)
-            assert r.json()["error"]["code"] in ("LINEAGE_NOT_FOUND", "REVIEW_NOT_FOUND")
+            assert r.json()["error"]["code"] in ("LINEAGE_NOT_FOUND", "REVIEW_NOT_FOUND",
+                                                 "DEVICE_NOT_FOUND")
     assert await _state(pool, tenant, s) == before
 
 
@@ -92,7 +99,7 @@ async def test_other_project_in_same_org_gets_404(client: httpx.AsyncClient, ten
     assert other.org_id == tenant.org_id
     before = await _state(pool, tenant, s)
     headers = tenant.headers(other.token.token)
-    for method, path, body in mutations(s.lineage_id, s.review_id):
+    for method, path, body in mutations(s.lineage_id, s.review_id, s.device.device_id):
         r = await client.request(method, tenant.url(path), json=body,
                                  headers={**headers, **idem()})
         assert r.status_code == 404, (method, path, r.text)
@@ -100,7 +107,7 @@ async def test_other_project_in_same_org_gets_404(client: httpx.AsyncClient, ten
         # Its own project, this tenant's lineage/review ids.
         r = await client.request(method, f"/core/api/v1/projects/{other.project_id}{path}",
                                  json=body, headers={**headers, **idem()})
-        if "/devices" not in path and "/policy" not in path:
+        if path not in ("/devices", "/edge/policy"):
             assert r.status_code == 404, (method, path, r.text)
     assert await _state(pool, tenant, s) == before
 
@@ -109,7 +116,7 @@ async def test_readers_get_403_on_every_mutation(client: httpx.AsyncClient, tena
                                                  pool: asyncpg.Pool) -> None:
     s = await stage(tenant)
     before = await _state(pool, tenant, s)
-    for method, path, body in mutations(s.lineage_id, s.review_id):
+    for method, path, body in mutations(s.lineage_id, s.review_id, s.device.device_id):
         r = await client.request(method, tenant.url(path), json=body,
                                  headers=tenant.reader(**idem()))
         assert r.status_code == 403, (method, path, r.text)
@@ -123,12 +130,14 @@ async def test_reads_are_scoped_too(client: httpx.AsyncClient, tenant, other_ten
     for path in ("/edge/lineages", f"/edge/lineages/{s.lineage_id}",
                  f"/edge/lineages/{s.lineage_id}/staged-rows",
                  f"/edge/lineages/{s.lineage_id}/mirror-rows", "/edge/schema-reviews",
+                 f"/edge/lineages/{s.lineage_id}/telemetry",
                  f"/edge/schema-reviews/{s.review_id}", "/edge/policy", "/devices",
                  "/events/stream"):
         r = await client.get(tenant.url(path), headers=other_tenant.headers())
         assert r.status_code == 404, (path, r.text)
         assert r.json()["error"]["code"] == "PROJECT_NOT_FOUND"
-    for path in (f"/edge/lineages/{s.lineage_id}", f"/edge/schema-reviews/{s.review_id}"):
+    for path in (f"/edge/lineages/{s.lineage_id}", f"/edge/schema-reviews/{s.review_id}",
+                 f"/edge/lineages/{s.lineage_id}/telemetry"):
         r = await client.get(other_tenant.url(path), headers=other_tenant.headers())
         assert r.status_code == 404, (path, r.text)
 

@@ -23,6 +23,7 @@ from edgesync.errors import (
     IdentifierError,
     InvalidRequestError,
     NotFoundError,
+    StateWriteError,
 )
 
 __all__ = ["ApiError", "describe", "error_responses", "install_error_handlers"]
@@ -43,6 +44,12 @@ class ApiError(Exception):
         self.headers = headers
 
 
+# Write-back refusals keep the reference's lower-case codes (docs/api.md, "Write-back").
+_STATE_WRITE_STATUS = {"edge_state_not_cloud_authoritative": 403,
+                       "edge_state_mirror_not_provisioned": 404,
+                       "edge_state_write_failed": 500}
+
+
 def _envelope(code: str, message: str, field: str | None = None) -> ErrorEnvelope:
     return ErrorEnvelope(error=ErrorDetail(code=code, message=message, field=field))
 
@@ -51,6 +58,8 @@ def describe(exc: ApiError | EdgesyncError) -> tuple[int, ErrorEnvelope]:
     """Status and body for an expected error (also stored for idempotent replays)."""
     if isinstance(exc, ApiError):
         return exc.status, _envelope(exc.code, exc.message, exc.field)
+    if isinstance(exc, StateWriteError):
+        return _STATE_WRITE_STATUS.get(exc.code, 500), _envelope(exc.code, exc.message)
     if isinstance(exc, NotFoundError):
         return 404, _envelope("NOT_FOUND", str(exc))
     if isinstance(exc, ConflictError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request, Response
@@ -27,7 +28,8 @@ from edgesync.api._lineage_queries import (
     list_lineages,
     mirror_rows,
 )
-from edgesync.api._pagination import Paging
+from edgesync.api._pagination import Pagination, Paging
+from edgesync.api._telemetry_queries import MAX_TELEMETRY_LIMIT, TelemetryQuery, telemetry_rows
 from edgesync.store import Conn
 
 __all__ = ["router"]
@@ -78,6 +80,35 @@ async def mirror_rows_(access: CanRead, conn: Db, paging: Paging,
                        lineage_id: LineageId) -> Page[dict[str, Any]]:
     lineage = await get_lineage(conn, access.project_id, lineage_id)
     rows, total = await mirror_rows(conn, lineage, offset=paging.offset, limit=paging.limit)
+    return paging.of(rows, total)
+
+
+@router.get("/{lineage_id}/telemetry", response_model=Page[dict[str, Any]],
+            responses=_READ_ERRORS,
+            summary="Telemetry samples of an edge_ts_* lineage in a time range")
+async def telemetry(
+    access: CanRead, conn: Db, lineage_id: LineageId,
+    from_: Annotated[datetime | None, Query(
+        alias="from", description="samples with event_ts at or after this time (RFC 3339)")
+    ] = None,
+    to: Annotated[datetime | None, Query(description="samples with event_ts before this time")
+                  ] = None,
+    device_id: Annotated[uuid.UUID | None, Query(
+        description="default: the lineage's device; another device of the project only "
+                    "when its lineage writes to the same (shared) target")] = None,
+    columns: Annotated[str | None, Query(
+        max_length=10_000, description="comma-separated data columns (default: all); "
+                                       "device_id, event_ts and row_id always come back")
+    ] = None,
+    page: Annotated[int, Query(ge=1, le=1_000_000, description="1-based page number")] = 1,
+    limit: Annotated[int, Query(ge=1, le=MAX_TELEMETRY_LIMIT,
+                                description="samples per page")] = 1000,
+) -> Page[dict[str, Any]]:
+    lineage = await get_lineage(conn, access.project_id, lineage_id)
+    paging = Pagination(page, limit)
+    query = TelemetryQuery(start=from_, end=to, device_id=device_id, columns=columns,
+                           offset=paging.offset, limit=limit)
+    rows, total = await telemetry_rows(conn, lineage, query)
     return paging.of(rows, total)
 
 

@@ -1,0 +1,69 @@
+"""Column actions for ``reviews approve``: from flags, a JSON file, or both."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from edgesync.errors import ConfigError
+
+__all__ = ["column_actions", "load_actions_file", "load_json_file"]
+
+
+def load_json_file(path: Path, option: str) -> Any:
+    """A JSON document from a file (``-``: standard input)."""
+    import sys
+
+    try:
+        raw = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+        return orjson.loads(raw)
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise ConfigError(option, f"cannot read {path}: {exc}") from exc
+
+
+def load_actions_file(path: Path) -> list[dict[str, Any]]:
+    doc = load_json_file(path, "--actions")
+    if isinstance(doc, dict):
+        doc = doc.get("column_actions")
+    if not isinstance(doc, list) or not all(isinstance(a, dict) for a in doc):
+        raise ConfigError("--actions", "expected a JSON list of column actions")
+    return doc
+
+
+def column_actions(schema_columns: Sequence[str], *, actions_file: Path | None,
+                   mirror: Sequence[str], ignore: Sequence[str], defer: Sequence[str]
+                   ) -> list[dict[str, Any]] | None:
+    """One action per column of the schema: the file's, overridden by the flags
+    (``--mirror col[:name]``, ``--ignore col``, ``--defer col``); a column neither names
+    is mirrored. None (mirror everything) when neither a file nor a flag is given."""
+    if actions_file is None and not (mirror or ignore or defer):
+        return None
+    by_column: dict[str, dict[str, Any]] = {}
+    if actions_file is not None:
+        for entry in load_actions_file(actions_file):
+            by_column[str(entry.get("source_column_name"))] = entry
+    flagged: dict[str, dict[str, Any]] = {}
+    for spec in mirror:
+        name, _, target = spec.partition(":")
+        action: dict[str, Any] = {"source_column_name": name, "action": "mirror"}
+        if target:
+            action["mirror_column_name"] = target
+        flagged[name] = action
+    for kind, names in (("ignore", ignore), ("defer", defer)):
+        for name in names:
+            if name in flagged:
+                raise ConfigError(f"--{kind}", f"column {name!r} has more than one action")
+            flagged[name] = {"source_column_name": name, "action": kind}
+    known = set(schema_columns)
+    for name in flagged:
+        if name not in known:
+            raise ConfigError("column", f"{name!r} is not a column of this schema "
+                                        f"({', '.join(schema_columns)})")
+    by_column.update(flagged)
+    for name in schema_columns:
+        by_column.setdefault(name, {"source_column_name": name, "action": "mirror"})
+    ordered = [by_column.pop(name) for name in schema_columns if name in by_column]
+    return ordered + list(by_column.values())

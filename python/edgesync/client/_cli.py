@@ -1,0 +1,221 @@
+"""Parsers of the operator commands (``lineages``, ``reviews``, ``policy``, ``devices``).
+
+The commands that existed before the HTTP API (``devices add|list``, ``reviews
+list|approve|reject``, ``lineages list``) still work on the database directly when
+``--database-url`` or ``--data-dir`` is given; without them, and for every other
+action, they call the HTTP API (docs/cli.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from edgesync.client._client import DEFAULT_API_URL
+
+__all__ = ["MODE_NOTE", "add_devices_parsers", "add_lineages_parser", "add_policy_parser",
+           "add_reviews_parser", "uses_database"]
+
+MODE_NOTE = (
+    "Over the HTTP API by default (--api-url / EDGESYNC_API_URL, --token / EDGESYNC_TOKEN, "
+    "--org-id / EDGESYNC_ORG_ID, --project / EDGESYNC_PROJECT, a project id). Actions that "
+    "take --database-url or --data-dir work on that database directly instead when one of "
+    "them is given on the command line (EDGESYNC_DATABASE_URL alone does not switch). "
+    "Output: readable tables, or --output json.")
+_FORMATTER = argparse.RawDescriptionHelpFormatter
+
+
+def uses_database(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "database_url", None) or getattr(args, "data_dir", None))
+
+
+def _db_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--database-url", default=None,
+                   help="work on this PostgreSQL directly instead of the HTTP API "
+                        "(legacy JSON output)")
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help="work on the embedded PostgreSQL in this directory directly")
+
+
+def _api_options(p: argparse.ArgumentParser, *, project: bool = True) -> None:
+    g = p.add_argument_group("HTTP API")
+    g.add_argument("--api-url", default=os.environ.get("EDGESYNC_API_URL", DEFAULT_API_URL),
+                   help=f"API base URL (env EDGESYNC_API_URL; default {DEFAULT_API_URL})")
+    g.add_argument("--token", default=os.environ.get("EDGESYNC_TOKEN"),
+                   help="API token (env EDGESYNC_TOKEN)")
+    g.add_argument("--org-id", default=os.environ.get("EDGESYNC_ORG_ID"),
+                   help="organization id for the ORG-ID header (env EDGESYNC_ORG_ID)")
+    if project:
+        g.add_argument("--project", default=None,
+                       help="project id (env EDGESYNC_PROJECT)")
+    g.add_argument("--output", "-o", choices=["table", "json"], default=None,
+                   help="table (default over the API) or json (default with --database-url)")
+
+
+def _paging(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--page", type=int, default=None, help="1-based page (default 1)")
+    p.add_argument("--limit", type=int, default=None, help="items per page (default 50)")
+
+
+def _sub(parent: Any, name: str, help_: str, description: str) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = parent.add_parser(
+        name, help=help_, description=description, epilog=MODE_NOTE, formatter_class=_FORMATTER)
+    return p
+
+
+def add_devices_parsers(dsub: Any) -> None:
+    add = _sub(dsub, "add", "register a device (creating its project/fleet if new)",
+               "Register a device. Over the API: in --project (an id). With --database-url: "
+               "--project names the project, created (with --topic-slug) when new.")
+    add.add_argument("name", help="device name: its MQTT client id and topic segment")
+    add.add_argument("--topic-slug", default="",
+                     help="with --database-url: the project's topic slug (default empty)")
+    add.add_argument("--fleet", default=None, help="fleet name")
+    _db_options(add)
+    _api_options(add)
+    dlist = _sub(dsub, "list", "list devices", "List the project's devices (with "
+                 "--database-url: every registered device).")
+    dlist.add_argument("--fleet-id", default=None, help="only this fleet (API)")
+    _paging(dlist)
+    _db_options(dlist)
+    _api_options(dlist)
+
+
+def add_reviews_parser(sub: Any) -> None:
+    reviews = _sub(sub, "reviews", "list, show, claim, approve and reject schema reviews",
+                   "Operate the schema review workflow.")
+    rsub = reviews.add_subparsers(dest="reviews_command", required=True, metavar="ACTION")
+    rlist = _sub(rsub, "list", "list reviews", "List schema reviews.")
+    rlist.add_argument("--status", choices=["queued", "in_review", "approved", "rejected",
+                                            "abandoned"])
+    rlist.add_argument("--lineage-id", default=None, help="only this lineage's reviews (API)")
+    _paging(rlist)
+    _db_options(rlist)
+    _api_options(rlist)
+
+    show = _sub(rsub, "show", "show a review: schema, diff, decision",
+                "Show one schema review with its columns and diff.")
+    show.add_argument("review_id", type=uuid.UUID)
+    _api_options(show)
+
+    claim = _sub(rsub, "claim", "claim a queued review (queued → in_review)",
+                 "Claim a review, so you can approve or reject it.")
+    claim.add_argument("review_id", type=uuid.UUID)
+    claim.add_argument("--action-version", type=int, default=None,
+                       help="the action_version you last saw (default: the current one)")
+    _api_options(claim)
+
+    approve = _sub(
+        rsub, "approve", "claim (if queued) and approve a review",
+        "Approve a schema review, claiming it first when it is queued. Column actions come "
+        "from --actions FILE (a JSON list) and/or the flags --mirror/--ignore/--defer (which "
+        "win over the file); a column neither names is mirrored. No file and no flag: every "
+        "column is mirrored.")
+    approve.add_argument("review_id", type=uuid.UUID)
+    approve.add_argument("--actions", type=Path,
+                         help="JSON file with a list of column actions "
+                              '([{"source_column_name": ..., "action": "mirror"|...}])')
+    approve.add_argument("--mirror", action="append", default=[], metavar="COL[:NAME]",
+                         help="mirror COL (as NAME in the target table); repeatable (API)")
+    approve.add_argument("--ignore", action="append", default=[], metavar="COL",
+                         help="do not sync COL; repeatable (API)")
+    approve.add_argument("--defer", action="append", default=[], metavar="COL",
+                         help="decide about COL later; repeatable (API)")
+    approve.add_argument("--sync-authority",
+                         choices=["device_authoritative", "cloud_authoritative"],
+                         help="cloud_authoritative allows write-back (lineages write) (API)")
+    approve.add_argument("--action-version", type=int, default=None,
+                         help="the action_version you last saw (API; default: the current)")
+    approve.add_argument("--actor", default=os.environ.get("USER", "operator"),
+                         help="with --database-url: who decided (the API records the token's "
+                              "principal)")
+    _db_options(approve)
+    _api_options(approve)
+
+    reject = _sub(rsub, "reject", "reject a review",
+                  "Reject a schema review; the lineage stays paused and rows stay staged.")
+    reject.add_argument("review_id", type=uuid.UUID)
+    reject.add_argument("--reason", default=None)
+    reject.add_argument("--action-version", type=int, default=None,
+                        help="the action_version you last saw (API; default: the current)")
+    reject.add_argument("--actor", default=os.environ.get("USER", "operator"),
+                        help="with --database-url: who decided")
+    _db_options(reject)
+    _api_options(reject)
+
+
+def add_lineages_parser(sub: Any) -> None:
+    lineages = _sub(sub, "lineages", "list, show, reset, delete lineages; write back rows",
+                    "Lineages: one per (device, source table).")
+    lsub = lineages.add_subparsers(dest="lineages_command", required=True, metavar="ACTION")
+    llist = _sub(lsub, "list", "list lineages", "List lineages and their counters.")
+    llist.add_argument("--device-id", default=None, help="only this device (API)")
+    llist.add_argument("--fleet-id", default=None, help="only this fleet (API)")
+    llist.add_argument("--status", choices=["active", "paused"], default=None,
+                       help="only active or paused lineages (API)")
+    _paging(llist)
+    _db_options(llist)
+    _api_options(llist)
+
+    show = _sub(lsub, "show", "show a lineage: counters, bindings, replay, errors",
+                "Show one lineage in detail.")
+    show.add_argument("lineage_id", type=uuid.UUID)
+    _api_options(show)
+
+    for name, what in (("staged-rows", "row operations waiting in staging"),
+                       ("mirror-rows", "rows of the lineage's edge_state_* table")):
+        p = _sub(lsub, name, what, f"List the {what}.")
+        p.add_argument("lineage_id", type=uuid.UUID)
+        _paging(p)
+        _api_options(p)
+
+    tele = _sub(lsub, "telemetry", "samples of a telemetry (edge_ts_*) lineage",
+                "List telemetry samples in a time range, oldest first.")
+    tele.add_argument("lineage_id", type=uuid.UUID)
+    tele.add_argument("--from", dest="from_", default=None, metavar="TIME",
+                      help="event_ts at or after (RFC 3339)")
+    tele.add_argument("--to", default=None, metavar="TIME", help="event_ts before (RFC 3339)")
+    tele.add_argument("--device-id", default=None,
+                      help="another device sharing the target (default: the lineage's)")
+    tele.add_argument("--columns", default=None, help="comma-separated data columns")
+    _paging(tele)
+    _api_options(tele)
+
+    reset = _sub(lsub, "reset", "reset materialization (clear errors, replay, resume)",
+                 "Clear the materialization error counter and circuit breaker, requeue failed "
+                 "rows and schedule a replay.")
+    reset.add_argument("lineage_id", type=uuid.UUID)
+    _api_options(reset)
+
+    delete = _sub(lsub, "delete", "remove the cloud sync state of a lineage",
+                  "Delete a lineage's sync state (versions, reviews, bindings, staged rows, "
+                  "pending controls); its edge_state_* table stays. Asks first unless --yes.")
+    delete.add_argument("lineage_id", type=uuid.UUID)
+    delete.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    _api_options(delete)
+
+    write = _sub(lsub, "write", "write rows back to a cloud_authoritative state table",
+                 "Upsert rows into a cloud_authoritative state table and send them to the "
+                 "device. FILE is JSON: a list of {\"pk\": {...}, \"values\": {...}} (or "
+                 "{\"rows\": [...]}); '-' reads standard input. 1 to 500 rows.")
+    write.add_argument("lineage_id", type=uuid.UUID)
+    write.add_argument("--rows", type=Path, required=True, metavar="FILE")
+    write.add_argument("--device-id", default=None,
+                       help="the lineage's device (default: looked up from the lineage)")
+    _api_options(write)
+
+
+def add_policy_parser(sub: Any) -> None:
+    policy = _sub(sub, "policy", "show or change the project's edge policy",
+                  "The project's edge replication policy (docs/api.md lists the fields).")
+    psub = policy.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
+    show = _sub(psub, "show", "show the effective policy", "Show the effective policy.")
+    _api_options(show)
+    set_ = _sub(psub, "set", "change policy fields",
+                "Change policy fields: FIELD=VALUE, VALUE as JSON (true, 50000, \"fleet\") or "
+                "a bare word; FIELD=default (or null) puts the field back to its default.")
+    set_.add_argument("changes", nargs="+", metavar="FIELD=VALUE")
+    _api_options(set_)

@@ -1,0 +1,193 @@
+"""``ApiClient``: the HTTP API from Python (httpx, synchronous).
+
+Every call carries ``Authorization: Bearer`` and ``ORG-ID``; every mutation gets a fresh
+``Idempotency-Key`` (a uuid4) unless the caller passes one, so a retry of one logical
+call can reuse its key. An error envelope becomes ``ApiClientError`` with its stable
+``code``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from edgesync.errors import EdgesyncError
+
+__all__ = ["DEFAULT_API_URL", "ApiClient", "ApiClientError"]
+
+DEFAULT_API_URL = "http://127.0.0.1:8080"
+_MUTATIONS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class ApiClientError(EdgesyncError):
+    """The API answered with an error (``status`` > 0), or could not be reached
+    (``status`` 0, ``code`` ``CONNECTION_FAILED``)."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+        where = f" (field {field})" if field else ""
+        head = f"HTTP {status} {code}" if status else code
+        super().__init__(f"{head}: {message}{where}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+
+
+def _error(response: httpx.Response) -> ApiClientError:
+    try:
+        detail = response.json()["error"]
+        return ApiClientError(response.status_code, str(detail["code"]),
+                              str(detail.get("message", "")), detail.get("field"))
+    except (ValueError, KeyError, TypeError):
+        text = response.text.strip()[:200] or response.reason_phrase
+        return ApiClientError(response.status_code, "HTTP_ERROR", text)
+
+
+class ApiClient:
+    """``ApiClient(url, token=, org_id=)``; ``project(id)`` scopes paths to a project.
+
+    ``request`` returns the decoded JSON body (the ``{"data": …}`` envelope); helpers
+    below name the routes of docs/api.md."""
+
+    def __init__(self, base_url: str = DEFAULT_API_URL, *, token: str, org_id: str | uuid.UUID,
+                 timeout: float = 30.0, transport: httpx.BaseTransport | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.base_url, timeout=timeout, transport=transport,
+            headers={"Authorization": f"Bearer {token}", "ORG-ID": str(org_id),
+                     "Accept": "application/json"})
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ApiClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def request(self, method: str, path: str, *, json: Any = None,
+                params: Mapping[str, Any] | None = None,
+                idempotency_key: str | None = None) -> Any:
+        method = method.upper()
+        headers = {}
+        if method in _MUTATIONS:
+            headers["Idempotency-Key"] = idempotency_key or str(uuid.uuid4())
+        query = {k: str(v) for k, v in (params or {}).items() if v is not None}
+        try:
+            response = self._http.request(method, path, json=json, params=query,
+                                          headers=headers)
+        except httpx.HTTPError as exc:
+            raise ApiClientError(0, "CONNECTION_FAILED",
+                                 f"{self.base_url}: {exc or type(exc).__name__}") from exc
+        if response.status_code >= 400:
+            raise _error(response)
+        return response.json() if response.content else None
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.request("GET", path, params=params)
+
+    def post(self, path: str, body: Any = None, *, idempotency_key: str | None = None) -> Any:
+        return self.request("POST", path, json=body, idempotency_key=idempotency_key)
+
+    def patch(self, path: str, body: Any, *, idempotency_key: str | None = None) -> Any:
+        return self.request("PATCH", path, json=body, idempotency_key=idempotency_key)
+
+    def delete(self, path: str, *, idempotency_key: str | None = None) -> Any:
+        return self.request("DELETE", path, idempotency_key=idempotency_key)
+
+    def project(self, project_id: str | uuid.UUID) -> ProjectApi:
+        return ProjectApi(self, project_id)
+
+
+class ProjectApi:
+    """The routes under ``/core/api/v1/projects/{project_id}``; each returns ``data``
+    (and list calls the whole page: ``{"data": [...], "meta": {...}}``)."""
+
+    def __init__(self, client: ApiClient, project_id: str | uuid.UUID) -> None:
+        self.client = client
+        self.prefix = f"/core/api/v1/projects/{project_id}"
+
+    def _data(self, doc: Any) -> Any:
+        return doc["data"] if isinstance(doc, dict) and "data" in doc else doc
+
+    def get_page(self, path: str, **params: Any) -> dict[str, Any]:
+        doc: dict[str, Any] = self.client.get(self.prefix + path, **params)
+        return doc
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self._data(self.client.get(self.prefix + path, **params))
+
+    def post(self, path: str, body: Any = None) -> Any:
+        return self._data(self.client.post(self.prefix + path, body))
+
+    def patch(self, path: str, body: Any) -> Any:
+        return self._data(self.client.patch(self.prefix + path, body))
+
+    def delete(self, path: str) -> Any:
+        return self._data(self.client.delete(self.prefix + path))
+
+    # Lineages
+    def lineages(self, **params: Any) -> dict[str, Any]:
+        return self.get_page("/edge/lineages", **params)
+
+    def lineage(self, lineage_id: str) -> Any:
+        return self.get(f"/edge/lineages/{lineage_id}")
+
+    def reset_materialization(self, lineage_id: str) -> Any:
+        return self.post(f"/edge/lineages/{lineage_id}/reset-materialization")
+
+    def delete_lineage(self, lineage_id: str) -> Any:
+        return self.delete(f"/edge/lineages/{lineage_id}")
+
+    def telemetry(self, lineage_id: str, **params: Any) -> dict[str, Any]:
+        return self.get_page(f"/edge/lineages/{lineage_id}/telemetry", **params)
+
+    def write_state_rows(self, device_id: str, lineage_id: str,
+                         rows: list[dict[str, Any]]) -> Any:
+        return self.post(f"/devices/{device_id}/edge/state-tables/{lineage_id}/rows",
+                         {"rows": rows})
+
+    # Schema reviews
+    def reviews(self, **params: Any) -> dict[str, Any]:
+        return self.get_page("/edge/schema-reviews", **params)
+
+    def review(self, review_id: str) -> Any:
+        return self.get(f"/edge/schema-reviews/{review_id}")
+
+    def claim(self, review_id: str, action_version: int) -> Any:
+        return self.post(f"/edge/schema-reviews/{review_id}/claim",
+                         {"action_version": action_version})
+
+    def approve(self, review_id: str, action_version: int,
+                column_actions: list[dict[str, Any]] | None = None,
+                sync_authority: str | None = None) -> Any:
+        body: dict[str, Any] = {"action_version": action_version}
+        if column_actions is not None:
+            body["column_actions"] = column_actions
+        if sync_authority is not None:
+            body["sync_authority"] = sync_authority
+        return self.post(f"/edge/schema-reviews/{review_id}/approve", body)
+
+    def reject(self, review_id: str, action_version: int, reason: str | None = None) -> Any:
+        return self.post(f"/edge/schema-reviews/{review_id}/reject",
+                         {"action_version": action_version, "reason": reason})
+
+    # Policy and devices
+    def policy(self) -> Any:
+        return self.get("/edge/policy")
+
+    def set_policy(self, changes: dict[str, Any]) -> Any:
+        return self.patch("/edge/policy", changes)
+
+    def devices(self, **params: Any) -> dict[str, Any]:
+        return self.get_page("/devices", **params)
+
+    def add_device(self, name: str, fleet: str | None = None) -> Any:
+        body: dict[str, Any] = {"name": name}
+        if fleet is not None:
+            body["fleet"] = fleet
+        return self.post("/devices", body)

@@ -1,0 +1,260 @@
+"""What the operator commands do over the HTTP API."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from typing import IO, Any
+
+import orjson
+
+from edgesync.client._actions import column_actions, load_json_file
+from edgesync.client._client import ApiClient, ApiClientError, ProjectApi
+from edgesync.client._format import print_fields, print_json, print_table
+from edgesync.errors import ConfigError
+
+__all__ = ["run_api_command"]
+
+_LINEAGE_COLUMNS = [("id", "id"), ("device_name", "device"), ("source_table", "table"),
+                    ("pipeline", "pipeline"), ("status", "status"),
+                    ("pause_reason", "reason"), ("staged_rows", "staged"),
+                    ("materialized_rows", "materialized"),
+                    ("materialization_errors", "errors")]
+_REVIEW_COLUMNS = [("id", "id"), ("source_table", "table"),
+                   ("classification", "classification"), ("status", "status"),
+                   ("action_version", "version"), ("claimed_by", "claimed by"),
+                   ("decided_by", "decided by"), ("created_at", "created")]
+_DEVICE_COLUMNS = [("id", "id"), ("name", "name"), ("fleet", "fleet"),
+                   ("root_topic", "root topic"), ("created_at", "created")]
+_REVIEW_FIELDS = ["id", "lineage_id", "device_id", "source_table", "schema_hash",
+                  "classification", "status", "action_version", "claimed_by", "decided_by",
+                  "decision_reason", "created_at", "updated_at"]
+_LINEAGE_FIELDS = ["id", "device_name", "device_id", "source_table", "pipeline", "status",
+                   "pause_reason", "sync_authority", "target_table", "current_schema_hash",
+                   "approved_schema_hash", "staged_rows", "staged_bytes", "materialized_rows",
+                   "rejected_batches", "materialization_errors", "last_error", "updated_at"]
+
+
+class Ctx:
+    def __init__(self, args: argparse.Namespace, out: IO[str]) -> None:
+        self.args = args
+        self.out = out
+        self.json = args.output == "json"
+        if not args.token:
+            raise ConfigError("--token", "an API token is needed (or env EDGESYNC_TOKEN)")
+        if not args.org_id:
+            raise ConfigError("--org-id", "the organization id is needed "
+                                          "(or env EDGESYNC_ORG_ID)")
+        project = args.project or os.environ.get("EDGESYNC_PROJECT")
+        if not project:
+            raise ConfigError("--project", "the project id is needed (or env EDGESYNC_PROJECT)")
+        self.client = ApiClient(args.api_url, token=args.token, org_id=args.org_id)
+        self.api: ProjectApi = self.client.project(project)
+
+    def page(self, doc: dict[str, Any], columns: list[tuple[str, str]]) -> None:
+        if self.json:
+            print_json(doc, self.out)
+            return
+        print_table(doc["data"], columns, self.out)
+        meta = doc.get("meta") or {}
+        if meta and meta.get("total", 0) > len(doc["data"]):
+            self.out.write(f"(page {meta['page']}, {len(doc['data'])} of {meta['total']}; "
+                           "--page/--limit for more)\n")
+
+    def item(self, data: Any, fields: list[str], title: str | None = None) -> None:
+        if self.json:
+            print_json({"data": data}, self.out)
+            return
+        if title:
+            self.out.write(title + "\n")
+        print_fields(data, fields, self.out)
+
+
+def _paging(args: argparse.Namespace) -> dict[str, Any]:
+    return {"page": args.page, "limit": args.limit}
+
+
+def _lineages(ctx: Ctx) -> None:
+    a, api = ctx.args, ctx.api
+    cmd = a.lineages_command
+    lid = str(getattr(a, "lineage_id", ""))
+    if cmd == "list":
+        ctx.page(api.lineages(device_id=a.device_id, fleet_id=a.fleet_id, status=a.status,
+                              **_paging(a)), _LINEAGE_COLUMNS)
+    elif cmd == "show":
+        _show_lineage(ctx, api.lineage(lid))
+    elif cmd in ("staged-rows", "mirror-rows"):
+        doc = api.get_page(f"/edge/lineages/{lid}/{cmd}", **_paging(a))
+        _rows_page(ctx, doc)
+    elif cmd == "telemetry":
+        doc = api.telemetry(lid, **{"from": a.from_}, to=a.to, device_id=a.device_id,
+                            columns=a.columns, **_paging(a))
+        _rows_page(ctx, doc)
+    elif cmd == "reset":
+        ctx.item(api.reset_materialization(lid), ["lineage_id", "requeued_batches"],
+                 "materialization reset; replay scheduled")
+    elif cmd == "delete":
+        _delete_lineage(ctx, lid)
+    else:
+        rows = load_json_file(a.rows, "--rows")
+        if isinstance(rows, dict):
+            rows = rows.get("rows")
+        if not isinstance(rows, list):
+            raise ConfigError("--rows", 'expected a JSON list of {"pk", "values"} rows')
+        device_id = a.device_id or api.lineage(lid)["device_id"]
+        ctx.item(api.write_state_rows(str(device_id), lid, rows),
+                 ["control_id", "rows_written", "source_table", "cloud_version"],
+                 "rows written; state_write queued for the device")
+
+
+def _rows_page(ctx: Ctx, doc: dict[str, Any]) -> None:
+    rows = doc["data"]
+    keys: list[str] = list(dict.fromkeys(k for r in rows for k in r))
+    ctx.page(doc, [(k, k) for k in keys])
+
+
+def _show_lineage(ctx: Ctx, data: dict[str, Any]) -> None:
+    if ctx.json:
+        print_json({"data": data}, ctx.out)
+        return
+    print_fields(data, _LINEAGE_FIELDS, ctx.out)
+    ctx.out.write("\nschema versions\n")
+    print_table(data["schema_versions"], [("schema_hash", "schema hash"),
+                                          ("classification", "classification"),
+                                          ("status", "status"), ("first_seen_at", "first seen")],
+                ctx.out)
+    ctx.out.write("\nbindings\n")
+    print_table(data["bindings"], [("source_column_name", "column"), ("action", "action"),
+                                   ("mirror_column_name", "mirror column"),
+                                   ("target_type", "type"), ("schema_hash", "schema hash")],
+                ctx.out)
+    replay, mat = data["replay"], data["materialization"]
+    ctx.out.write("\nreplay\n")
+    print_fields(replay, ["pending_intents", "staged_batches", "staged_rows"], ctx.out)
+    ctx.out.write("\nmaterialization\n")
+    print_fields(mat, ["error_count", "last_error", "failed_batches", "failed_rows"], ctx.out)
+
+
+def _delete_lineage(ctx: Ctx, lid: str) -> None:
+    if not ctx.args.yes:
+        lineage = ctx.api.lineage(lid)
+        sys.stderr.write(f"Delete the sync state of {lineage['device_name']}/"
+                         f"{lineage['source_table']} ({lid})? Its state table stays. [y/N] ")
+        sys.stderr.flush()
+        answer = sys.stdin.readline().strip().lower()
+        if answer not in ("y", "yes"):
+            raise _Aborted()
+    ctx.item(ctx.api.delete_lineage(lid), ["id", "deleted"], "lineage deleted")
+
+
+class _Aborted(Exception):
+    pass
+
+
+def _reviews(ctx: Ctx) -> None:
+    a, api = ctx.args, ctx.api
+    cmd = a.reviews_command
+    rid = str(getattr(a, "review_id", ""))
+    if cmd == "list":
+        ctx.page(api.reviews(status=a.status, lineage_id=a.lineage_id, **_paging(a)),
+                 _REVIEW_COLUMNS)
+    elif cmd == "show":
+        _show_review(ctx, api.review(rid))
+    elif cmd == "claim":
+        version = a.action_version or api.review(rid)["action_version"]
+        ctx.item(api.claim(rid, version), _REVIEW_FIELDS, "claimed")
+    elif cmd == "approve":
+        review = api.review(rid)
+        names = [str(c["name"]) for c in (review.get("schema_columns") or {}).get("columns", [])]
+        actions = column_actions(names, actions_file=a.actions, mirror=a.mirror,
+                                 ignore=a.ignore, defer=a.defer)
+        version = a.action_version or review["action_version"]
+        if review["status"] == "queued":
+            version = api.claim(rid, version)["action_version"]
+        ctx.item(api.approve(rid, version, actions, a.sync_authority), _REVIEW_FIELDS,
+                 "approved")
+    else:
+        version = a.action_version or api.review(rid)["action_version"]
+        ctx.item(api.reject(rid, version, a.reason), _REVIEW_FIELDS, "rejected")
+
+
+def _show_review(ctx: Ctx, data: dict[str, Any]) -> None:
+    if ctx.json:
+        print_json({"data": data}, ctx.out)
+        return
+    print_fields(data, _REVIEW_FIELDS, ctx.out)
+    ctx.out.write("\ncolumns\n")
+    print_table((data.get("schema_columns") or {}).get("columns", []),
+                [("name", "name"), ("decl_type", "declared type"),
+                 ("decl_type_affinity", "affinity"), ("pk_ordinal", "pk"),
+                 ("not_null", "not null")], ctx.out)
+    if data.get("column_actions"):
+        ctx.out.write("\ncolumn actions\n")
+        print_table(data["column_actions"], [("source_column_name", "column"),
+                                             ("action", "action"),
+                                             ("mirror_column_name", "mirror column"),
+                                             ("target_type", "type")], ctx.out)
+    ctx.out.write("\ndiff\n" + orjson.dumps(data.get("diff"), option=orjson.OPT_INDENT_2)
+                  .decode() + "\n")
+
+
+def _policy_value(text: str) -> Any:
+    if text in ("default", "null"):
+        return None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+
+
+def _policy(ctx: Ctx) -> None:
+    if ctx.args.policy_command == "show":
+        data = ctx.api.policy()
+    else:
+        changes = {}
+        for change in ctx.args.changes:
+            field, sep, value = change.partition("=")
+            if not sep or not field:
+                raise ConfigError("FIELD=VALUE", f"{change!r} is not FIELD=VALUE")
+            changes[field] = _policy_value(value)
+        data = ctx.api.set_policy(changes)
+    ctx.item(data, sorted(data))
+
+
+def _devices(ctx: Ctx) -> None:
+    a = ctx.args
+    if a.devices_command == "list":
+        ctx.page(ctx.api.devices(fleet_id=a.fleet_id, **_paging(a)), _DEVICE_COLUMNS)
+    else:
+        data = ctx.api.add_device(a.name, a.fleet)
+        ctx.item(data, ["id", "name", "fleet", "fleet_id", "root_topic", "created_at"],
+                 "device registered")
+
+
+_COMMANDS: dict[str, Callable[[Ctx], None]] = {
+    "lineages": _lineages, "reviews": _reviews, "policy": _policy, "devices": _devices}
+
+
+def run_api_command(args: argparse.Namespace, out: IO[str] | None = None) -> int:
+    """Run one operator command over the API; 0 on success, 1 when a confirmation was
+    declined. API errors raise ``ApiClientError`` (after printing the error envelope on
+    stdout with ``--output json``)."""
+    out = out or sys.stdout
+    if args.output is None:
+        args.output = "table"
+    ctx = Ctx(args, out)
+    try:
+        _COMMANDS[args.command](ctx)
+    except _Aborted:
+        sys.stderr.write("edgesync: not deleted\n")
+        return 1
+    except ApiClientError as exc:
+        if ctx.json:
+            print_json({"error": {"code": exc.code, "message": exc.message,
+                                  "field": exc.field, "status": exc.status}}, out)
+        raise
+    finally:
+        ctx.client.close()
+    return 0

@@ -1,0 +1,139 @@
+"""``GET …/edge/lineages/{id}/telemetry``: time range, device, columns, limit."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import httpx
+import orjson
+
+from edgesync import _core, registry
+from edgesync.ingest import IngestPipeline
+from edgesync.protocol import uuid7
+from edgesync.staging import Replayer
+
+T0 = datetime(2026, 4, 28, 9, 0, tzinfo=UTC)
+COLUMNS = [("ts", "TEXT", 0, True), ("value_c", "REAL", 0, False),
+           ("sensor", "TEXT", 0, False)]
+
+
+def idem() -> dict[str, str]:
+    return {"Idempotency-Key": str(uuid.uuid4())}
+
+
+
+
+def rfc3339(t: datetime) -> str:
+    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+class Samples:
+    """``sync/telemetry/batch`` payloads, as the agent builds them."""
+
+    def __init__(self, table: str = "temps") -> None:
+        self.table = table
+        self.seq = 0
+        self.schema_hash, canonical = _core.schema_fingerprint(table, COLUMNS)
+        self.schema_columns = orjson.loads(canonical)
+
+    def payload(self, *samples: tuple[datetime, float], sensor: str = "s1") -> bytes:
+        self.seq += 1
+        rows = [{"ts": rfc3339(t), "row_id": str(uuid.uuid4()),
+                 "fields": {"value_c": v, "sensor": sensor}} for t, v in samples]
+        stamps = [t for t, _ in samples]
+        return orjson.dumps({
+            "format_version": 1, "capture_strategy": "sqlite_telemetry_batch_v1",
+            "batch_id": uuid7(), "batch_seq": self.seq, "source_table": self.table,
+            "schema_hash": self.schema_hash, "schema_columns": self.schema_columns,
+            "cursor_start_ts": rfc3339(min(stamps)), "cursor_end_ts": rfc3339(max(stamps)),
+            "row_count": len(rows), "rows": rows})
+
+
+async def telemetry_device(pool: asyncpg.Pool, tenant, name: str
+                           ) -> tuple[registry.DeviceScope, Samples]:
+    async with pool.acquire() as conn:
+        device = await registry.add_device(conn, project=tenant.project_name, name=name,
+                                           topic_slug=tenant.slug)
+    return device, Samples()
+
+
+async def send(pool: asyncpg.Pool, device: registry.DeviceScope, payload: bytes) -> Any:
+    return await IngestPipeline(pool).handle(f"{device.root_topic}/sync/telemetry/batch",
+                                             payload)
+
+
+async def approve_via_api(client: httpx.AsyncClient, tenant, lineage_id: uuid.UUID) -> None:
+    r = await client.get(tenant.url("/edge/schema-reviews"), headers=tenant.headers(),
+                         params={"lineage_id": str(lineage_id), "status": "queued"})
+    (review,) = r.json()["data"]
+    url = tenant.url(f"/edge/schema-reviews/{review['id']}")
+    r = await client.post(url + "/claim", headers=tenant.headers(**idem()),
+                          json={"action_version": review["action_version"]})
+    assert r.status_code == 200, r.text
+    r = await client.post(url + "/approve", headers=tenant.headers(**idem()),
+                          json={"action_version": r.json()["data"]["action_version"]})
+    assert r.status_code == 200, r.text
+
+
+async def test_read_telemetry_by_time_range_columns_and_device(
+        client: httpx.AsyncClient, tenant, pool: asyncpg.Pool) -> None:
+    gw1, s1 = await telemetry_device(pool, tenant, "ts-1")
+    first = await send(pool, gw1, s1.payload((T0, 1.0), (T0 + timedelta(minutes=1), 2.0)))
+    lineage_id = first.lineage_id
+    url = tenant.url(f"/edge/lineages/{lineage_id}/telemetry")
+    before = await client.get(url, headers=tenant.reader())
+    assert (before.status_code, before.json()["error"]["code"]) == (
+        404, "TELEMETRY_NOT_PROVISIONED")
+
+    await approve_via_api(client, tenant, lineage_id)
+    await Replayer(pool).drain_pending()
+    await send(pool, gw1, s1.payload(*[(T0 + timedelta(minutes=m), float(m))
+                                       for m in range(2, 10)]))
+    # A second device of the project shares the edge_ts_* table.
+    gw2, s2 = await telemetry_device(pool, tenant, "ts-2")
+    other = await send(pool, gw2, s2.payload((T0, 99.0), sensor="s2"))
+    await approve_via_api(client, tenant, other.lineage_id)
+    await Replayer(pool).drain_pending()
+
+    r = await client.get(url, headers=tenant.reader())
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["meta"]["total"] == 10
+    assert [x["value_c"] for x in doc["data"]] == [1.0, 2.0, *map(float, range(2, 10))]
+    assert {x["device_id"] for x in doc["data"]} == {str(gw1.device_id)}
+    assert set(doc["data"][0]) == {"device_id", "event_ts", "row_id", "ts", "value_c",
+                                   "sensor"}
+
+    r = await client.get(url, headers=tenant.reader(), params={
+        "from": rfc3339(T0 + timedelta(minutes=3)), "to": rfc3339(T0 + timedelta(minutes=7)),
+        "columns": "value_c", "limit": 3})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["meta"] == {"page": 1, "limit": 3, "total": 4}
+    assert [x["value_c"] for x in doc["data"]] == [3.0, 4.0, 5.0]
+    assert set(doc["data"][0]) == {"device_id", "event_ts", "row_id", "value_c"}
+    assert datetime.fromisoformat(doc["data"][0]["event_ts"]) == T0 + timedelta(minutes=3)
+
+    r = await client.get(url, headers=tenant.reader(),
+                         params={"device_id": str(gw2.device_id)})
+    assert [x["value_c"] for x in r.json()["data"]] == [99.0]
+
+    for params, field in (({"columns": "value_c,nope"}, "columns"),
+                          ({"columns": "device_id"}, "columns"),
+                          ({"device_id": str(uuid.uuid4())}, "device_id"),
+                          ({"from": rfc3339(T0), "to": rfc3339(T0)}, "to")):
+        r = await client.get(url, headers=tenant.reader(), params=params)
+        assert r.status_code == 422, (params, r.text)
+        assert (r.json()["error"]["code"], r.json()["error"]["field"]) == (
+            "INVALID_REQUEST", field)
+
+
+async def test_state_lineages_have_no_telemetry(client: httpx.AsyncClient, tenant,
+                                                stage) -> None:
+    s = await stage(tenant)
+    r = await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}/telemetry"),
+                         headers=tenant.reader())
+    assert (r.status_code, r.json()["error"]["code"]) == (404, "TELEMETRY_NOT_PROVISIONED")
