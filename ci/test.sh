@@ -39,6 +39,9 @@ echo "== pytest"
 cd "$root"
 .venv-test/bin/python -m pytest -p no:cacheprovider "$@"
 
+echo "== pytest on uvloop"
+EDGESYNC_TEST_UVLOOP=1 .venv-test/bin/python -m pytest -p no:cacheprovider -q "$@"
+
 echo "== benchmark smoke"
 .venv-test/bin/python -m pytest -p no:cacheprovider -q \
   --benchmark-disable benches
