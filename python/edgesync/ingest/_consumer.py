@@ -6,6 +6,7 @@ import asyncio
 import logging
 
 import aiomqtt
+import asyncpg
 
 from edgesync.ingest._pipeline import IngestPipeline
 from edgesync.protocol import (
@@ -18,6 +19,17 @@ from edgesync.protocol import (
 )
 
 __all__ = ["MqttIngest"]
+
+_ATTEMPTS = 5
+_TRANSIENT = (
+    asyncpg.DeadlockDetectedError,
+    asyncpg.SerializationError,
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.TooManyConnectionsError,
+    ConnectionError,
+    TimeoutError,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -59,9 +71,25 @@ class MqttIngest:
                 payload = message.payload
                 if not isinstance(payload, bytes | bytearray):
                     payload = str(payload).encode()
-                try:
-                    outcome = await self._pipeline.handle(str(message.topic), bytes(payload))
-                except Exception:
-                    _log.exception("ingest of a message on %s failed", message.topic)
-                    continue
-                _log.debug("%s → %s %s", message.topic, outcome.status, outcome.code or "")
+                await self._handle(str(message.topic), bytes(payload))
+
+    async def _handle(self, topic: str, payload: bytes) -> None:
+        """Hand one message to the pipeline, retrying transient database failures
+        (deadlock, serialization failure, lost connection) with backoff. Anything that
+        still fails is logged: the device re-sends batches the cloud never confirmed."""
+        backoff = Backoff(base=0.2, cap=5.0)
+        for attempt in range(1, _ATTEMPTS + 1):
+            try:
+                outcome = await self._pipeline.handle(topic, payload)
+            except _TRANSIENT as exc:
+                if attempt == _ATTEMPTS:
+                    _log.error("ingest of a message on %s failed %d times: %s", topic,
+                               attempt, exc)
+                    return
+                await asyncio.sleep(backoff.next_delay())
+            except Exception:
+                _log.exception("ingest of a message on %s failed", topic)
+                return
+            else:
+                _log.debug("%s → %s %s", topic, outcome.status, outcome.code or "")
+                return
