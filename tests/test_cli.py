@@ -20,7 +20,8 @@ def run(*args: str, timeout: float = 60, **kw: object) -> subprocess.CompletedPr
 
 @pytest.mark.parametrize("command", [
     [], ["serve"], ["agent"], ["demo"], ["devices"], ["devices", "add"], ["reviews"],
-    ["reviews", "approve"], ["reviews", "reject"], ["lineages"],
+    ["reviews", "approve"], ["reviews", "reject"], ["lineages"], ["registry"],
+    ["registry", "approve"], ["data-points"],
 ])
 def test_help_describes_each_command(command: list[str]) -> None:
     out = run(*command, "--help")

@@ -138,12 +138,14 @@ async def _db_actions(conn: Any, args: argparse.Namespace) -> list[dict[str, Any
     from edgesync import governance
     from edgesync.client._actions import column_actions
 
-    if args.actions is None and not (args.mirror or args.ignore or args.defer):
+    if args.actions is None and not (args.mirror or args.ignore or args.defer or args.map
+                                     or args.auto_map):
         return None
     review = await governance.get_review(conn, args.review_id)
     names = [str(c["name"]) for c in (review.get("schema_columns") or {}).get("columns", [])]
     return column_actions(names, actions_file=args.actions, mirror=args.mirror,
-                          ignore=args.ignore, defer=args.defer)
+                          ignore=args.ignore, defer=args.defer, map_=args.map,
+                          auto_map=args.auto_map)
 
 
 def print_table_of(result: Any) -> None:

@@ -86,9 +86,11 @@ def _parser() -> argparse.ArgumentParser:
 
     from edgesync.client._cli import (
         MODE_NOTE,
+        add_data_points_parser,
         add_devices_parsers,
         add_lineages_parser,
         add_policy_parser,
+        add_registry_parser,
         add_reviews_parser,
     )
 
@@ -102,6 +104,8 @@ def _parser() -> argparse.ArgumentParser:
     add_credentials_parsers(sub, dsub, _db_options)
     add_reviews_parser(sub)
     add_lineages_parser(sub)
+    add_registry_parser(sub)
+    add_data_points_parser(sub)
     add_policy_parser(sub)
 
     from edgesync.identity._admin import add_admin_parser
@@ -167,7 +171,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if is_credentials_command(args):
         _print_json(asyncio.run(cmd.credentials(args)))
         return 0
-    if args.command in ("devices", "reviews", "lineages", "policy"):
+    if args.command in ("devices", "reviews", "lineages", "policy", "registry", "data-points"):
         from edgesync.client._cli import uses_database
 
         if not uses_database(args):

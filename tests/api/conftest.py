@@ -3,18 +3,22 @@ device whose first batch is waiting in review."""
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 import httpx
 import pytest
+from api_cli_harness import Cli
 from fastapi import FastAPI
 
 from edgesync import identity, registry
 from edgesync.api import create_app
+from edgesync.api._serve import _Uvicorn, bind_socket
 from edgesync.ingest import IngestPipeline
 
 
@@ -88,13 +92,14 @@ class Staged:
 def stage(pool: asyncpg.Pool, batches: Callable[..., Any]
           ) -> Callable[..., Any]:
     """Register a device in the tenant's project and send it a first batch: the lineage
-    pauses with a queued review."""
+    pauses with a queued review (a device review; ``review_id`` is None when the project
+    coalesces and a registry review decides)."""
 
-    async def _stage(tenant: Tenant, name: str = "gw-1", table: str = "device_state"
-                     ) -> Staged:
+    async def _stage(tenant: Tenant, name: str = "gw-1", table: str = "device_state",
+                     fleet: str | None = None) -> Staged:
         async with pool.acquire() as conn:
             device = await registry.add_device(conn, project=tenant.project_name, name=name,
-                                               topic_slug=tenant.slug)
+                                               topic_slug=tenant.slug, fleet=fleet)
         f = batches(table)
         rows = f.rows(("insert", {"id": 1, "mode": "heat", "setpoint": 20.5}),
                       ("insert", {"id": 2, "mode": "cool", "setpoint": None}))
@@ -106,3 +111,56 @@ def stage(pool: asyncpg.Pool, batches: Callable[..., Any]
         return Staged(device, out.lineage_id, review_id)
 
     return _stage
+
+
+@pytest.fixture
+def stage_registry(client: httpx.AsyncClient, stage: Callable[..., Any],
+                   pool: asyncpg.Pool) -> Callable[..., Any]:
+    """Switch the tenant's project to coalescing (PATCH /edge/policy) and stage ``names``
+    devices with the same table: one registry review waits for all of them. Returns
+    (registry review id, the staged devices)."""
+
+    async def _stage(tenant: Tenant, *names: str, mode: str = "project",
+                     fleet: str | None = None, table: str = "device_state",
+                     policy: dict[str, Any] | None = None
+                     ) -> tuple[uuid.UUID, list[Staged]]:
+        r = await client.patch(tenant.url("/edge/policy"),
+                               headers=tenant.headers(**{"Idempotency-Key": str(uuid.uuid4())}),
+                               json={"schema_coalescing_mode": mode, **(policy or {})})
+        assert r.status_code == 200, r.text
+        staged = [await stage(tenant, name=n, table=table, fleet=fleet)
+                  for n in (names or ("gw-a", "gw-b"))]
+        review_id = await pool.fetchval(
+            "SELECT rr.id FROM edge_registry_reviews rr JOIN edge_schema_registry r "
+            "ON r.id = rr.registry_id WHERE rr.project_id = $1 AND r.source_table = $2 "
+            "AND rr.status IN ('queued', 'in_review')", tenant.project_id, table)
+        assert review_id is not None
+        return review_id, staged
+
+    return _stage
+
+
+@pytest.fixture(scope="module")
+def api_url(database_url: str, pool: Any) -> Iterator[str]:
+    """The API on a free port, served from a thread with its own event loop and pool
+    (``pool`` is only asked for so the schema is migrated)."""
+    import uvicorn
+
+    sock = bind_socket("127.0.0.1", 0)
+    server = _Uvicorn(uvicorn.Config(create_app(database_url=database_url),
+                                     log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True,
+                              name="test-api")
+    thread.start()
+    deadline = time.monotonic() + 60  # hang guard, not a timing assertion
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the API did not start"
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server.should_exit = True
+    thread.join(30)
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str], api_url: str, tenant) -> Cli:
+    return Cli(capsys, api_url, tenant)

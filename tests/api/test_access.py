@@ -4,28 +4,69 @@ mutating route answers 404 to a token of another org or project, 403 to a reader
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 import httpx
 import pytest
 
-from edgesync import identity
+from edgesync import governance, identity
 
 
 def idem() -> dict[str, str]:
     return {"Idempotency-Key": str(uuid.uuid4())}
 
 
+@dataclass
+class World:
+    """One tenant's objects: a device review (mode none), then a fleet registry review."""
+
+    lineage_id: uuid.UUID
+    review_id: uuid.UUID
+    device_id: uuid.UUID
+    registry_review_id: uuid.UUID
+    fleet_id: uuid.UUID
+    data_point_id: uuid.UUID
+
+    @property
+    def ids(self) -> dict[str, uuid.UUID]:
+        return {"lineage_id": self.lineage_id, "review_id": self.review_id,
+                "device_id": self.device_id, "registry_review_id": self.registry_review_id,
+                "fleet_id": self.fleet_id}
+
+
+async def _world(tenant, stage, stage_registry, pool: asyncpg.Pool) -> World:
+    s = await stage(tenant)
+    registry_review_id, (r,) = await stage_registry(tenant, "gw-r1", mode="fleet",
+                                                    fleet="north")
+    async with pool.acquire() as conn:
+        dp = await governance.create_data_point(conn, tenant.project_id, name="temp",
+                                                value_type="real")
+    return World(s.lineage_id, s.review_id, s.device.device_id, registry_review_id,
+                 r.device.fleet_id, dp["id"])
+
+
 # (method, path under the project, body): every mutation the API has.
-def mutations(lineage_id: uuid.UUID, review_id: uuid.UUID, device_id: uuid.UUID
+def mutations(lineage_id: uuid.UUID, review_id: uuid.UUID, device_id: uuid.UUID,
+              registry_review_id: uuid.UUID, fleet_id: uuid.UUID
               ) -> list[tuple[str, str, Any]]:
+    registry = [
+        (f"{prefix}/edge/registry-reviews/{registry_review_id}/{action}", body)
+        for prefix in ("", f"/fleets/{fleet_id}")
+        for action, body in (("claim", {"action_version": 1}),
+                             ("approve", {"action_version": 1}),
+                             ("reject", {"action_version": 1, "reason": "no"}),
+                             ("abandon", {"action_version": 1}))]
     return [
         ("POST", f"/edge/lineages/{lineage_id}/reset-materialization", None),
+        ("POST", f"/edge/lineages/{lineage_id}/reopen-review", None),
         ("DELETE", f"/edge/lineages/{lineage_id}", None),
         ("POST", f"/edge/schema-reviews/{review_id}/claim", {"action_version": 1}),
         ("POST", f"/edge/schema-reviews/{review_id}/approve", {"action_version": 1}),
         ("POST", f"/edge/schema-reviews/{review_id}/reject", {"action_version": 1}),
+        *(("POST", path, body) for path, body in registry),
+        ("POST", "/edge/data-points", {"name": "intruder", "value_type": "real"}),
         ("PATCH", "/edge/policy", {"schema_coalescing_mode": "project"}),
         ("POST", "/devices", {"name": "intruder"}),
         ("POST", f"/devices/{device_id}/edge/state-tables/{lineage_id}/rows",
@@ -33,43 +74,58 @@ def mutations(lineage_id: uuid.UUID, review_id: uuid.UUID, device_id: uuid.UUID
     ]
 
 
+# Routes that create in, or change, the caller's own project whatever ids they name.
+_OWN_PROJECT = ("/devices", "/edge/policy", "/edge/data-points")
+_NOT_FOUND = ("LINEAGE_NOT_FOUND", "REVIEW_NOT_FOUND", "DEVICE_NOT_FOUND",
+              "REGISTRY_REVIEW_NOT_FOUND", "FLEET_NOT_FOUND")
+
+
 def test_every_mutating_route_is_listed(app) -> None:
     routes = {(m.upper(), path) for path, ops in app.openapi()["paths"].items()
               for m in ops if m in ("post", "patch", "put", "delete")}
-    listed = {(m, "/core/api/v1/projects/{project_id}" + p.replace(str(_L), "{lineage_id}")
-               .replace(str(_R), "{review_id}").replace(str(_D), "{device_id}"))
-              for m, p, _ in mutations(_L, _R, _D)}
+    ids = {name: uuid.uuid4() for name in ("lineage_id", "review_id", "device_id",
+                                           "registry_review_id", "fleet_id")}
+    listed = set()
+    for method, path, _ in mutations(**ids):
+        for name, value in ids.items():
+            path = path.replace(str(value), "{review_id}" if name == "registry_review_id"
+                                else "{" + name + "}")
+        listed.add((method, "/core/api/v1/projects/{project_id}" + path))
     assert routes == listed
 
 
-_L, _R, _D = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
-
-
-async def _state(pool: asyncpg.Pool, tenant, s) -> tuple[Any, ...]:
+async def _state(pool: asyncpg.Pool, tenant, w: World) -> tuple[Any, ...]:
     return (
         await pool.fetchval("SELECT count(*) FROM edge_table_lineages WHERE id = $1",
-                            s.lineage_id),
+                            w.lineage_id),
         tuple(await pool.fetchrow("SELECT status, action_version FROM edge_schema_reviews "
-                                  "WHERE id = $1", s.review_id)),
+                                  "WHERE id = $1", w.review_id)),
+        tuple(await pool.fetchrow("SELECT status, action_version FROM edge_registry_reviews "
+                                  "WHERE id = $1", w.registry_review_id)),
+        await pool.fetchval("SELECT count(*) FROM edge_schema_reviews r JOIN "
+                            "edge_table_lineages l ON l.id = r.lineage_id "
+                            "WHERE l.project_id = $1", tenant.project_id),
+        await pool.fetchval("SELECT count(*) FROM edge_device_data_points "
+                            "WHERE project_id = $1", tenant.project_id),
         await pool.fetchval("SELECT policy FROM edge_projects WHERE id = $1", tenant.project_id),
         await pool.fetchval("SELECT count(*) FROM edge_devices WHERE project_id = $1",
                             tenant.project_id),
         await pool.fetchval("SELECT count(*) FROM edge_replay_intents WHERE lineage_id = $1",
-                            s.lineage_id),
+                            w.lineage_id),
         await pool.fetchval("SELECT count(*) FROM edge_pending_controls WHERE lineage_id = $1",
-                            s.lineage_id),
+                            w.lineage_id),
     )
 
 
 async def test_other_org_gets_404_on_every_mutation(client: httpx.AsyncClient, tenant,
-                                                    other_tenant, stage,
+                                                    other_tenant, stage, stage_registry,
                                                     pool: asyncpg.Pool) -> None:
-    s = await stage(tenant)
-    before = await _state(pool, tenant, s)
+    w = await _world(tenant, stage, stage_registry, pool)
+    before = await _state(pool, tenant, w)
     nowhere = await client.request("POST", f"/core/api/v1/projects/{uuid.uuid4()}/devices",
                                    headers=other_tenant.headers(**idem()), json={"name": "x"})
     assert nowhere.status_code == 404
-    for method, path, body in mutations(s.lineage_id, s.review_id, s.device.device_id):
+    for method, path, body in mutations(**w.ids):
         # Other org's token and ORG-ID, aimed at this tenant's project.
         r = await client.request(method, tenant.url(path), json=body,
                                  headers=other_tenant.headers(**idem()))
@@ -81,25 +137,25 @@ async def test_other_org_gets_404_on_every_mutation(client: httpx.AsyncClient, t
         # Other org's token on its own project, naming this tenant's objects.
         r = await client.request(method, other_tenant.url(path), json=body,
                                  headers=other_tenant.headers(**idem()))
-        if path in ("/devices", "/edge/policy"):
+        if path in _OWN_PROJECT:
             assert r.status_code in (200, 201), (method, path, r.text)  # its own project
         else:
             assert r.status_code == 404, (method, path, r.text)
-            assert r.json()["error"]["code"] in ("LINEAGE_NOT_FOUND", "REVIEW_NOT_FOUND",
-                                                 "DEVICE_NOT_FOUND")
-    assert await _state(pool, tenant, s) == before
+            assert r.json()["error"]["code"] in _NOT_FOUND, (method, path, r.text)
+    assert await _state(pool, tenant, w) == before
 
 
 async def test_other_project_in_same_org_gets_404(client: httpx.AsyncClient, tenant, stage,
-                                                  pool: asyncpg.Pool, unique: str) -> None:
-    s = await stage(tenant)
+                                                  stage_registry, pool: asyncpg.Pool,
+                                                  unique: str) -> None:
+    w = await _world(tenant, stage, stage_registry, pool)
     async with pool.acquire() as conn:
         other = await identity.bootstrap(conn, org=f"org-{unique}", project=f"side-{unique}",
                                          topic_slug=f"side-{unique}", admin="side-admin")
     assert other.org_id == tenant.org_id
-    before = await _state(pool, tenant, s)
+    before = await _state(pool, tenant, w)
     headers = tenant.headers(other.token.token)
-    for method, path, body in mutations(s.lineage_id, s.review_id, s.device.device_id):
+    for method, path, body in mutations(**w.ids):
         r = await client.request(method, tenant.url(path), json=body,
                                  headers={**headers, **idem()})
         assert r.status_code == 404, (method, path, r.text)
@@ -107,37 +163,49 @@ async def test_other_project_in_same_org_gets_404(client: httpx.AsyncClient, ten
         # Its own project, this tenant's lineage/review ids.
         r = await client.request(method, f"/core/api/v1/projects/{other.project_id}{path}",
                                  json=body, headers={**headers, **idem()})
-        if path not in ("/devices", "/edge/policy"):
+        if path not in _OWN_PROJECT:
             assert r.status_code == 404, (method, path, r.text)
-    assert await _state(pool, tenant, s) == before
+            assert r.json()["error"]["code"] in _NOT_FOUND, (method, path, r.text)
+    assert await _state(pool, tenant, w) == before
 
 
 async def test_readers_get_403_on_every_mutation(client: httpx.AsyncClient, tenant, stage,
-                                                 pool: asyncpg.Pool) -> None:
-    s = await stage(tenant)
-    before = await _state(pool, tenant, s)
-    for method, path, body in mutations(s.lineage_id, s.review_id, s.device.device_id):
+                                                 stage_registry, pool: asyncpg.Pool) -> None:
+    w = await _world(tenant, stage, stage_registry, pool)
+    before = await _state(pool, tenant, w)
+    for method, path, body in mutations(**w.ids):
         r = await client.request(method, tenant.url(path), json=body,
                                  headers=tenant.reader(**idem()))
         assert r.status_code == 403, (method, path, r.text)
         assert r.json()["error"]["code"] == "PERMISSION_DENIED"
-    assert await _state(pool, tenant, s) == before
+    assert await _state(pool, tenant, w) == before
 
 
 async def test_reads_are_scoped_too(client: httpx.AsyncClient, tenant, other_tenant,
-                                    stage) -> None:
-    s = await stage(tenant)
-    for path in ("/edge/lineages", f"/edge/lineages/{s.lineage_id}",
-                 f"/edge/lineages/{s.lineage_id}/staged-rows",
-                 f"/edge/lineages/{s.lineage_id}/mirror-rows", "/edge/schema-reviews",
-                 f"/edge/lineages/{s.lineage_id}/telemetry",
-                 f"/edge/schema-reviews/{s.review_id}", "/edge/policy", "/devices",
-                 "/events/stream"):
+                                    stage, stage_registry, pool: asyncpg.Pool) -> None:
+    w = await _world(tenant, stage, stage_registry, pool)
+    entry = await pool.fetchval("SELECT registry_id FROM edge_registry_reviews WHERE id = $1",
+                                w.registry_review_id)
+    fleet = f"/fleets/{w.fleet_id}/edge"
+    owned = (f"/edge/lineages/{w.lineage_id}", f"/edge/schema-reviews/{w.review_id}",
+             f"/edge/lineages/{w.lineage_id}/telemetry", f"/edge/registry/{entry}",
+             f"/edge/registry-reviews/{w.registry_review_id}",
+             f"/edge/data-points/{w.data_point_id}",
+             f"/edge/data-points/{w.data_point_id}/values", f"{fleet}/registry",
+             f"{fleet}/registry-reviews", f"{fleet}/coalesced-mirrors",
+             f"{fleet}/registry-reviews/{w.registry_review_id}")
+    for path in ("/edge/lineages", f"/edge/lineages/{w.lineage_id}/staged-rows",
+                 f"/edge/lineages/{w.lineage_id}/mirror-rows", "/edge/schema-reviews",
+                 "/edge/policy", "/devices", "/events/stream", "/edge/registry",
+                 "/edge/registry-reviews", "/edge/coalesced-mirrors", "/edge/data-points",
+                 *owned):
         r = await client.get(tenant.url(path), headers=other_tenant.headers())
         assert r.status_code == 404, (path, r.text)
         assert r.json()["error"]["code"] == "PROJECT_NOT_FOUND"
-    for path in (f"/edge/lineages/{s.lineage_id}", f"/edge/schema-reviews/{s.review_id}",
-                 f"/edge/lineages/{s.lineage_id}/telemetry"):
+        if any(k in path for k in ("registry", "mirrors", "data-points")):  # the reader may
+            r = await client.get(tenant.url(path), headers=tenant.reader())
+            assert r.status_code == 200, (path, r.text)
+    for path in owned:  # the other tenant's own project, naming this tenant's objects
         r = await client.get(other_tenant.url(path), headers=other_tenant.headers())
         assert r.status_code == 404, (path, r.text)
 

@@ -4,62 +4,12 @@ reset/delete, policy, devices, write-back, and errors with their stable codes.""
 from __future__ import annotations
 
 import json
-import threading
-import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import pytest
+from api_cli_harness import Cli
 
 from edgesync import cli
-from edgesync.api import create_app
-from edgesync.api._serve import _Uvicorn, bind_socket
-
-
-@pytest.fixture(scope="module")
-def api_url(database_url: str, pool: Any) -> Iterator[str]:
-    """The API on a free port, served from a thread with its own event loop and pool
-    (``pool`` is only asked for so the schema is migrated)."""
-    import uvicorn
-
-    sock = bind_socket("127.0.0.1", 0)
-    server = _Uvicorn(uvicorn.Config(create_app(database_url=database_url),
-                                     log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True,
-                              name="test-api")
-    thread.start()
-    deadline = time.monotonic() + 60  # hang guard, not a timing assertion
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the API did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
-    thread.join(30)
-
-
-class Cli:
-    def __init__(self, capsys: pytest.CaptureFixture[str], api_url: str, tenant) -> None:
-        self.capsys = capsys
-        self.conn = ["--api-url", api_url, "--token", tenant.admin_token,
-                     "--org-id", str(tenant.org_id), "--project", str(tenant.project_id)]
-
-    def __call__(self, *args: str, ok: bool = True) -> tuple[int, str, str]:
-        self.capsys.readouterr()
-        code = cli.main([*args, *self.conn])
-        out, err = self.capsys.readouterr()
-        if ok:
-            assert code == 0, (args, out, err)
-        return code, out, err
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self(*args, "--output", "json")[1])
-
-
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str], api_url: str, tenant) -> Cli:
-    return Cli(capsys, api_url, tenant)
 
 
 async def test_full_review_through_the_cli(run: Cli, tenant, stage, monkeypatch) -> None:

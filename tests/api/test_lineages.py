@@ -1,5 +1,5 @@
 """Lineage routes: list + filters + pagination, detail, staged rows, mirror rows,
-reset-materialization and delete."""
+reset-materialization, delete and reopen-review."""
 
 from __future__ import annotations
 
@@ -13,6 +13,10 @@ from edgesync.staging import Replayer
 
 def key() -> str:
     return str(uuid.uuid4())
+
+
+def idem() -> dict[str, str]:
+    return {"Idempotency-Key": key()}
 
 
 async def test_list_filters_and_paginates(client: httpx.AsyncClient, tenant, stage) -> None:
@@ -137,3 +141,37 @@ async def test_delete_lineage(client: httpx.AsyncClient, tenant, stage,
     again = await client.delete(tenant.url(f"/edge/lineages/{s.lineage_id}"),
                                 headers=tenant.headers(**{"Idempotency-Key": key()}))
     assert again.status_code == 404
+
+
+async def test_reopen_review_after_a_deferred_column(client: httpx.AsyncClient, tenant,
+                                                     stage) -> None:
+    s = await stage(tenant)
+    reopen = tenant.url(f"/edge/lineages/{s.lineage_id}/reopen-review")
+    r = await client.post(reopen, headers=tenant.headers(**idem()))
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "CONFLICT")  # none deferred
+    url = tenant.url(f"/edge/schema-reviews/{s.review_id}")
+    await client.post(url + "/claim", headers=tenant.headers(**idem()),
+                      json={"action_version": 1})
+    r = await client.post(url + "/approve", headers=tenant.headers(**idem()), json={
+        "action_version": 2, "column_actions": [
+            {"source_column_name": "id", "action": "mirror"},
+            {"source_column_name": "mode", "action": "mirror"},
+            {"source_column_name": "setpoint", "action": "defer"}]})
+    assert r.status_code == 200, r.text
+    lineage = (await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}"),
+                                headers=tenant.reader())).json()["data"]
+    assert (lineage["status"], lineage["pause_reason"]) == ("paused", "deferred_columns")
+
+    r = await client.post(reopen, headers=tenant.reader(**idem()))
+    assert r.status_code == 403
+    r = await client.post(reopen, headers=tenant.headers(**idem()))
+    assert r.status_code == 201, r.text
+    review = r.json()["data"]
+    assert (review["status"], review["lineage_id"], review["action_version"]) == (
+        "queued", str(s.lineage_id), 1)
+    assert review["id"] != str(s.review_id)
+    r = await client.post(reopen, headers=tenant.headers(**idem()))
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "CONFLICT")  # already open
+    r = await client.post(tenant.url(f"/edge/lineages/{uuid.uuid4()}/reopen-review"),
+                          headers=tenant.headers(**idem()))
+    assert (r.status_code, r.json()["error"]["code"]) == (404, "LINEAGE_NOT_FOUND")

@@ -21,7 +21,11 @@ COLS = ["id", "mode", "setpoint", "blob"]
 @pytest.mark.parametrize("command", [
     ["lineages", "show"], ["lineages", "reset"], ["lineages", "delete"], ["lineages", "write"],
     ["lineages", "telemetry"], ["reviews", "show"], ["reviews", "claim"], ["policy", "set"],
-    ["policy", "show"], ["devices", "list"],
+    ["policy", "show"], ["devices", "list"], ["lineages", "reopen-review"],
+    ["registry", "list"], ["registry", "show"], ["registry", "reviews"],
+    ["registry", "review-show"], ["registry", "claim"], ["registry", "approve"],
+    ["registry", "reject"], ["registry", "abandon"], ["registry", "mirrors"],
+    ["data-points", "list"], ["data-points", "create"], ["data-points", "values"],
 ])
 def test_help_names_the_api_and_the_database_rule(command: list[str],
                                                   capsys: pytest.CaptureFixture[str]) -> None:
@@ -40,6 +44,22 @@ def test_flags_make_one_action_per_column() -> None:
         {"source_column_name": "mode", "action": "mirror", "mirror_column_name": "hvac"},
         {"source_column_name": "setpoint", "action": "defer"},
         {"source_column_name": "blob", "action": "ignore"}]
+
+
+def test_map_flags() -> None:
+    assert column_actions(COLS, actions_file=None, mirror=[], ignore=[], defer=[],
+                          map_=["setpoint=0b6e"], auto_map=["mode:hvac_mode", "blob"]) == [
+        {"source_column_name": "id", "action": "mirror"},
+        {"source_column_name": "mode", "action": "auto_create_and_map",
+         "data_point_name": "hvac_mode"},
+        {"source_column_name": "setpoint", "action": "map", "device_data_point_id": "0b6e"},
+        {"source_column_name": "blob", "action": "auto_create_and_map"}]
+    with pytest.raises(ConfigError, match="COLUMN=DATA_POINT"):
+        column_actions(COLS, actions_file=None, mirror=[], ignore=[], defer=[],
+                       map_=["setpoint"])
+    with pytest.raises(ConfigError, match="more than one action"):
+        column_actions(COLS, actions_file=None, mirror=[], ignore=["blob"], defer=[],
+                       auto_map=["blob"])
 
 
 def test_flags_override_the_actions_file(tmp_path: Path) -> None:

@@ -17,8 +17,9 @@ from edgesync.store import create_pool
 __all__ = ["create_app"]
 
 _DESCRIPTION = """\
-Operate edgesync: lineages (and their telemetry), schema reviews, project policy,
-devices, state write-back and the governance event stream. Every call carries
+Operate edgesync: lineages (and their telemetry), schema reviews, registry coalescing
+(registry reviews, coalesced mirrors), device data points, project policy, devices, state
+write-back and the governance event stream. Every call carries
 `Authorization: Bearer <token>` and an `ORG-ID` header; mutations also need an
 `Idempotency-Key`. See docs/api.md.
 """

@@ -52,7 +52,12 @@ class ColumnActionIn(BaseModel):
     mirror_column_name: str | None = Field(None, min_length=1, max_length=1000)
     target_type: Literal["bigint", "double precision", "numeric", "text", "bytea", "boolean",
                          "jsonb"] | None = None
-    device_data_point_id: uuid.UUID | None = None
+    device_data_point_id: uuid.UUID | None = Field(
+        None, description="map: the data point the column feeds (a data point of this project)")
+    data_point_name: str | None = Field(
+        None, min_length=1, max_length=200,
+        description="auto_create_and_map: name of the data point to create or reuse "
+                    "(default: the column name)")
 
 
 class ApproveBody(_Body):

@@ -1,4 +1,5 @@
-"""Column actions for ``reviews approve``: from flags, a JSON file, or both."""
+"""Column actions for ``reviews approve`` and ``registry approve``: from flags, a JSON
+file, or both."""
 
 from __future__ import annotations
 
@@ -34,12 +35,14 @@ def load_actions_file(path: Path) -> list[dict[str, Any]]:
 
 
 def column_actions(schema_columns: Sequence[str], *, actions_file: Path | None,
-                   mirror: Sequence[str], ignore: Sequence[str], defer: Sequence[str]
+                   mirror: Sequence[str], ignore: Sequence[str], defer: Sequence[str],
+                   map_: Sequence[str] = (), auto_map: Sequence[str] = ()
                    ) -> list[dict[str, Any]] | None:
     """One action per column of the schema: the file's, overridden by the flags
-    (``--mirror col[:name]``, ``--ignore col``, ``--defer col``); a column neither names
-    is mirrored. None (mirror everything) when neither a file nor a flag is given."""
-    if actions_file is None and not (mirror or ignore or defer):
+    (``--mirror col[:name]``, ``--ignore col``, ``--defer col``, ``--map col=DATA_POINT_ID``,
+    ``--auto-map col[:data point name]``); a column neither names is mirrored. None
+    (mirror everything) when neither a file nor a flag is given."""
+    if actions_file is None and not (mirror or ignore or defer or map_ or auto_map):
         return None
     by_column: dict[str, dict[str, Any]] = {}
     if actions_file is not None:
@@ -52,11 +55,27 @@ def column_actions(schema_columns: Sequence[str], *, actions_file: Path | None,
         if target:
             action["mirror_column_name"] = target
         flagged[name] = action
+
+    def add(option: str, name: str, action: dict[str, Any]) -> None:
+        if name in flagged:
+            raise ConfigError(option, f"column {name!r} has more than one action")
+        flagged[name] = action
+
     for kind, names in (("ignore", ignore), ("defer", defer)):
         for name in names:
-            if name in flagged:
-                raise ConfigError(f"--{kind}", f"column {name!r} has more than one action")
-            flagged[name] = {"source_column_name": name, "action": kind}
+            add(f"--{kind}", name, {"source_column_name": name, "action": kind})
+    for spec in map_:
+        name, sep, point = spec.partition("=")
+        if not sep or not point:
+            raise ConfigError("--map", f"{spec!r} is not COLUMN=DATA_POINT")
+        add("--map", name, {"source_column_name": name, "action": "map",
+                            "device_data_point_id": point})
+    for spec in auto_map:
+        name, _, point_name = spec.partition(":")
+        action = {"source_column_name": name, "action": "auto_create_and_map"}
+        if point_name:
+            action["data_point_name"] = point_name
+        add("--auto-map", name, action)
     known = set(schema_columns)
     for name in flagged:
         if name not in known:

@@ -16,8 +16,8 @@ from typing import Any
 
 from edgesync.client._client import DEFAULT_API_URL
 
-__all__ = ["MODE_NOTE", "add_devices_parsers", "add_lineages_parser", "add_policy_parser",
-           "add_reviews_parser", "uses_database"]
+__all__ = ["MODE_NOTE", "add_data_points_parser", "add_devices_parsers", "add_lineages_parser",
+           "add_policy_parser", "add_registry_parser", "add_reviews_parser", "uses_database"]
 
 MODE_NOTE = (
     "Over the HTTP API by default (--api-url / EDGESYNC_API_URL, --token / EDGESYNC_TOKEN, "
@@ -84,6 +84,16 @@ def add_devices_parsers(dsub: Any) -> None:
     _api_options(dlist)
 
 
+def _map_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--map", action="append", default=[], metavar="COL=DATA_POINT",
+                   help="send COL's values to a data point (its id, or its name over the API) "
+                        "instead of a column; repeatable")
+    p.add_argument("--auto-map", action="append", default=[], metavar="COL[:NAME]",
+                   help="like --map, to a data point created (or reused) for it, named NAME "
+                        "or COL; needs policy allow_auto_create_device_data_points; "
+                        "repeatable")
+
+
 def add_reviews_parser(sub: Any) -> None:
     reviews = _sub(sub, "reviews", "list, show, claim, approve and reject schema reviews",
                    "Operate the schema review workflow.")
@@ -124,6 +134,7 @@ def add_reviews_parser(sub: Any) -> None:
                          help="do not sync COL; repeatable (API)")
     approve.add_argument("--defer", action="append", default=[], metavar="COL",
                          help="decide about COL later; repeatable (API)")
+    _map_options(approve)
     approve.add_argument("--sync-authority",
                          choices=["device_authoritative", "cloud_authoritative"],
                          help="cloud_authoritative allows write-back (lineages write) (API)")
@@ -184,6 +195,13 @@ def add_lineages_parser(sub: Any) -> None:
     _paging(tele)
     _api_options(tele)
 
+    reopen = _sub(lsub, "reopen-review", "open a new review of a lineage paused by deferred "
+                  "columns", "Open a new schema review of the lineage's approved schema, for "
+                  "a lineage an approval with --defer columns left paused (deferred_columns); "
+                  "approving it without defers resumes the lineage and replays its rows.")
+    reopen.add_argument("lineage_id", type=uuid.UUID)
+    _api_options(reopen)
+
     reset = _sub(lsub, "reset", "reset materialization (clear errors, replay, resume)",
                  "Clear the materialization error counter and circuit breaker, requeue failed "
                  "rows and schedule a replay.")
@@ -219,3 +237,108 @@ def add_policy_parser(sub: Any) -> None:
                 "a bare word; FIELD=default (or null) puts the field back to its default.")
     set_.add_argument("changes", nargs="+", metavar="FIELD=VALUE")
     _api_options(set_)
+
+
+def _fleet_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fleet-id", default=None,
+                   help="use the fleet-scoped routes of this fleet (/fleets/{id}/edge/...)")
+
+
+def add_registry_parser(sub: Any) -> None:
+    registry = _sub(sub, "registry", "registry coalescing: entries, registry reviews, mirrors",
+                    "Registry coalescing (policy schema_coalescing_mode project or fleet): one "
+                    "schema decision, and one coalesced target, per project or fleet.")
+    rsub = registry.add_subparsers(dest="registry_command", required=True, metavar="ACTION")
+    rlist = _sub(rsub, "list", "list registry entries", "List the schema registry entries.")
+    rlist.add_argument("--status", choices=["pending", "approved", "rejected", "abandoned"])
+    _fleet_option(rlist)
+    _paging(rlist)
+    _api_options(rlist)
+
+    show = _sub(rsub, "show", "show a registry entry and its devices",
+                "Show one registry entry with the device lineages linked to it.")
+    show.add_argument("registry_id", type=uuid.UUID)
+    _fleet_option(show)
+    _api_options(show)
+
+    reviews = _sub(rsub, "reviews", "list registry reviews", "List registry reviews.")
+    reviews.add_argument("--status", choices=["queued", "in_review", "approved", "rejected",
+                                              "abandoned"])
+    _fleet_option(reviews)
+    _paging(reviews)
+    _api_options(reviews)
+
+    rshow = _sub(rsub, "review-show", "show a registry review: columns, waiting devices",
+                 "Show one registry review with its schema columns and waiting devices.")
+    rshow.add_argument("review_id", type=uuid.UUID)
+    _fleet_option(rshow)
+    _api_options(rshow)
+
+    claim = _sub(rsub, "claim", "claim a queued registry review (queued → in_review)",
+                 "Claim a registry review, so you can approve or reject it.")
+    approve = _sub(
+        rsub, "approve", "claim (if queued) and approve a registry review",
+        "Approve a registry review, claiming it first when it is queued: provision the "
+        "coalesced target and approve every waiting device. Column actions as for 'reviews "
+        "approve' (--actions FILE, --mirror, --ignore, --map, --auto-map); defer is refused "
+        "at registry scope. No file and no flag: every column is mirrored.")
+    approve.add_argument("--actions", type=Path,
+                         help="JSON file with a list of column actions")
+    approve.add_argument("--mirror", action="append", default=[], metavar="COL[:NAME]",
+                         help="mirror COL (as NAME in the target table); repeatable")
+    approve.add_argument("--ignore", action="append", default=[], metavar="COL",
+                         help="do not sync COL; repeatable")
+    _map_options(approve)
+    reject = _sub(rsub, "reject", "reject a registry review",
+                  "Reject the schema for the whole scope: waiting devices stay paused and "
+                  "staging, and so will devices that send it later.")
+    abandon = _sub(rsub, "abandon", "abandon a registry review (back to device reviews)",
+                   "Give the schema back to per-device reviews: each waiting device gets a "
+                   "device review.")
+    for p in (reject, abandon):
+        p.add_argument("--reason", default=None)
+    for p in (claim, approve, reject, abandon):
+        p.add_argument("review_id", type=uuid.UUID)
+        p.add_argument("--action-version", type=int, default=None,
+                       help="the action_version you last saw (default: the current one)")
+        _fleet_option(p)
+        _api_options(p)
+
+    mirrors = _sub(rsub, "mirrors", "list coalesced mirrors (shared targets)",
+                   "List the coalesced mirrors: one shared target per scope and table.")
+    _fleet_option(mirrors)
+    _paging(mirrors)
+    _api_options(mirrors)
+    mshow = _sub(rsub, "mirror-show", "show a coalesced mirror", "Show one coalesced mirror.")
+    mshow.add_argument("mirror_id", help="the mirror's id: its target table name")
+    _fleet_option(mshow)
+    _api_options(mshow)
+
+
+def add_data_points_parser(sub: Any) -> None:
+    points = _sub(sub, "data-points", "list and create device data points, read their values",
+                  "Device data points: named, typed values that columns approved with map / "
+                  "auto_create_and_map feed.")
+    psub = points.add_subparsers(dest="data_points_command", required=True, metavar="ACTION")
+    plist = _sub(psub, "list", "list data points", "List the project's data points.")
+    _paging(plist)
+    _api_options(plist)
+    show = _sub(psub, "show", "show a data point", "Show one data point.")
+    show.add_argument("data_point_id", type=uuid.UUID)
+    _api_options(show)
+    create = _sub(psub, "create", "create a data point", "Create a data point.")
+    create.add_argument("name", help="unique in the project")
+    create.add_argument("--type", dest="value_type", required=True,
+                        choices=["integer", "real", "numeric", "text", "boolean", "blob",
+                                 "json"])
+    create.add_argument("--unit", default=None)
+    _api_options(create)
+    values = _sub(psub, "values", "values of a data point, oldest first",
+                  "List a data point's values in a time range, oldest first.")
+    values.add_argument("data_point_id", type=uuid.UUID)
+    values.add_argument("--device-id", default=None, help="only this device's values")
+    values.add_argument("--from", dest="from_", default=None, metavar="TIME",
+                        help="ts at or after (RFC 3339)")
+    values.add_argument("--to", default=None, metavar="TIME", help="ts before (RFC 3339)")
+    _paging(values)
+    _api_options(values)

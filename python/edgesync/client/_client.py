@@ -176,6 +176,58 @@ class ProjectApi:
         return self.post(f"/edge/schema-reviews/{review_id}/reject",
                          {"action_version": action_version, "reason": reason})
 
+    def reopen_review(self, lineage_id: str) -> Any:
+        return self.post(f"/edge/lineages/{lineage_id}/reopen-review")
+
+    # Registry coalescing (fleet_id: the fleet-scoped routes)
+    def _edge(self, fleet_id: str | None) -> str:
+        return f"/fleets/{fleet_id}/edge" if fleet_id else "/edge"
+
+    def registry_entries(self, fleet_id: str | None = None, **params: Any) -> dict[str, Any]:
+        return self.get_page(self._edge(fleet_id) + "/registry", **params)
+
+    def registry_entry(self, registry_id: str, fleet_id: str | None = None) -> Any:
+        return self.get(f"{self._edge(fleet_id)}/registry/{registry_id}")
+
+    def registry_reviews(self, fleet_id: str | None = None, **params: Any) -> dict[str, Any]:
+        return self.get_page(self._edge(fleet_id) + "/registry-reviews", **params)
+
+    def registry_review(self, review_id: str, fleet_id: str | None = None) -> Any:
+        return self.get(f"{self._edge(fleet_id)}/registry-reviews/{review_id}")
+
+    def decide_registry_review(self, review_id: str, action: str, action_version: int, *,
+                               column_actions: list[dict[str, Any]] | None = None,
+                               reason: str | None = None, fleet_id: str | None = None) -> Any:
+        """``action``: claim, approve (``column_actions``), reject or abandon (``reason``)."""
+        body: dict[str, Any] = {"action_version": action_version}
+        if column_actions is not None:
+            body["column_actions"] = column_actions
+        if reason is not None:
+            body["reason"] = reason
+        return self.post(f"{self._edge(fleet_id)}/registry-reviews/{review_id}/{action}", body)
+
+    def coalesced_mirrors(self, fleet_id: str | None = None, **params: Any) -> dict[str, Any]:
+        return self.get_page(self._edge(fleet_id) + "/coalesced-mirrors", **params)
+
+    def coalesced_mirror(self, mirror_id: str, fleet_id: str | None = None) -> Any:
+        return self.get(f"{self._edge(fleet_id)}/coalesced-mirrors/{mirror_id}")
+
+    # Device data points
+    def data_points(self, **params: Any) -> dict[str, Any]:
+        return self.get_page("/edge/data-points", **params)
+
+    def data_point(self, data_point_id: str) -> Any:
+        return self.get(f"/edge/data-points/{data_point_id}")
+
+    def create_data_point(self, name: str, value_type: str, unit: str | None = None) -> Any:
+        body: dict[str, Any] = {"name": name, "value_type": value_type}
+        if unit is not None:
+            body["unit"] = unit
+        return self.post("/edge/data-points", body)
+
+    def data_point_values(self, data_point_id: str, **params: Any) -> dict[str, Any]:
+        return self.get_page(f"/edge/data-points/{data_point_id}/values", **params)
+
     # Policy and devices
     def policy(self) -> Any:
         return self.get("/edge/policy")

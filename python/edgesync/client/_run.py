@@ -13,6 +13,11 @@ import orjson
 from edgesync.client._actions import column_actions, load_json_file
 from edgesync.client._client import ApiClient, ApiClientError, ProjectApi
 from edgesync.client._format import print_fields, print_json, print_table
+from edgesync.client._run_governance import (
+    data_points_command,
+    registry_command,
+    resolve_map_specs,
+)
 from edgesync.errors import ConfigError
 
 __all__ = ["run_api_command"]
@@ -92,6 +97,8 @@ def _lineages(ctx: Ctx) -> None:
         doc = api.telemetry(lid, **{"from": a.from_}, to=a.to, device_id=a.device_id,
                             columns=a.columns, **_paging(a))
         _rows_page(ctx, doc)
+    elif cmd == "reopen-review":
+        ctx.item(api.reopen_review(lid), _REVIEW_FIELDS, "review reopened")
     elif cmd == "reset":
         ctx.item(api.reset_materialization(lid), ["lineage_id", "requeued_batches"],
                  "materialization reset; replay scheduled")
@@ -169,7 +176,8 @@ def _reviews(ctx: Ctx) -> None:
         review = api.review(rid)
         names = [str(c["name"]) for c in (review.get("schema_columns") or {}).get("columns", [])]
         actions = column_actions(names, actions_file=a.actions, mirror=a.mirror,
-                                 ignore=a.ignore, defer=a.defer)
+                                 ignore=a.ignore, defer=a.defer,
+                                 map_=resolve_map_specs(api, a.map), auto_map=a.auto_map)
         version = a.action_version or review["action_version"]
         if review["status"] == "queued":
             version = api.claim(rid, version)["action_version"]
@@ -234,7 +242,8 @@ def _devices(ctx: Ctx) -> None:
 
 
 _COMMANDS: dict[str, Callable[[Ctx], None]] = {
-    "lineages": _lineages, "reviews": _reviews, "policy": _policy, "devices": _devices}
+    "lineages": _lineages, "reviews": _reviews, "policy": _policy, "devices": _devices,
+    "registry": registry_command, "data-points": data_points_command}
 
 
 def run_api_command(args: argparse.Namespace, out: IO[str] | None = None) -> int:

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
-from edgesync import control, staging
+from edgesync import control, governance, staging
 from edgesync.api._auth import CanManage, CanRead
 from edgesync.api._db import Db
 from edgesync.api._envelopes import Item, Page
@@ -29,6 +29,8 @@ from edgesync.api._lineage_queries import (
     mirror_rows,
 )
 from edgesync.api._pagination import Pagination, Paging
+from edgesync.api._review_models import ReviewOut
+from edgesync.api._review_queries import review_out
 from edgesync.api._telemetry_queries import MAX_TELEMETRY_LIMIT, TelemetryQuery, telemetry_rows
 from edgesync.store import Conn
 
@@ -121,6 +123,20 @@ async def reset(access: CanManage, conn: Db, request: Request, lineage_id: Linea
         await get_lineage(tx, access.project_id, lineage_id)
         result = await control.reset_materialization(tx, lineage_id)
         return 200, Item[ResetResult](data=ResetResult.model_validate(result))
+
+    return await idempotent(conn, access, request, idempotency_key, work)
+
+
+@router.post("/{lineage_id}/reopen-review", status_code=201, response_model=Item[ReviewOut],
+             responses=_WRITE_ERRORS,
+             summary="Open a new review of the approved schema of a lineage paused by "
+                     "deferred columns")
+async def reopen_review(access: CanManage, conn: Db, request: Request, lineage_id: LineageId,
+                        idempotency_key: IdempotencyKey = None) -> Response:
+    async def work(tx: Conn) -> tuple[int, Item[ReviewOut]]:
+        await get_lineage(tx, access.project_id, lineage_id)
+        review = await governance.reopen_review(tx, lineage_id, actor=access.actor)
+        return 201, Item[ReviewOut](data=review_out(review))
 
     return await idempotent(conn, access, request, idempotency_key, work)
 

@@ -1,0 +1,124 @@
+"""Request and response models of the registry, coalesced mirror and data point routes."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from edgesync.api._review_models import ColumnActionIn, ReviewStatus, _Body
+
+__all__ = ["CoalescedMirrorOut", "DataPointIn", "DataPointOut", "DataPointValueOut",
+           "RegistryApproveBody", "RegistryDevice", "RegistryEntryDetail", "RegistryEntryOut",
+           "RegistryReasonBody", "RegistryReviewDetail", "RegistryReviewOut"]
+
+Scope = Literal["project", "fleet"]
+Pipeline = Literal["rows", "telemetry"]
+ValueType = Literal["integer", "real", "numeric", "text", "boolean", "blob", "json"]
+
+
+class RegistryDevice(BaseModel):
+    lineage_id: uuid.UUID
+    device_id: uuid.UUID
+    status: str = Field(description="the device's schema version: pending, approved, rejected")
+
+
+class RegistryEntryOut(BaseModel):
+    id: uuid.UUID
+    project_id: uuid.UUID
+    fleet_id: uuid.UUID | None = Field(description="set for fleet scope")
+    scope: Scope
+    pipeline: Pipeline
+    source_table: str
+    schema_hash: str
+    classification: str
+    status: Literal["pending", "approved", "rejected", "abandoned"]
+    target_table: str | None = Field(description="the coalesced target, once approved")
+    column_actions: list[dict[str, Any]] | None
+    device_count: int = Field(description="device schema versions linked to the entry")
+    created_at: datetime
+    updated_at: datetime
+
+
+class RegistryEntryDetail(RegistryEntryOut):
+    schema_columns: dict[str, Any] | None
+    devices: list[RegistryDevice]
+
+
+class RegistryReviewOut(BaseModel):
+    id: uuid.UUID
+    registry_id: uuid.UUID
+    project_id: uuid.UUID
+    fleet_id: uuid.UUID | None
+    scope: Scope
+    pipeline: Pipeline
+    source_table: str
+    schema_hash: str
+    classification: str
+    status: ReviewStatus
+    registry_status: str = Field(description="the registry entry's status")
+    target_table: str | None
+    action_version: int = Field(description="send this back with claim/approve/reject/abandon")
+    claimed_by: str | None
+    decided_by: str | None
+    decision_reason: str | None
+    column_actions: list[dict[str, Any]] | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class RegistryReviewDetail(RegistryReviewOut):
+    schema_columns: dict[str, Any] | None = Field(
+        description='{"table_name", "columns": [...]} as the devices sent them')
+    devices: list[RegistryDevice] = Field(description="device lineages linked to the entry")
+
+
+class RegistryApproveBody(_Body):
+    column_actions: list[ColumnActionIn] | None = Field(
+        None, max_length=2000,
+        description="one action per source column (defer is refused at registry scope); "
+                    "omitted: mirror every column")
+
+
+class RegistryReasonBody(_Body):
+    reason: str | None = Field(None, max_length=2000)
+
+
+class CoalescedMirrorOut(BaseModel):
+    id: str = Field(description="the mirror's id: its target table name")
+    target_table: str
+    scope: Scope
+    fleet_id: uuid.UUID | None
+    pipeline: Pipeline
+    source_table: str
+    schema_hashes: list[str] = Field(description="approved schema hashes writing to it")
+    device_count: int = Field(description="device lineages writing to it")
+    created_at: datetime
+
+
+class DataPointIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200, description="unique in the project")
+    value_type: ValueType
+    unit: str | None = Field(None, max_length=200)
+
+
+class DataPointOut(BaseModel):
+    id: uuid.UUID
+    project_id: uuid.UUID
+    name: str
+    value_type: ValueType
+    unit: str | None
+    created_at: datetime
+
+
+class DataPointValueOut(BaseModel):
+    device_id: uuid.UUID
+    ts: datetime = Field(description="telemetry: the row's event_ts; state: when the cloud "
+                                     "applied the change")
+    value: Any = Field(description="the JSON value (null for a NULL)")
+    source_key: str
+    source_version: str

@@ -1,0 +1,275 @@
+"""``/edge/registry``, ``/edge/registry-reviews`` and ``/edge/coalesced-mirrors``: registry
+coalescing (docs/governance.md), at project scope and, under ``/fleets/{fleet_id}``, at the
+scope of one fleet of the project (the same routes, limited to that fleet's entries)."""
+
+# No ``from __future__ import annotations``: the routes are built in a function, and FastAPI
+# must see their (local) dependency types as objects, not as strings it cannot resolve.
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
+
+from edgesync import governance
+from edgesync.api._auth import Access, CanManage, CanRead
+from edgesync.api._db import Db
+from edgesync.api._envelopes import Item, Page
+from edgesync.api._errors import ApiError, error_responses
+from edgesync.api._idempotency import IdempotencyKey, idempotent
+from edgesync.api._pagination import Paging
+from edgesync.api._registry_models import (
+    CoalescedMirrorOut,
+    RegistryApproveBody,
+    RegistryEntryDetail,
+    RegistryEntryOut,
+    RegistryReasonBody,
+    RegistryReviewDetail,
+    RegistryReviewOut,
+)
+from edgesync.api._review_models import ClaimBody
+from edgesync.api._review_queries import check_action_version
+from edgesync.errors import NotFoundError
+from edgesync.store import Conn
+
+__all__ = ["fleet_router", "router"]
+
+_READ_ERRORS = error_responses(400, 401, 404, 422)
+_WRITE_ERRORS = error_responses(400, 401, 403, 404, 409, 422)
+RegistryId = Annotated[uuid.UUID, Path(description="registry entry UUID")]
+ReviewId = Annotated[uuid.UUID, Path(description="registry review UUID")]
+MirrorId = Annotated[str, Path(max_length=200, description="coalesced mirror id: its table")]
+FleetId = Annotated[uuid.UUID, Path(description="fleet UUID (a fleet of the project)")]
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Who calls, and which part of the project's registry they address (a fleet or all)."""
+
+    access: Access
+    fleet_id: uuid.UUID | None
+
+    def holds(self, obj: dict[str, Any]) -> bool:
+        return self.fleet_id is None or obj.get("fleet_id") == self.fleet_id
+
+
+async def _fleet(conn: Conn, access: Access, fleet_id: uuid.UUID) -> Scope:
+    found = await conn.fetchval("SELECT EXISTS (SELECT 1 FROM edge_fleets WHERE id = $1 "
+                                "AND project_id = $2)", fleet_id, access.project_id)
+    if not found:
+        raise ApiError(404, "FLEET_NOT_FOUND", "fleet not found")
+    return Scope(access, fleet_id)
+
+
+async def _project_read(access: CanRead) -> Scope:
+    return Scope(access, None)
+
+
+async def _project_manage(access: CanManage) -> Scope:
+    return Scope(access, None)
+
+
+async def _fleet_read(access: CanRead, conn: Db, fleet_id: FleetId) -> Scope:
+    return await _fleet(conn, access, fleet_id)
+
+
+async def _fleet_manage(access: CanManage, conn: Db, fleet_id: FleetId) -> Scope:
+    return await _fleet(conn, access, fleet_id)
+
+
+def entry_not_found() -> ApiError:
+    return ApiError(404, "REGISTRY_ENTRY_NOT_FOUND", "registry entry not found")
+
+
+def review_not_found() -> ApiError:
+    return ApiError(404, "REGISTRY_REVIEW_NOT_FOUND", "registry review not found")
+
+
+def mirror_not_found() -> ApiError:
+    return ApiError(404, "COALESCED_MIRROR_NOT_FOUND", "coalesced mirror not found")
+
+
+async def _review(conn: Conn, scope: Scope, review_id: uuid.UUID) -> dict[str, Any]:
+    try:
+        review = await governance.get_registry_review(conn, review_id,
+                                                      project_id=scope.access.project_id)
+    except NotFoundError:
+        raise review_not_found() from None
+    if not scope.holds(review):
+        raise review_not_found()
+    return review
+
+
+def _entry_out(entry: dict[str, Any]) -> dict[str, Any]:
+    return {**entry, "device_count": entry.get("device_count", len(entry.get("devices", [])))}
+
+
+async def _review_detail(conn: Conn, review: dict[str, Any]) -> RegistryReviewDetail:
+    entry = await governance.get_registry_entry(conn, review["project_id"],
+                                                review["registry_id"])
+    return RegistryReviewDetail.model_validate(
+        {**review, "schema_columns": entry["schema_columns"], "devices": entry["devices"]})
+
+
+def _mirror_out(row: dict[str, Any]) -> CoalescedMirrorOut:
+    return CoalescedMirrorOut.model_validate({**row, "id": row["target_table"]})
+
+
+async def _fleet_filter(fleet_id: Annotated[uuid.UUID | None, Query(
+        description="only this fleet's items")] = None) -> uuid.UUID | None:
+    return fleet_id
+
+
+async def _no_filter() -> uuid.UUID | None:
+    return None  # the path names the fleet
+
+
+_ScopeDep = Callable[..., Awaitable[Scope]]
+
+
+def _make_router(prefix: str, tag: str, read: _ScopeDep, manage: _ScopeDep,
+                 only: Callable[..., Awaitable[uuid.UUID | None]]) -> APIRouter:
+    r = APIRouter(prefix=prefix, tags=[tag])
+    Read = Annotated[Scope, Depends(read)]
+    Manage = Annotated[Scope, Depends(manage)]
+    Only = Annotated[uuid.UUID | None, Depends(only)]
+
+    @r.get("/registry", response_model=Page[RegistryEntryOut], responses=_READ_ERRORS,
+           summary="List schema registry entries")
+    async def list_entries(
+        scope: Read, conn: Db, paging: Paging, only: Only,
+        status: Annotated[Literal["pending", "approved", "rejected", "abandoned"] | None,
+                          Query()] = None,
+    ) -> Page[RegistryEntryOut]:
+        items = await governance.list_registry_entries(
+            conn, scope.access.project_id, fleet_id=scope.fleet_id or only, status=status)
+        page = items[paging.offset:paging.offset + paging.limit]
+        return paging.of([RegistryEntryOut.model_validate(e) for e in page], len(items))
+
+    @r.get("/registry/{registry_id}", response_model=Item[RegistryEntryDetail],
+           responses=_READ_ERRORS, summary="Registry entry detail, with its devices")
+    async def entry_detail(scope: Read, conn: Db,
+                           registry_id: RegistryId) -> Item[RegistryEntryDetail]:
+        try:
+            entry = await governance.get_registry_entry(conn, scope.access.project_id,
+                                                        registry_id)
+        except NotFoundError:
+            raise entry_not_found() from None
+        if not scope.holds(entry):
+            raise entry_not_found()
+        return Item[RegistryEntryDetail](data=RegistryEntryDetail.model_validate(
+            _entry_out(entry)))
+
+    @r.get("/registry-reviews", response_model=Page[RegistryReviewOut], responses=_READ_ERRORS,
+           summary="List registry reviews")
+    async def list_reviews(
+        scope: Read, conn: Db, paging: Paging, only: Only,
+        status: Annotated[Literal["queued", "in_review", "approved", "rejected", "abandoned"]
+                          | None, Query()] = None,
+    ) -> Page[RegistryReviewOut]:
+        items = await governance.list_registry_reviews(
+            conn, scope.access.project_id, status=status, fleet_id=scope.fleet_id or only)
+        page = items[paging.offset:paging.offset + paging.limit]
+        return paging.of([RegistryReviewOut.model_validate(x) for x in page], len(items))
+
+    @r.get("/registry-reviews/{review_id}", response_model=Item[RegistryReviewDetail],
+           responses=_READ_ERRORS,
+           summary="Registry review detail: schema columns and the devices waiting on it")
+    async def review_detail(scope: Read, conn: Db,
+                            review_id: ReviewId) -> Item[RegistryReviewDetail]:
+        review = await _review(conn, scope, review_id)
+        return Item[RegistryReviewDetail](data=await _review_detail(conn, review))
+
+    @r.post("/registry-reviews/{review_id}/claim", response_model=Item[RegistryReviewOut],
+            responses=_WRITE_ERRORS, summary="queued → in_review")
+    async def claim(scope: Manage, conn: Db, request: Request,
+                    review_id: ReviewId, body: ClaimBody,
+                    idempotency_key: IdempotencyKey = None) -> Response:
+        access = scope.access
+
+        async def work(tx: Conn) -> tuple[int, Item[RegistryReviewOut]]:
+            check_action_version(await _review(tx, scope, review_id), body.action_version)
+            result = await governance.claim_registry_review(
+                tx, review_id, actor=access.actor, action_version=body.action_version,
+                project_id=access.project_id)
+            return 200, Item[RegistryReviewOut](data=RegistryReviewOut.model_validate(result))
+
+        return await idempotent(conn, access, request, idempotency_key, work)
+
+    @r.post("/registry-reviews/{review_id}/approve", response_model=Item[RegistryReviewOut],
+            responses=_WRITE_ERRORS,
+            summary="in_review → approved: provision the coalesced target and approve every "
+                    "waiting device")
+    async def approve(scope: Manage, conn: Db, request: Request,
+                      review_id: ReviewId, body: RegistryApproveBody,
+                      idempotency_key: IdempotencyKey = None) -> Response:
+        access = scope.access
+        actions = (None if body.column_actions is None else
+                   [a.model_dump(exclude_none=True) for a in body.column_actions])
+
+        async def work(tx: Conn) -> tuple[int, Item[RegistryReviewOut]]:
+            check_action_version(await _review(tx, scope, review_id), body.action_version)
+            result = await governance.approve_registry_review(
+                tx, review_id, actor=access.actor, action_version=body.action_version,
+                column_actions=actions, project_id=access.project_id)
+            return 200, Item[RegistryReviewOut](data=RegistryReviewOut.model_validate(result))
+
+        return await idempotent(conn, access, request, idempotency_key, work)
+
+    def _decision(action: Literal["reject", "abandon"], summary: str) -> None:
+        decide = (governance.reject_registry_review if action == "reject"
+                  else governance.abandon_registry_review)
+
+        @r.post(f"/registry-reviews/{{review_id}}/{action}",
+                response_model=Item[RegistryReviewOut], responses=_WRITE_ERRORS,
+                summary=summary, name=f"{action}_registry_review")
+        async def decision(scope: Manage, conn: Db, request: Request,
+                           review_id: ReviewId, body: RegistryReasonBody,
+                           idempotency_key: IdempotencyKey = None) -> Response:
+            access = scope.access
+
+            async def work(tx: Conn) -> tuple[int, Item[RegistryReviewOut]]:
+                check_action_version(await _review(tx, scope, review_id), body.action_version)
+                result = await decide(tx, review_id, actor=access.actor,
+                                      action_version=body.action_version, reason=body.reason,
+                                      project_id=access.project_id)
+                return 200, Item[RegistryReviewOut](
+                    data=RegistryReviewOut.model_validate(result))
+
+            return await idempotent(conn, access, request, idempotency_key, work)
+
+    _decision("reject", "queued | in_review → rejected: waiting devices stay paused and staging")
+    _decision("abandon", "queued | in_review → abandoned: each waiting device gets its own "
+                         "device review")
+
+    @r.get("/coalesced-mirrors", response_model=Page[CoalescedMirrorOut],
+           responses=_READ_ERRORS, summary="List coalesced mirrors (shared targets)")
+    async def list_mirrors(
+        scope: Read, conn: Db, paging: Paging, only: Only,
+    ) -> Page[CoalescedMirrorOut]:
+        items = await governance.list_coalesced_mirrors(conn, scope.access.project_id,
+                                                        fleet_id=scope.fleet_id or only)
+        page = items[paging.offset:paging.offset + paging.limit]
+        return paging.of([_mirror_out(m) for m in page], len(items))
+
+    @r.get("/coalesced-mirrors/{mirror_id}", response_model=Item[CoalescedMirrorOut],
+           responses=_READ_ERRORS, summary="Coalesced mirror detail")
+    async def mirror_detail(scope: Read, conn: Db,
+                            mirror_id: MirrorId) -> Item[CoalescedMirrorOut]:
+        try:
+            mirror = await governance.get_coalesced_mirror(conn, scope.access.project_id,
+                                                           mirror_id)
+        except NotFoundError:
+            raise mirror_not_found() from None
+        if not scope.holds(mirror):
+            raise mirror_not_found()
+        return Item[CoalescedMirrorOut](data=_mirror_out(mirror))
+
+    return r
+
+
+_PROJECT = "/core/api/v1/projects/{project_id}"
+router = _make_router(_PROJECT + "/edge", "registry", _project_read, _project_manage,
+                      _fleet_filter)
+fleet_router = _make_router(_PROJECT + "/fleets/{fleet_id}/edge", "registry (fleet scope)",
+                            _fleet_read, _fleet_manage, _no_filter)

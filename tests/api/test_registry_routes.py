@@ -1,0 +1,206 @@
+"""Registry coalescing over the API: registry entries and reviews (list, detail, claim,
+approve, reject, abandon), coalesced mirrors, and the fleet-scoped routes."""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+import httpx
+
+from edgesync.staging import Replayer
+
+
+def idem() -> dict[str, str]:
+    return {"Idempotency-Key": str(uuid.uuid4())}
+
+
+async def test_registry_review_claim_approve_and_mirror(client: httpx.AsyncClient, tenant,
+                                                       stage_registry,
+                                                       pool: asyncpg.Pool) -> None:
+    rid, (a, b) = await stage_registry(tenant, "gw-a", "gw-b")
+    r = await client.get(tenant.url("/edge/registry-reviews"), headers=tenant.reader(),
+                         params={"status": "queued"})
+    assert r.status_code == 200, r.text
+    (listed,) = r.json()["data"]
+    assert (listed["id"], listed["scope"], listed["source_table"], listed["action_version"],
+            listed["registry_status"]) == (str(rid), "project", "device_state", 1, "pending")
+    assert r.json()["meta"] == {"page": 1, "limit": 50, "total": 1}
+    # No device reviews in coalesced mode.
+    r = await client.get(tenant.url("/edge/schema-reviews"), headers=tenant.reader())
+    assert r.json()["data"] == []
+
+    detail = (await client.get(tenant.url(f"/edge/registry-reviews/{rid}"),
+                               headers=tenant.reader())).json()["data"]
+    assert [c["name"] for c in detail["schema_columns"]["columns"]] == ["id", "mode",
+                                                                        "setpoint"]
+    assert {d["device_id"] for d in detail["devices"]} == {str(a.device.device_id),
+                                                           str(b.device.device_id)}
+    (entry,) = (await client.get(tenant.url("/edge/registry"),
+                                 headers=tenant.reader())).json()["data"]
+    assert (entry["id"], entry["status"], entry["device_count"], entry["target_table"]) == (
+        detail["registry_id"], "pending", 2, None)
+
+    url = tenant.url(f"/edge/registry-reviews/{rid}")
+    r = await client.post(url + "/approve", headers=tenant.headers(**idem()),
+                          json={"action_version": 1})
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "CONFLICT")  # not claimed
+    r = await client.post(url + "/claim", headers=tenant.headers(**idem()),
+                          json={"action_version": 7})
+    assert r.status_code == 409, r.text
+    assert r.json()["error"] == {"code": "ACTION_VERSION_CONFLICT", "field": "action_version",
+                                 "message": r.json()["error"]["message"]}
+    r = await client.post(url + "/claim", headers=tenant.headers(**idem()),
+                          json={"action_version": 1})
+    assert r.status_code == 200, r.text
+    claimed = r.json()["data"]
+    assert (claimed["status"], claimed["action_version"], claimed["claimed_by"]) == (
+        "in_review", 2, "admin")
+
+    r = await client.post(url + "/approve", headers=tenant.headers(**idem()), json={
+        "action_version": 2, "column_actions": [
+            {"source_column_name": "id", "action": "mirror"},
+            {"source_column_name": "mode", "action": "mirror", "mirror_column_name": "hvac"},
+            {"source_column_name": "setpoint", "action": "ignore"}]})
+    assert r.status_code == 200, r.text
+    approved = r.json()["data"]
+    table = f"edge_state_p{tenant.project_id.hex[:8]}_device_state"
+    assert (approved["status"], approved["target_table"], approved["decided_by"],
+            approved["action_version"]) == ("approved", table, "admin", 3)
+    r = await client.post(url + "/reject", headers=tenant.headers(**idem()),
+                          json={"action_version": 3})
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "CONFLICT")
+
+    assert await Replayer(pool).drain_pending(project_id=tenant.project_id) == 4
+    for s in (a, b):
+        lineage = (await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}"),
+                                    headers=tenant.reader())).json()["data"]
+        assert (lineage["status"], lineage["target_table"]) == ("active", table)
+        rows = (await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}/mirror-rows"),
+                                 headers=tenant.reader())).json()["data"]
+        assert sorted((x["id"], x["hvac"]) for x in rows) == [(1, "heat"), (2, "cool")]
+
+    (mirror,) = (await client.get(tenant.url("/edge/coalesced-mirrors"),
+                                  headers=tenant.reader())).json()["data"]
+    assert (mirror["id"], mirror["scope"], mirror["device_count"], mirror["fleet_id"]) == (
+        table, "project", 2, None)
+    r = await client.get(tenant.url(f"/edge/coalesced-mirrors/{table}"),
+                         headers=tenant.reader())
+    assert r.json()["data"] == mirror
+    r = await client.get(tenant.url("/edge/coalesced-mirrors/edge_state_nope"),
+                         headers=tenant.reader())
+    assert (r.status_code, r.json()["error"]["code"]) == (404, "COALESCED_MIRROR_NOT_FOUND")
+    entry = (await client.get(tenant.url(f"/edge/registry/{entry['id']}"),
+                              headers=tenant.reader())).json()["data"]
+    assert (entry["status"], entry["target_table"], entry["device_count"]) == (
+        "approved", table, 2)
+    assert {d["status"] for d in entry["devices"]} == {"approved"}
+    r = await client.get(tenant.url(f"/edge/registry/{uuid.uuid4()}"), headers=tenant.reader())
+    assert (r.status_code, r.json()["error"]["code"]) == (404, "REGISTRY_ENTRY_NOT_FOUND")
+    r = await client.get(tenant.url(f"/edge/registry-reviews/{uuid.uuid4()}"),
+                         headers=tenant.reader())
+    assert (r.status_code, r.json()["error"]["code"]) == (404, "REGISTRY_REVIEW_NOT_FOUND")
+
+
+async def test_reject_then_abandon(client: httpx.AsyncClient, tenant, stage_registry,
+                                   pool: asyncpg.Pool) -> None:
+    rid, staged = await stage_registry(tenant, "gw-a", "gw-b")
+    r = await client.post(tenant.url(f"/edge/registry-reviews/{rid}/reject"),
+                          headers=tenant.headers(**idem()),
+                          json={"action_version": 1, "reason": "not this layout"})
+    assert r.status_code == 200, r.text
+    assert (r.json()["data"]["status"], r.json()["data"]["decision_reason"],
+            r.json()["data"]["registry_status"]) == ("rejected", "not this layout", "rejected")
+    for s in staged:
+        lineage = (await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}"),
+                                    headers=tenant.reader())).json()["data"]
+        assert (lineage["status"], lineage["staged_rows"]) == ("paused", 2)
+
+    rid2, staged2 = await stage_registry(tenant, "gw-c", "gw-d", table="valves")
+    r = await client.get(tenant.url("/edge/registry"), headers=tenant.reader(),
+                         params={"status": "rejected"})
+    assert [e["source_table"] for e in r.json()["data"]] == ["device_state"]
+    r = await client.post(tenant.url(f"/edge/registry-reviews/{rid2}/abandon"),
+                          headers=tenant.headers(**idem()), json={"action_version": 1})
+    assert r.status_code == 200, r.text
+    assert r.json()["data"]["status"] == "abandoned"
+    # Each waiting device got its own device review.
+    for s in staged2:
+        r = await client.get(tenant.url("/edge/schema-reviews"), headers=tenant.reader(),
+                             params={"lineage_id": str(s.lineage_id)})
+        assert [x["status"] for x in r.json()["data"]] == ["queued"]
+
+
+async def test_registry_approve_is_validated(client: httpx.AsyncClient, tenant,
+                                             stage_registry) -> None:
+    rid, _ = await stage_registry(tenant, "gw-a")
+    url = tenant.url(f"/edge/registry-reviews/{rid}")
+    await client.post(url + "/claim", headers=tenant.headers(**idem()),
+                      json={"action_version": 1})
+    r = await client.post(url + "/approve", headers=tenant.headers(**idem()), json={
+        "action_version": 2, "column_actions": [
+            {"source_column_name": "id", "action": "mirror"},
+            {"source_column_name": "mode", "action": "defer"},
+            {"source_column_name": "setpoint", "action": "mirror"}]})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"] | {"message": ""} == {
+        "code": "INVALID_REQUEST", "field": "column_actions[1].action", "message": ""}
+    r = await client.post(url + "/approve", headers=tenant.headers(**idem()),
+                          json={"action_version": 2, "sync_authority": "cloud_authoritative"})
+    assert (r.status_code, r.json()["error"]["code"]) == (422, "VALIDATION_FAILED")
+    r = await client.get(url, headers=tenant.reader())
+    assert (r.json()["data"]["status"], r.json()["data"]["action_version"]) == ("in_review", 2)
+
+
+async def test_fleet_scoped_routes(client: httpx.AsyncClient, tenant, stage_registry,
+                                   pool: asyncpg.Pool) -> None:
+    rid, (n1, _) = await stage_registry(tenant, "gw-n1", "gw-n2", mode="fleet", fleet="north")
+    north = n1.device.fleet_id
+    r = await client.post(tenant.url("/devices"), headers=tenant.headers(**idem()),
+                          json={"name": "gw-s1", "fleet": "south"})
+    south = r.json()["data"]["fleet_id"]
+    n, s = f"/fleets/{north}/edge", f"/fleets/{south}/edge"
+
+    r = await client.get(tenant.url(f"{n}/registry-reviews"), headers=tenant.reader())
+    assert [(x["id"], x["scope"], x["fleet_id"]) for x in r.json()["data"]] == [
+        (str(rid), "fleet", str(north))]
+    r = await client.get(tenant.url(f"{s}/registry-reviews"), headers=tenant.reader())
+    assert r.json()["data"] == []
+    r = await client.get(tenant.url("/edge/registry-reviews"), headers=tenant.reader(),
+                         params={"fleet_id": south})
+    assert r.json()["data"] == []
+    r = await client.get(tenant.url(f"{s}/registry-reviews/{rid}"), headers=tenant.reader())
+    assert (r.status_code, r.json()["error"]["code"]) == (404, "REGISTRY_REVIEW_NOT_FOUND")
+    r = await client.post(tenant.url(f"{s}/registry-reviews/{rid}/claim"),
+                          headers=tenant.headers(**idem()), json={"action_version": 1})
+    assert (r.status_code, r.json()["error"]["code"]) == (404, "REGISTRY_REVIEW_NOT_FOUND")
+    r = await client.get(tenant.url(f"/fleets/{uuid.uuid4()}/edge/registry"),
+                         headers=tenant.reader())
+    assert (r.status_code, r.json()["error"]["code"]) == (404, "FLEET_NOT_FOUND")
+
+    (entry,) = (await client.get(tenant.url(f"{n}/registry"),
+                                 headers=tenant.reader())).json()["data"]
+    r = await client.get(tenant.url(f"{s}/registry/{entry['id']}"), headers=tenant.reader())
+    assert (r.status_code, r.json()["error"]["code"]) == (404, "REGISTRY_ENTRY_NOT_FOUND")
+    r = await client.get(tenant.url(f"{n}/registry/{entry['id']}"), headers=tenant.reader())
+    assert r.json()["data"]["fleet_id"] == str(north)
+
+    r = await client.post(tenant.url(f"{n}/registry-reviews/{rid}/claim"),
+                          headers=tenant.headers(**idem()), json={"action_version": 1})
+    assert r.status_code == 200, r.text
+    r = await client.post(tenant.url(f"{n}/registry-reviews/{rid}/approve"),
+                          headers=tenant.headers(**idem()), json={"action_version": 2})
+    assert r.status_code == 200, r.text
+    table = f"edge_state_f{north.hex[:8]}_device_state"
+    assert r.json()["data"]["target_table"] == table
+    assert await Replayer(pool).drain_pending(project_id=tenant.project_id) == 4
+
+    (mirror,) = (await client.get(tenant.url(f"{n}/coalesced-mirrors"),
+                                  headers=tenant.reader())).json()["data"]
+    assert (mirror["id"], mirror["fleet_id"], mirror["device_count"]) == (table, str(north), 2)
+    r = await client.get(tenant.url(f"{n}/coalesced-mirrors/{table}"), headers=tenant.reader())
+    assert r.json()["data"] == mirror
+    r = await client.get(tenant.url(f"{s}/coalesced-mirrors/{table}"), headers=tenant.reader())
+    assert (r.status_code, r.json()["error"]["code"]) == (404, "COALESCED_MIRROR_NOT_FOUND")
+    assert (await client.get(tenant.url(f"{s}/coalesced-mirrors"),
+                             headers=tenant.reader())).json()["data"] == []
