@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -76,6 +79,17 @@ def mqtt_url() -> str:
     except OSError as exc:
         pytest.fail(f"MQTT broker for tests is not reachable at {MQTT_URL}: {exc}")
     return MQTT_URL
+
+
+@pytest.fixture
+def embedded_dir() -> Iterator[Path]:
+    """A directory the embedded PostgreSQL (which runs as its own system user when we are
+    root) can reach. pytest keeps ``/tmp/pytest-of-<user>`` private (0700) and re-asserts
+    that whenever a pytest session starts, so the server's data must live elsewhere."""
+    path = Path(tempfile.mkdtemp(prefix="edgesync-test-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -49,9 +49,9 @@ def test_devices_add_then_list(database_url: str, unique: str) -> None:
 
 
 @pytest.mark.e2e
-def test_demo_runs_end_to_end_on_the_embedded_defaults(tmp_path: Path) -> None:
+def test_demo_runs_end_to_end_on_the_embedded_defaults(embedded_dir: Path) -> None:
     env = {**os.environ, "EDGESYNC_LOG_LEVEL": "WARNING"}
-    out = run("demo", "--workdir", str(tmp_path / "demo"), timeout=300, env=env)
+    out = run("demo", "--workdir", str(embedded_dir / "demo"), timeout=300, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "== 5. Governance" in out.stdout and "ambiguous" in out.stdout
     assert "== 6. Review" in out.stdout

@@ -53,8 +53,8 @@ def test_serve_stops_cleanly_on_signal(sig: int, database_url: str, mqtt_url: st
             proc.kill()
 
 
-def test_embedded_defaults_keep_data_across_restarts(tmp_path: Path, unique: str) -> None:
-    data = tmp_path / "data"
+def test_embedded_defaults_keep_data_across_restarts(embedded_dir: Path, unique: str) -> None:
+    data = embedded_dir / "data"
     proc = start("--data-dir", str(data), "--embedded-mqtt-port", "0")
     try:
         wait_serving(proc)
