@@ -7,7 +7,9 @@ __all__ = [
     "MAX_BATCH_BYTES",
     "MAX_BATCH_ROWS",
     "SUPPORTED_FORMAT_VERSION",
+    "JournalRow",
     "RowBatch",
+    "RowEncoder",
     "TelemetryBatch",
     "__version__",
     "compress_blob",
@@ -196,3 +198,34 @@ def peek_batch_id(payload: bytes | bytearray | memoryview) -> str | None:
     answer a redelivery of an already accepted batch from the ledger. None when there
     is no valid UUIDv7 ``batch_id`` before a syntax error (or at all).
     """
+
+@final
+class JournalRow:
+    """One journal entry of a row batch: its ``commit_seq`` and its row JSON
+    (``{"commit_seq":…,"op":…,"pk":{…},"row":{…}|null}``), None when the table row is
+    gone (a later journal entry of the key carries its final state)."""
+
+    def __new__(cls, commit_seq: int, encoded: bytes | None) -> JournalRow: ...
+    @property
+    def commit_seq(self) -> int: ...
+    @property
+    def encoded(self) -> bytes | None: ...
+
+@final
+class RowEncoder:
+    """Writes the batch entries of one table from rows fetched by Python's sqlite3.
+
+    ``pk_names`` are the primary-key columns in key order, ``row_names`` every column in
+    table order. Each row tuple is ``(commit_seq, op, *pk_values, *row_values, ...)``;
+    an entry whose op is not ``delete`` and whose value at ``live_index`` is None is
+    gone (``encoded`` None). Deletes carry ``"row":null``. Values: int, str (JSON
+    string), float (shortest text that reads back exactly; ±inf as null), bytes
+    (``{"$blob":"<UPPERCASE HEX>"}``), None. ValueError when ``live_index`` < 2 or a
+    tuple is too short, TypeError for any other value type.
+    """
+
+    def __new__(
+        cls, pk_names: Sequence[str], row_names: Sequence[str], live_index: int
+    ) -> RowEncoder: ...
+    def encode_rows(self, rows: list[tuple[object, ...]]) -> list[JournalRow]:
+        """One JournalRow per row tuple, in order (holds the GIL: it reads the tuples)."""

@@ -185,3 +185,52 @@ def test_uuid7_layout_and_monotonic() -> None:
     import time
     ms = u.int >> 80
     assert abs(ms - time.time() * 1000) < 60_000
+
+
+def test_row_values_written_by_the_rust_encoder(app: sqlite3.Connection, capture: Any
+                                                ) -> None:
+    """REAL round-trips exactly, ±inf is null, BLOBs are upper hex, TEXT escaped."""
+    app.execute("CREATE TABLE v (k TEXT PRIMARY KEY COLLATE NOCASE, r REAL, b BLOB, x)")
+    cap = capture()
+    reals = [0.1, 1 / 3, 1e20, 5e-324, 2.0 ** 53 + 2, -123456789.123]
+    for i, r in enumerate(reals):
+        app.execute("INSERT INTO v VALUES (?, ?, x'00ab', ?)", (f"k{i}\n\"", r, i))
+    app.execute("INSERT INTO v VALUES ('inf', 9e999, NULL, -9e999)")
+    [doc] = _drain(cap, "v")
+    rows = {r["pk"]["k"]: r["row"] for r in doc["rows"]}
+    for i, r in enumerate(reals):
+        got = rows[f"k{i}\n\""]
+        assert isinstance(got["r"], float) and repr(got["r"]) == repr(r)
+        assert got["b"] == {"$blob": "00AB"} and got["x"] == i
+    assert rows["inf"] == {"k": "inf", "r": None, "b": None, "x": None}
+
+
+def test_null_primary_key_row_and_gone_row(app: sqlite3.Connection, capture: Any) -> None:
+    """SQLite allows NULL in a rowid table's TEXT primary key: such a row is found, and
+    a row deleted before the flush is still left out."""
+    app.execute("CREATE TABLE n (k TEXT PRIMARY KEY, v INTEGER)")
+    cap = capture()
+    app.execute("INSERT INTO n VALUES (NULL, 1)")
+    app.execute("INSERT INTO n VALUES ('gone', 2)")
+    app.execute("DELETE FROM n WHERE k = 'gone'")
+    [doc] = _drain(cap, "n")
+    assert [(r["op"], r["pk"], r["row"]) for r in doc["rows"]] == [
+        ("insert", {"k": None}, {"k": None, "v": 1}),
+        ("delete", {"k": "gone"}, None)]
+    app.execute("DELETE FROM n")
+    app.execute("INSERT INTO n VALUES ('a', 3)")
+    app.execute("UPDATE n SET v = 4")
+    [doc] = _drain(cap, "n")
+    assert [(r["op"], r["row"]) for r in doc["rows"]] == [
+        ("delete", None), ("insert", {"k": "a", "v": 4}), ("update", {"k": "a", "v": 4})]
+
+
+def test_text_that_is_not_utf8_is_sent_replaced(app: sqlite3.Connection, capture: Any
+                                                ) -> None:
+    app.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT)")
+    cap = capture()
+    app.execute("INSERT INTO t VALUES (1, CAST(x'61ff62' AS TEXT))")
+    app.execute("INSERT INTO t VALUES (2, 'ok')")
+    [doc] = _drain(cap, "t")
+    assert [r["row"]["s"] for r in doc["rows"]] == ["a\ufffdb", "ok"]
+    assert cap.db.text_factory is str

@@ -2,8 +2,10 @@
 
 Rows are read per table in ``commit_seq`` order after the table's publish cursor and
 cut into batches of at most 4,096 rows and 512 KiB of JSON. The journal holds keys
-only: one SQL statement per batch joins each journal row to the live table row and has
-SQLite write the whole ``{"commit_seq":…,"op":…,"pk":…,"row":…}`` text, which is
+only: one SQL statement per batch joins each journal row to the live table row and
+returns the plain column values (no SQL expression per value: SQLite's type dispatch in
+SQL was the bottleneck); ``_core.RowEncoder`` (Rust) writes each row's
+``{"commit_seq":…,"op":…,"pk":…,"row":…}`` text from the fetched tuples, which is
 spliced into the payload without being parsed in Python. An ``insert``/``update``
 whose row is gone by then (deleted, or replaced under another key) is left out: a
 later journal row of that key (the delete or the new insert) carries its final state.
@@ -23,15 +25,10 @@ from dataclasses import dataclass
 
 import orjson
 
-from edgesync.agent._discovery import TableInfo
+from edgesync import _core
+from edgesync.agent._discovery import Column, TableInfo
 from edgesync.agent._state import PendingBatch, StateStore, TableState
-from edgesync.agent._triggers import (
-    JOURNAL_TABLE,
-    META_TABLE,
-    json_object_sql,
-    key_column,
-    quote_ident,
-)
+from edgesync.agent._triggers import JOURNAL_TABLE, META_TABLE, key_column, quote_ident
 from edgesync.protocol import uuid7
 
 __all__ = [
@@ -41,9 +38,11 @@ __all__ = [
     "MAX_BATCH_ROWS",
     "Batch",
     "Batcher",
+    "JournalQuery",
     "JournalRow",
     "OversizedRowError",
     "encode_batch",
+    "journal_query",
     "journal_select_sql",
     "read_journal",
     "truncate_journal",
@@ -60,10 +59,9 @@ _M = quote_ident(META_TABLE)
 _KEPT_TOP = "confirmed_top"
 
 
-@dataclass(frozen=True, slots=True)
-class JournalRow:
-    commit_seq: int
-    encoded: bytes | None  # the batch row's JSON; None when the row is gone
+# (commit_seq, encoded): the batch row's JSON, None when the row is gone. A Rust class:
+# a page of 4,096 of them is built in one call.
+JournalRow = _core.JournalRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,35 +82,82 @@ class OversizedRowError(Exception):
         self.table, self.commit_seq, self.size = table, commit_seq, size
 
 
-def journal_select_sql(table: TableInfo) -> str:
-    """Parameters: table name, after, upto, limit."""
+@dataclass(frozen=True, slots=True)
+class JournalQuery:
+    """The SELECT of a table's journal rows and the encoder of what it returns."""
+
+    sql: str  # parameters: table name, after, upto, limit
+    encoder: _core.RowEncoder
+
+
+def _never_null(table: TableInfo, c: Column) -> bool:
+    """Whether a primary-key column can hold no NULL (so NULL there means no row)."""
+    rowid_alias = len(table.pk_columns) == 1 and c.decl_type.strip().upper() == "INTEGER"
+    return c.not_null or rowid_alias
+
+
+def journal_query(table: TableInfo) -> JournalQuery:
+    """Columns: commit_seq, op, k0..kP-1, the table's columns (NULL when the row is
+    gone or the op is a delete), then a "row exists" flag only for tables whose key
+    may be NULL (SQLite allows NULL in a non-INTEGER PRIMARY KEY of a rowid table)."""
     pk = table.pk_columns
-    pk_json = json_object_sql([(c.name, f"__j.{key_column(i)}") for i, c in enumerate(pk)])
-    row_json = json_object_sql([(c.name, f"__t.{quote_ident(c.name)}")
-                                for c in table.columns])
-    # `IS` finds the row through the primary key index; the BINARY repeat keeps a
-    # NOCASE key from matching a row whose key differs in case.
-    match = " AND ".join(
-        f"__t.{quote_ident(c.name)} IS __j.{key_column(i)} AND "
-        f"__t.{quote_ident(c.name)} IS __j.{key_column(i)} COLLATE BINARY"
-        for i, c in enumerate(pk))
-    row = (f"(SELECT {row_json} FROM {quote_ident(table.name)} AS __t WHERE {match})")
-    return (
-        f"SELECT __j.commit_seq, CAST('{{\"commit_seq\":' || __j.commit_seq || "
-        f"',\"op\":\"' || __j.op || '\",\"pk\":' || {pk_json} || ',\"row\":' || "
-        f"CASE WHEN __j.op = 'delete' THEN 'null' ELSE {row} END || '}}' AS BLOB) "
-        f"FROM {_J} AS __j WHERE __j.table_name = ? AND __j.commit_seq > ? "
-        f"AND __j.commit_seq <= ? ORDER BY __j.commit_seq LIMIT ?")
+    t = quote_ident(table.name)
+
+    def match(alias: str) -> str:
+        # `IS` finds the row through the primary key index; the BINARY repeat keeps a
+        # NOCASE key from matching a row whose key differs in case.
+        return " AND ".join(
+            f"{alias}.{quote_ident(c.name)} IS __j.{key_column(i)} AND "
+            f"{alias}.{quote_ident(c.name)} IS __j.{key_column(i)} COLLATE BINARY"
+            for i, c in enumerate(pk))
+
+    names = [c.name for c in table.columns]
+    select = ["__j.commit_seq", "__j.op", *(f"__j.{key_column(i)}" for i in range(len(pk))),
+              *(f"__t.{quote_ident(n)}" for n in names)]
+    sure = [c for c in pk if _never_null(table, c)]
+    if sure:
+        live = 2 + len(pk) + names.index(sure[0].name)
+    else:
+        ref = f"__t.{quote_ident(pk[0].name)}"
+        select.append(f"CASE WHEN {ref} IS NOT NULL THEN 1 WHEN __j.op = 'delete' THEN NULL "
+                      f"ELSE (SELECT 1 FROM {t} AS __e WHERE {match('__e')}) END")
+        live = len(select) - 1
+    sql = (f"SELECT {', '.join(select)} FROM {_J} AS __j LEFT JOIN {t} AS __t "
+           f"ON __j.op != 'delete' AND {match('__t')} "
+           f"WHERE __j.table_name = ? AND __j.commit_seq > ? AND __j.commit_seq <= ? "
+           f"ORDER BY __j.commit_seq LIMIT ?")
+    return JournalQuery(sql, _core.RowEncoder([c.name for c in pk], names, live))
+
+
+def journal_select_sql(table: TableInfo) -> str:
+    """Parameters: table name, after, upto, limit (see ``journal_query``)."""
+    return journal_query(table).sql
+
+
+def _lossy_text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
 
 
 def read_journal(db: sqlite3.Connection, table: TableInfo, *, after: int,
                  upto: int | None = None, limit: int = MAX_BATCH_ROWS,
-                 sql: str | None = None) -> list[JournalRow]:
+                 query: JournalQuery | None = None) -> list[JournalRow]:
     """Journal rows of ``table`` with ``after < commit_seq <= upto``, oldest first."""
-    rows = db.execute(
-        sql or journal_select_sql(table),
-        (table.name, after, upto if upto is not None else (1 << 63) - 1, limit)).fetchall()
-    return [JournalRow(seq, enc) for seq, enc in rows]
+    q = query or journal_query(table)
+    args = (table.name, after, upto if upto is not None else (1 << 63) - 1, limit)
+    try:
+        rows = db.execute(q.sql, args).fetchall()
+    except sqlite3.OperationalError as e:
+        if "decode" not in str(e):
+            raise
+        # TEXT that is not UTF-8 (SQLite stores what it is given): sent with U+FFFD in
+        # place of the bad bytes rather than hold the table's publishing for good.
+        factory = db.text_factory
+        db.text_factory = _lossy_text
+        try:
+            rows = db.execute(q.sql, args).fetchall()
+        finally:
+            db.text_factory = factory
+    return q.encoder.encode_rows(rows)
 
 
 _TRUNCATE_CHUNK = 5000  # rows per write transaction: the application waits on each
@@ -242,7 +287,7 @@ class Batcher:
         self._reserved = reserved
         # Adds "lkcv" to rows whose key the cloud wrote (state_write), see _writeback.
         self._lkcv = lkcv
-        self._tables: dict[str, tuple[TableInfo, str]] = {}
+        self._tables: dict[str, tuple[TableInfo, JournalQuery]] = {}
         # Deletes journal rows that carry nothing (their table row is gone: a later
         # journal row of the key carries its final state); (table, first, last).
         self._forget = forget or (lambda t, first, last: truncate_journal(
@@ -250,16 +295,16 @@ class Batcher:
 
     def set_tables(self, tables: Sequence[TableInfo]) -> None:
         """The rows tables as they are now (their columns shape the row JSON)."""
-        self._tables = {t.name: (t, journal_select_sql(t)) for t in tables}
+        self._tables = {t.name: (t, journal_query(t)) for t in tables}
 
     def journal_high_water(self) -> int:
         row = self._db.execute(f"SELECT max(commit_seq) FROM {_J}").fetchone()
         return int(row[0]) if row and row[0] is not None else 0
 
     def _read(self, table: str, after: int, upto: int | None) -> list[JournalRow]:
-        info, sql = self._tables[table]
+        info, query = self._tables[table]
         # One read transaction: journal rows and the table rows they join are one snapshot.
-        rows = read_journal(self._db, info, after=after, upto=upto, sql=sql)
+        rows = read_journal(self._db, info, after=after, upto=upto, query=query)
         if self._lkcv is None:
             return rows
         live = [r for r in rows if r.encoded is not None]

@@ -13,6 +13,7 @@
 //! - [`telemetry`]: decoding and validation of `sync/telemetry/batch` payloads.
 //! - [`timestamp`]: RFC 3339 timestamps as instants.
 //! - [`copy`]: PostgreSQL COPY text encoding of decoded rows.
+//! - [`rowjson`]: the row JSON of batch entries, written from SQLite values.
 
 pub mod affinity;
 pub mod blob;
@@ -24,6 +25,7 @@ pub mod fingerprint;
 pub mod pkhash;
 pub mod rawjson;
 pub mod row_batch;
+pub mod rowjson;
 pub mod telemetry;
 pub mod timestamp;
 

@@ -11,7 +11,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use errors::IntoPyResult;
 
@@ -380,6 +380,134 @@ fn decode_telemetry_batch(
     Ok(PyTelemetryBatch { inner })
 }
 
+/// One journal entry of a batch: its ``commit_seq`` and row JSON (None when gone).
+#[pyclass(frozen, name = "JournalRow", module = "edgesync._core")]
+struct PyJournalRow {
+    #[pyo3(get)]
+    commit_seq: i64,
+    #[pyo3(get)]
+    encoded: Option<Py<PyBytes>>,
+}
+
+#[pymethods]
+impl PyJournalRow {
+    #[new]
+    fn new(commit_seq: i64, encoded: Option<Py<PyBytes>>) -> Self {
+        PyJournalRow {
+            commit_seq,
+            encoded,
+        }
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let size = self.encoded.as_ref().map(|b| b.bind(py).as_bytes().len());
+        format!(
+            "JournalRow(commit_seq={}, encoded={})",
+            self.commit_seq,
+            size.map_or("None".to_owned(), |n| format!("<{n} bytes>"))
+        )
+    }
+}
+
+/// A SQLite value as Python's sqlite3 returns it.
+fn sqlite_value<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<core::rowjson::Value<'a>> {
+    use core::rowjson::Value;
+    if obj.is_none() {
+        Ok(Value::Null)
+    } else if let Ok(s) = obj.cast::<PyString>() {
+        Ok(Value::Text(s.to_str()?))
+    } else if let Ok(i) = obj.cast::<PyInt>() {
+        Ok(Value::Integer(i.extract::<i64>()?))
+    } else if let Ok(f) = obj.cast::<PyFloat>() {
+        Ok(Value::Real(f.value()))
+    } else if let Ok(b) = obj.cast::<PyBytes>() {
+        Ok(Value::Blob(b.as_bytes()))
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "not a SQLite value: {}",
+            obj.get_type().name()?
+        )))
+    }
+}
+
+/// Writes batch entries of one table from rows fetched by Python's sqlite3.
+#[pyclass(frozen, name = "RowEncoder", module = "edgesync._core")]
+struct PyRowEncoder {
+    inner: core::rowjson::RowEncoder,
+    live_index: usize,
+}
+
+#[pymethods]
+impl PyRowEncoder {
+    #[new]
+    fn new(pk_names: Vec<String>, row_names: Vec<String>, live_index: usize) -> PyResult<Self> {
+        let pk: Vec<&str> = pk_names.iter().map(String::as_str).collect();
+        let row: Vec<&str> = row_names.iter().map(String::as_str).collect();
+        if live_index < 2 {
+            return Err(PyValueError::new_err("live_index must be at least 2"));
+        }
+        Ok(PyRowEncoder {
+            inner: core::rowjson::RowEncoder::new(&pk, &row),
+            live_index,
+        })
+    }
+
+    /// One JournalRow per ``(commit_seq, op, *pk, *row, ...)`` tuple.
+    fn encode_rows<'py>(
+        &self,
+        py: Python<'py>,
+        rows: &Bound<'py, PyList>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let enc = &self.inner;
+        let (np, nr) = (enc.pk_len(), enc.row_len());
+        let width = (2 + np + nr).max(self.live_index + 1);
+        let out = PyList::empty(py);
+        let mut buf: Vec<u8> = Vec::with_capacity(256);
+        for item in rows.iter() {
+            let row = item.cast::<PyTuple>()?;
+            if row.len() < width {
+                return Err(PyValueError::new_err(format!(
+                    "row tuple has {} values, needs {width}",
+                    row.len()
+                )));
+            }
+            let commit_seq: i64 = row.get_borrowed_item(0)?.extract()?;
+            let op_obj = row.get_borrowed_item(1)?;
+            let op_str = op_obj.cast::<PyString>()?;
+            let op = op_str.to_str()?;
+            let delete = op == "delete";
+            let encoded = if !delete && row.get_borrowed_item(self.live_index)?.is_none() {
+                None
+            } else {
+                buf.clear();
+                enc.begin(&mut buf, commit_seq, op);
+                for i in 0..np {
+                    let v = row.get_borrowed_item(2 + i)?;
+                    enc.pk_value(&mut buf, i, sqlite_value(&v)?);
+                }
+                if delete {
+                    enc.no_row(&mut buf);
+                } else {
+                    for i in 0..nr {
+                        let v = row.get_borrowed_item(2 + np + i)?;
+                        enc.row_value(&mut buf, i, sqlite_value(&v)?);
+                    }
+                    enc.end_row(&mut buf);
+                }
+                Some(PyBytes::new(py, &buf).unbind())
+            };
+            out.append(Py::new(
+                py,
+                PyJournalRow {
+                    commit_seq,
+                    encoded,
+                },
+            )?)?;
+        }
+        Ok(out)
+    }
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -396,5 +524,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_telemetry_batch, m)?)?;
     m.add_class::<PyTelemetryBatch>()?;
     m.add_function(wrap_pyfunction!(peek_batch_id, m)?)?;
+    m.add_class::<PyJournalRow>()?;
+    m.add_class::<PyRowEncoder>()?;
     Ok(())
 }
