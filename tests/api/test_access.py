@@ -66,6 +66,8 @@ def mutations(lineage_id: uuid.UUID, review_id: uuid.UUID, device_id: uuid.UUID,
         ("POST", f"/edge/schema-reviews/{review_id}/approve", {"action_version": 1}),
         ("POST", f"/edge/schema-reviews/{review_id}/reject", {"action_version": 1}),
         *(("POST", path, body) for path, body in registry),
+        *(("POST", f"{prefix}/edge/coalesced-mirrors/device_state/consolidate", None)
+          for prefix in ("", f"/fleets/{fleet_id}")),
         ("POST", "/edge/data-points", {"name": "intruder", "value_type": "real"}),
         ("PATCH", "/edge/policy", {"schema_coalescing_mode": "project"}),
         ("POST", "/devices", {"name": "intruder"}),
@@ -76,6 +78,8 @@ def mutations(lineage_id: uuid.UUID, review_id: uuid.UUID, device_id: uuid.UUID,
 
 # Routes that create in, or change, the caller's own project whatever ids they name.
 _OWN_PROJECT = ("/devices", "/edge/policy", "/edge/data-points")
+# Routes naming only a table: in the caller's own project (mode none there) they are a 409.
+_OWN_PROJECT_CONFLICT = ("/edge/coalesced-mirrors/device_state/consolidate",)
 _NOT_FOUND = ("LINEAGE_NOT_FOUND", "REVIEW_NOT_FOUND", "DEVICE_NOT_FOUND",
               "REGISTRY_REVIEW_NOT_FOUND", "FLEET_NOT_FOUND")
 
@@ -90,6 +94,7 @@ def test_every_mutating_route_is_listed(app) -> None:
         for name, value in ids.items():
             path = path.replace(str(value), "{review_id}" if name == "registry_review_id"
                                 else "{" + name + "}")
+        path = path.replace("/device_state/consolidate", "/{source_table}/consolidate")
         listed.add((method, "/core/api/v1/projects/{project_id}" + path))
     assert routes == listed
 
@@ -139,6 +144,8 @@ async def test_other_org_gets_404_on_every_mutation(client: httpx.AsyncClient, t
                                  headers=other_tenant.headers(**idem()))
         if path in _OWN_PROJECT:
             assert r.status_code in (200, 201), (method, path, r.text)  # its own project
+        elif path in _OWN_PROJECT_CONFLICT:
+            assert r.status_code == 409, (method, path, r.text)
         else:
             assert r.status_code == 404, (method, path, r.text)
             assert r.json()["error"]["code"] in _NOT_FOUND, (method, path, r.text)
@@ -163,7 +170,9 @@ async def test_other_project_in_same_org_gets_404(client: httpx.AsyncClient, ten
         # Its own project, this tenant's lineage/review ids.
         r = await client.request(method, f"/core/api/v1/projects/{other.project_id}{path}",
                                  json=body, headers={**headers, **idem()})
-        if path not in _OWN_PROJECT:
+        if path in _OWN_PROJECT_CONFLICT:
+            assert r.status_code == 409, (method, path, r.text)
+        elif path not in _OWN_PROJECT:
             assert r.status_code == 404, (method, path, r.text)
             assert r.json()["error"]["code"] in _NOT_FOUND, (method, path, r.text)
     assert await _state(pool, tenant, w) == before

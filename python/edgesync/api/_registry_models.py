@@ -10,9 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from edgesync.api._review_models import ColumnActionIn, ReviewStatus, _Body
 
-__all__ = ["CoalescedMirrorOut", "DataPointIn", "DataPointOut", "DataPointValueOut",
+__all__ = ["CoalescedMirrorOut", "ConsolidatedLineageOut", "ConsolidationOut", "DataPointIn",
+           "DataPointOut", "DataPointValueOut",
            "RegistryApproveBody", "RegistryDevice", "RegistryEntryDetail", "RegistryEntryOut",
-           "RegistryReasonBody", "RegistryReviewDetail", "RegistryReviewOut"]
+           "RegistryReasonBody", "RegistryReviewDetail", "RegistryReviewOut",
+           "SkippedLineageOut"]
 
 Scope = Literal["project", "fleet"]
 Pipeline = Literal["rows", "telemetry"]
@@ -96,6 +98,46 @@ class CoalescedMirrorOut(BaseModel):
     schema_hashes: list[str] = Field(description="approved schema hashes writing to it")
     device_count: int = Field(description="device lineages writing to it")
     created_at: datetime
+
+
+class ConsolidatedLineageOut(BaseModel):
+    lineage_id: uuid.UUID
+    device_id: uuid.UUID
+    pipeline: Pipeline
+    schema_hash: str = Field(description="the lineage's approved schema, now bound to the "
+                                         "registry entry's column actions")
+    registry_id: uuid.UUID
+    from_table: str = Field(description="the target it wrote to before")
+    to_table: str = Field(description="the coalesced target it writes to now")
+    rows_copied: int = Field(description="live rows written into the coalesced target "
+                                         "(state: newer-wins; telemetry: appended)")
+    tombstones_copied: int = Field(description="state: deleted rows (tombstones) written")
+    old_table_kept: str | None = Field(
+        description="the old table, kept with its rows (never dropped); null when the "
+                    "lineage already wrote to the coalesced table and was only re-bound")
+
+
+class SkippedLineageOut(BaseModel):
+    lineage_id: uuid.UUID
+    device_id: uuid.UUID
+    pipeline: Pipeline
+    schema_hash: str | None = Field(description="the lineage's approved schema")
+    target_table: str | None = Field(description="where it still writes")
+    reason: Literal["schema_not_in_registry", "schema_review_open", "deferred_columns",
+                    "cloud_authoritative", "device_in_no_fleet", "not_approved",
+                    "copy_failed"]
+    detail: str
+
+
+class ConsolidationOut(BaseModel):
+    source_table: str
+    mode: Literal["project", "fleet"] = Field(description="the project's coalescing mode")
+    fleet_id: uuid.UUID | None = Field(description="the fleet consolidated (fleet route), "
+                                                   "or null: the whole project")
+    consolidated: list[ConsolidatedLineageOut] = Field(
+        description="lineages moved by this call (empty on a repeated call)")
+    skipped: list[SkippedLineageOut] = Field(
+        description="lineages left where they are, and why (reported again on every call)")
 
 
 class DataPointIn(BaseModel):

@@ -313,6 +313,18 @@ def add_registry_parser(sub: Any) -> None:
     mshow.add_argument("mirror_id", help="the mirror's id: its target table name")
     _fleet_option(mshow)
     _api_options(mshow)
+    cons = _sub(rsub, "consolidate",
+                "move device-scoped lineages of a table into its coalesced mirror",
+                "Consolidate: for a project switched from schema_coalescing_mode none to "
+                "project or fleet, move every device lineage of SOURCE_TABLE that still "
+                "writes to its own target (and whose approved schema is approved in the "
+                "registry) into the coalesced mirror: its rows and tombstones are copied, "
+                "it is re-bound to the registry's column actions, and its old table is kept. "
+                "Lineages that cannot move are listed with the reason. Running it again "
+                "moves nothing more. With --fleet-id: only that fleet's devices.")
+    cons.add_argument("source_table", help="the devices' source table")
+    _fleet_option(cons)
+    _api_options(cons)
 
 
 def add_data_points_parser(sub: Any) -> None:

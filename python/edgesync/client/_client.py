@@ -8,6 +8,7 @@ call can reuse its key. An error envelope becomes ``ApiClientError`` with its st
 
 from __future__ import annotations
 
+import urllib.parse
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -211,6 +212,11 @@ class ProjectApi:
 
     def coalesced_mirror(self, mirror_id: str, fleet_id: str | None = None) -> Any:
         return self.get(f"{self._edge(fleet_id)}/coalesced-mirrors/{mirror_id}")
+
+    def consolidate(self, source_table: str, fleet_id: str | None = None) -> Any:
+        """Move device-scoped lineages of ``source_table`` into its coalesced mirror."""
+        table = urllib.parse.quote(source_table, safe="")
+        return self.post(f"{self._edge(fleet_id)}/coalesced-mirrors/{table}/consolidate")
 
     # Device data points
     def data_points(self, **params: Any) -> dict[str, Any]:

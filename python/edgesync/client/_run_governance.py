@@ -36,6 +36,11 @@ _MIRROR_COLUMNS = [("id", "id"), ("scope", "scope"), ("fleet_id", "fleet"),
                    ("device_count", "devices")]
 _MIRROR_FIELDS = ["id", "scope", "fleet_id", "pipeline", "source_table", "schema_hashes",
                   "device_count", "created_at"]
+_CONSOLIDATED_COLUMNS = [("device_id", "device"), ("lineage_id", "lineage"),
+                         ("from_table", "from"), ("to_table", "to"), ("rows_copied", "rows"),
+                         ("tombstones_copied", "tombstones")]
+_SKIPPED_COLUMNS = [("device_id", "device"), ("lineage_id", "lineage"), ("reason", "reason"),
+                    ("target_table", "target"), ("detail", "detail")]
 _DEVICE_COLUMNS = [("device_id", "device"), ("lineage_id", "lineage"), ("status", "status")]
 _ACTION_COLUMNS = [("source_column_name", "column"), ("action", "action"),
                    ("mirror_column_name", "mirror column"), ("target_type", "type"),
@@ -103,6 +108,16 @@ def _show_entry(ctx: Ctx, data: dict[str, Any]) -> None:
         print_table(data["column_actions"], _ACTION_COLUMNS, ctx.out)
 
 
+def _show_consolidation(ctx: Ctx, data: dict[str, Any]) -> None:
+    if ctx.json:
+        print_json({"data": data}, ctx.out)
+        return
+    ctx.out.write(f"consolidated ({len(data['consolidated'])})\n")
+    print_table(data["consolidated"], _CONSOLIDATED_COLUMNS, ctx.out)
+    ctx.out.write(f"\nskipped ({len(data['skipped'])})\n")
+    print_table(data["skipped"], _SKIPPED_COLUMNS, ctx.out)
+
+
 def registry_command(ctx: Ctx) -> None:
     a, api = ctx.args, ctx.api
     cmd, fleet = a.registry_command, a.fleet_id
@@ -118,6 +133,8 @@ def registry_command(ctx: Ctx) -> None:
         ctx.page(api.coalesced_mirrors(fleet, **_paging(ctx)), _MIRROR_COLUMNS)
     elif cmd == "mirror-show":
         ctx.item(api.coalesced_mirror(a.mirror_id, fleet), _MIRROR_FIELDS)
+    elif cmd == "consolidate":
+        _show_consolidation(ctx, api.consolidate(a.source_table, fleet))
     else:
         _decide(ctx, cmd)
 

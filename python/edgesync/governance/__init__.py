@@ -9,6 +9,7 @@ from edgesync.governance._coalesced import (
     list_coalesced_mirrors,
     list_registry_entries,
 )
+from edgesync.governance._consolidate import CONSOLIDATED_EVENT, consolidate
 from edgesync.governance._data_points import (
     create_data_point,
     get_data_point,
@@ -43,6 +44,7 @@ from edgesync.governance._reviews import (
 
 __all__ = [
     "COALESCING_MODES",
+    "CONSOLIDATED_EVENT",
     "EVENT_CHANNEL",
     "REPLAY_CHANNEL",
     "Admission",
@@ -55,6 +57,7 @@ __all__ = [
     "claim_registry_review",
     "claim_review",
     "classify",
+    "consolidate",
     "create_data_point",
     "emit",
     "get_coalesced_mirror",

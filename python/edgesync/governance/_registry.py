@@ -62,7 +62,7 @@ def coalesced_table_name(pipeline: str, scope: str, scope_id: uuid.UUID,
 def registry_key(scope: DeviceScope, lineage: Lineage) -> RegistryKey | None:
     """The registry that decides this lineage's schemas, or None (device reviews): mode
     ``none``, ``fleet`` for a device in no fleet, or a lineage that already writes to a
-    device-scoped target (moving it is consolidation, not built)."""
+    device-scoped target (until ``consolidate`` moves it, ``_consolidate``)."""
     mode = scope.policy.get("schema_coalescing_mode", "none")
     if mode == "project":
         key = RegistryKey(scope.project_id, None, "project", lineage.pipeline,

@@ -20,6 +20,7 @@ from edgesync.api._idempotency import IdempotencyKey, idempotent
 from edgesync.api._pagination import Paging
 from edgesync.api._registry_models import (
     CoalescedMirrorOut,
+    ConsolidationOut,
     RegistryApproveBody,
     RegistryEntryDetail,
     RegistryEntryOut,
@@ -39,6 +40,8 @@ _WRITE_ERRORS = error_responses(400, 401, 403, 404, 409, 422)
 RegistryId = Annotated[uuid.UUID, Path(description="registry entry UUID")]
 ReviewId = Annotated[uuid.UUID, Path(description="registry review UUID")]
 MirrorId = Annotated[str, Path(max_length=200, description="coalesced mirror id: its table")]
+SourceTable = Annotated[str, Path(min_length=1, max_length=200,
+                                  description="the devices' source table (as they name it)")]
 FleetId = Annotated[uuid.UUID, Path(description="fleet UUID (a fleet of the project)")]
 
 
@@ -264,6 +267,29 @@ def _make_router(prefix: str, tag: str, read: _ScopeDep, manage: _ScopeDep,
         if not scope.holds(mirror):
             raise mirror_not_found()
         return Item[CoalescedMirrorOut](data=_mirror_out(mirror))
+
+    @r.post("/coalesced-mirrors/{source_table}/consolidate",
+            response_model=Item[ConsolidationOut], responses=_WRITE_ERRORS,
+            summary="Move device-scoped lineages of a table into its coalesced mirror",
+            description="For a project switched from schema_coalescing_mode none to project "
+                        "or fleet: every device lineage of the table (of this fleet, on the "
+                        "fleet route) that still writes to its own target and whose approved "
+                        "schema is approved in the registry has its rows (and tombstones) "
+                        "copied into the coalesced target and is re-bound to the registry's "
+                        "column actions. Old tables are kept. 409 when the project does not "
+                        "coalesce or no registry entry of the table is approved. A repeated "
+                        "call consolidates nothing more.")
+    async def consolidate(scope: Manage, conn: Db, request: Request,
+                          source_table: SourceTable,
+                          idempotency_key: IdempotencyKey = None) -> Response:
+        access = scope.access
+
+        async def work(tx: Conn) -> tuple[int, Item[ConsolidationOut]]:
+            result = await governance.consolidate(tx, access.project_id, source_table,
+                                                  fleet_id=scope.fleet_id, actor=access.actor)
+            return 200, Item[ConsolidationOut](data=ConsolidationOut.model_validate(result))
+
+        return await idempotent(conn, access, request, idempotency_key, work)
 
     return r
 

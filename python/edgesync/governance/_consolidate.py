@@ -1,0 +1,269 @@
+"""Consolidation: move device-scoped lineages into the coalesced target of their registry.
+
+A project switched from ``schema_coalescing_mode = none`` to ``project``/``fleet`` keeps
+its existing lineages on their device-scoped targets (``registry_key`` leaves them to
+device reviews). ``consolidate`` moves them, one lineage at a time, each in its own
+transaction under the lineage row lock:
+
+1. the lineage's approved schema hash must have an **approved** registry entry in the
+   lineage's scope (the project, or the device's fleet), else the lineage is skipped;
+2. its rows are copied into the coalesced target: state rows (live rows and tombstones)
+   keep their ``(journal_epoch, commit_seq)`` and go through the same newer-wins upsert
+   as live batches; telemetry rows are appended (the device's rows of the old table);
+3. ``approve_schema`` re-binds the approved hash to the registry's column actions and
+   points the lineage at the coalesced target (a replay intent too, as for any approval);
+   the schema version is linked to the registry entry;
+4. ``integration.edge_table_lineage.consolidated.v1`` is emitted.
+
+The old table is kept (never dropped, its rows never deleted). A consolidated lineage
+is not a candidate again, so a second call changes nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from edgesync.errors import ConflictError, EdgesyncError, NotFoundError
+from edgesync.governance._bindings import ColumnAction, approve_schema, plan_columns
+from edgesync.governance._events import emit
+from edgesync.governance._lineages import Lineage
+from edgesync.governance._registry import RegistryKey, registry_columns
+from edgesync.materialize import MirrorColumn, TsTarget, quote_ident
+from edgesync.store import Conn
+
+__all__ = ["CONSOLIDATED_EVENT", "consolidate"]
+
+CONSOLIDATED_EVENT = "integration.edge_table_lineage.consolidated.v1"
+
+_CANDIDATES = """
+SELECT l.id, d.fleet_id AS device_fleet_id
+FROM edge_table_lineages l JOIN edge_devices d ON d.id = l.device_id
+WHERE l.project_id = $1 AND l.source_table = $2 AND l.target_table IS NOT NULL
+  AND ($3::uuid IS NULL OR d.fleet_id = $3)
+ORDER BY l.created_at, l.id
+"""
+
+
+class _Skip(Exception):
+    """Control flow: this lineage is left as it is, for ``reason``."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
+async def _mode(conn: Conn, project_id: uuid.UUID) -> str:
+    policy = await conn.fetchval("SELECT policy FROM edge_projects WHERE id = $1", project_id)
+    if policy is None:
+        raise NotFoundError(f"project {project_id} not found")
+    return str(policy.get("schema_coalescing_mode") or "none")
+
+
+async def consolidate(conn: Conn, project_id: uuid.UUID, source_table: str, *,
+                      fleet_id: uuid.UUID | None = None, actor: str) -> dict[str, Any]:
+    """Move every device lineage of ``source_table`` (of ``fleet_id``'s devices, when given)
+    that still writes to a device-scoped target into its coalesced target.
+
+    ``ConflictError`` when the project does not coalesce, or has no approved registry entry
+    for the table in scope. Returns ``{"consolidated": [...], "skipped": [...]}`` (plus the
+    mode and scope); lineages already in their coalesced target are in neither list."""
+    mode = await _mode(conn, project_id)
+    if mode not in ("project", "fleet"):
+        raise ConflictError(f"project schema_coalescing_mode is {mode!r}: consolidation needs "
+                            "'project' or 'fleet' (PATCH /edge/policy first)")
+    if fleet_id is not None and not await conn.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM edge_fleets WHERE id = $1 AND project_id = $2)",
+            fleet_id, project_id):
+        raise NotFoundError(f"fleet {fleet_id} not found")
+    approved = await conn.fetchval(
+        "SELECT count(*) FROM edge_schema_registry WHERE project_id = $1 AND source_table = $2 "
+        "AND status = 'approved' AND scope = $3 AND ($4::uuid IS NULL OR $3 = 'project' "
+        "OR fleet_id = $4)", project_id, source_table, mode, fleet_id)
+    if not approved:
+        raise ConflictError(f"no approved registry entry for table {source_table!r} in "
+                            f"{mode} scope: approve a registry review of it first")
+    consolidated: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+    for cand in await conn.fetch(_CANDIDATES, project_id, source_table, fleet_id):
+        try:
+            async with conn.transaction():
+                done = await _consolidate_one(conn, cand["id"], mode, cand["device_fleet_id"],
+                                              actor)
+        except _Skip as skip:
+            skipped.append(await _skipped(conn, cand["id"], skip.reason, skip.detail))
+            continue
+        except (asyncpg.PostgresError, EdgesyncError) as exc:
+            # The lineage's transaction rolled back: nothing of it changed.
+            skipped.append(await _skipped(conn, cand["id"], "copy_failed", str(exc)))
+            continue
+        if done is not None:
+            consolidated.append(done)
+    return {"source_table": source_table, "mode": mode, "fleet_id": fleet_id,
+            "consolidated": consolidated, "skipped": skipped}
+
+
+async def _skipped(conn: Conn, lineage_id: uuid.UUID, reason: str,
+                   detail: str) -> dict[str, Any]:
+    row = await conn.fetchrow(
+        "SELECT id AS lineage_id, device_id, pipeline, approved_schema_hash AS schema_hash, "
+        "target_table FROM edge_table_lineages WHERE id = $1", lineage_id)
+    assert row is not None
+    return {**dict(row), "reason": reason, "detail": detail}
+
+
+def _key(mode: str, lineage: Lineage, device_fleet_id: uuid.UUID | None) -> RegistryKey:
+    if mode == "project":
+        return RegistryKey(lineage.project_id, None, "project", lineage.pipeline,
+                           lineage.source_table)
+    if device_fleet_id is None:
+        raise _Skip("device_in_no_fleet", "coalescing mode is fleet and the device is in no "
+                                          "fleet: it keeps device reviews")
+    return RegistryKey(lineage.project_id, device_fleet_id, "fleet", lineage.pipeline,
+                       lineage.source_table)
+
+
+async def _consolidate_one(conn: Conn, lineage_id: uuid.UUID, mode: str,
+                           device_fleet_id: uuid.UUID | None,
+                           actor: str) -> dict[str, Any] | None:
+    """One lineage, in the caller's transaction: the consolidation done, or None when it is
+    already in its coalesced target. Raises ``_Skip`` (nothing written)."""
+    row = await conn.fetchrow("SELECT * FROM edge_table_lineages WHERE id = $1 FOR UPDATE",
+                              lineage_id)
+    if row is None or row["target_table"] is None:
+        return None  # deleted, or never approved, since the candidates were listed
+    lineage = Lineage.from_record(row)
+    key = _key(mode, lineage, device_fleet_id)
+    schema_hash = lineage.approved_schema_hash
+    if schema_hash is None:
+        raise _Skip("not_approved", "the lineage has no approved schema")
+    version = await conn.fetchrow(
+        "SELECT id, registry_id FROM edge_schema_versions WHERE lineage_id = $1 "
+        "AND schema_hash = $2", lineage.id, schema_hash)
+    assert version is not None
+    if lineage.target_table == key.target_table and version["registry_id"] is not None:
+        return None  # already coalesced (a second call, or a device approved by the registry)
+    if lineage.sync_authority == "cloud_authoritative":
+        raise _Skip("cloud_authoritative", "coalesced targets are device-authoritative; set "
+                                           "the lineage back to device_authoritative first")
+    if lineage.pause_reason == "deferred_columns":
+        raise _Skip("deferred_columns", "the lineage has deferred columns: decide them "
+                                        "(reopen-review) first")
+    pending = await conn.fetchval(
+        "SELECT schema_hash FROM edge_schema_versions WHERE lineage_id = $1 "
+        "AND status = 'pending' LIMIT 1", lineage.id)
+    if pending is not None:
+        raise _Skip("schema_review_open", f"schema {pending} of the lineage waits for a "
+                                          "review: decide it first")
+    # Same lock order as an admission: the lineage, then the registry entry FOR SHARE.
+    entry = await conn.fetchrow(
+        "SELECT * FROM edge_schema_registry WHERE scope_id = $1 AND pipeline = $2 "
+        "AND source_table = $3 AND schema_hash = $4 FOR SHARE",
+        key.scope_id, key.pipeline, key.source_table, schema_hash)
+    if entry is None or entry["status"] != "approved":
+        hashes = await conn.fetch(
+            "SELECT schema_hash FROM edge_schema_registry WHERE scope_id = $1 "
+            "AND pipeline = $2 AND source_table = $3 AND status = 'approved' "
+            "ORDER BY created_at", key.scope_id, key.pipeline, key.source_table)
+        raise _Skip("schema_not_in_registry",
+                    f"the lineage's approved schema {schema_hash} "
+                    + ("is not approved in the registry" if entry is None
+                       else f"is {entry['status']} in the registry")
+                    + f" (approved there: {', '.join(r['schema_hash'] for r in hashes) or 'none'})")
+    columns = await registry_columns(conn, entry["id"])
+    assert columns is not None
+    actions = [ColumnAction.from_json(a) for a in entry["column_actions"]]
+    mirrors = plan_columns(columns, actions)
+    old_table, new_table = lineage.target_table, str(entry["target_table"])
+    assert old_table is not None
+    copy_map = await _copy_map(conn, lineage, schema_hash, mirrors)
+    # Re-bind first: provisions the target (idempotent) with the registry's columns.
+    await approve_schema(conn, lineage, version["id"], schema_hash, columns, actions, None,
+                         coalesced_target=new_table)
+    await conn.execute("UPDATE edge_schema_versions SET registry_id = $2 WHERE id = $1",
+                       version["id"], entry["id"])
+    live = tombstones = 0
+    if old_table != new_table:
+        if lineage.pipeline == "telemetry":
+            live = await _copy_telemetry(conn, lineage.device_id, old_table, new_table,
+                                         mirrors, copy_map)
+        else:
+            live, tombstones = await _copy_state(conn, lineage.device_id, old_table, new_table,
+                                                 copy_map)
+    result = {"lineage_id": lineage.id, "device_id": lineage.device_id,
+              "pipeline": lineage.pipeline, "schema_hash": schema_hash,
+              "registry_id": entry["id"], "from_table": old_table, "to_table": new_table,
+              "rows_copied": live, "tombstones_copied": tombstones,
+              "old_table_kept": old_table if old_table != new_table else None}
+    await emit(conn, lineage.project_id, CONSOLIDATED_EVENT, lineage.id,
+               {**{k: str(v) if isinstance(v, uuid.UUID) else v for k, v in result.items()},
+                "source_table": lineage.source_table, "actor": actor})
+    return result
+
+
+async def _copy_map(conn: Conn, lineage: Lineage, schema_hash: str,
+                    mirrors: list[MirrorColumn]) -> list[tuple[str, str, str]]:
+    """(old column, new column, new type) for each column the registry mirrors that the
+    lineage's own bindings mirrored too (and that exists in the old table). A column the
+    device did not mirror has no history to copy: NULL in the copied rows."""
+    rows = await conn.fetch(
+        "SELECT source_column_name, mirror_column_name FROM edge_column_bindings "
+        "WHERE lineage_id = $1 AND schema_hash = $2 AND action = 'mirror'",
+        lineage.id, schema_hash)
+    old = {r["source_column_name"]: r["mirror_column_name"] or r["source_column_name"]
+           for r in rows}
+    assert lineage.target_table is not None
+    present = {r["attname"] for r in await conn.fetch(
+        "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(quote_ident($1)) "
+        "AND attnum > 0 AND NOT attisdropped", lineage.target_table)}
+    return [(old[m.source], m.target, m.pg_type) for m in mirrors
+            if m.source in old and old[m.source] in present]
+
+
+async def _copy_state(conn: Conn, device_id: uuid.UUID, old: str, new: str,
+                      copy_map: list[tuple[str, str, str]]) -> tuple[int, int]:
+    """Live rows and tombstones, newer-wins on ``(journal_epoch, commit_seq)``: (live rows,
+    tombstones) written."""
+    platform = ["device_id", "_edge_pk_hash", "_edge_journal_epoch", "_edge_commit_seq",
+                "_edge_deleted", "_edge_synced_at"]
+    targets = [quote_ident(n) for _, n, _ in copy_map]
+    sources = [f"{quote_ident(o)}::{t}" for o, _, t in copy_map]
+    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in [*platform[2:], *targets])
+    row = await conn.fetchrow(
+        f"WITH w AS (INSERT INTO {quote_ident(new)} AS t ({', '.join([*platform, *targets])}) "
+        f"SELECT {', '.join([*platform, *sources])} FROM {quote_ident(old)} WHERE device_id = $1 "
+        f"ON CONFLICT (device_id, _edge_pk_hash) DO UPDATE SET {updates} "
+        "WHERE (t._edge_journal_epoch, t._edge_commit_seq) "
+        "< (EXCLUDED._edge_journal_epoch, EXCLUDED._edge_commit_seq) "
+        "RETURNING _edge_deleted) "
+        "SELECT count(*) FILTER (WHERE NOT _edge_deleted) AS live, "
+        "count(*) FILTER (WHERE _edge_deleted) AS dead FROM w", device_id)
+    assert row is not None
+    return int(row["live"]), int(row["dead"])
+
+
+async def _copy_telemetry(conn: Conn, device_id: uuid.UUID, old: str, new: str,
+                          mirrors: list[MirrorColumn],
+                          copy_map: list[tuple[str, str, str]]) -> int:
+    """The device's rows of the old (project-wide) table, appended: telemetry rows never
+    change, and the lineage wrote none to the new table before (it wrote to the old one)."""
+    span = await conn.fetchrow(
+        f"SELECT min(event_ts) AS lo, max(event_ts) AS hi FROM {quote_ident(old)} "
+        "WHERE device_id = $1", device_id)
+    assert span is not None
+    if span["lo"] is None:
+        return 0
+    lo: datetime = span["lo"]
+    hi: datetime = span["hi"]
+    await TsTarget(new, mirrors).ensure_partitions(conn, lo, hi)
+    targets = [quote_ident(n) for _, n, _ in copy_map]
+    sources = [f"{quote_ident(o)}::{t}" for o, _, t in copy_map]
+    platform = ["device_id", "event_ts", "row_id"]
+    status: str = await conn.execute(
+        f"INSERT INTO {quote_ident(new)} ({', '.join([*platform, *targets])}) "
+        f"SELECT {', '.join([*platform, *sources])} "
+        f"FROM {quote_ident(old)} WHERE device_id = $1", device_id)
+    return int(status.rsplit(" ", 1)[-1])
