@@ -214,3 +214,24 @@ async def test_review_conflicts_and_bad_actions(pool, device, batches):
         lineage = await conn.fetchrow("SELECT * FROM edge_table_lineages WHERE id = $1",
                                       out.lineage_id)
         assert lineage["target_table"] is None and lineage["staged_rows"] == 1
+
+
+async def test_only_nullability_changed_is_compatible_mapped_and_continues(pool, device,
+                                                                           batches):
+    pipe = IngestPipeline(pool)
+    f = batches()
+    first = await pipe.handle(topic(device), f.payload(
+        f.rows(("insert", {"id": 1, "mode": "a", "setpoint": 1.0}))))
+    await approve_all(pool, first.lineage_id)
+    await Replayer(pool).drain_pending(project_id=device.project_id)
+    f.set_columns([("id", "INTEGER", 1, True), ("mode", "TEXT", 0, True),
+                   ("setpoint", "REAL", 0, True)])  # setpoint became NOT NULL
+    out = await pipe.handle(topic(device), f.payload(
+        f.rows(("update", {"id": 1, "mode": "b", "setpoint": 2.0}))))
+    assert out.status is OutcomeStatus.MATERIALIZED
+    version = await pool.fetchrow(
+        "SELECT classification, status, diff FROM edge_schema_versions "
+        "WHERE lineage_id = $1 AND schema_hash = $2", first.lineage_id, f.schema_hash)
+    assert (version["classification"], version["status"]) == ("compatible_mapped", "approved")
+    assert version["diff"]["nullability_changed"] == ["setpoint"]
+    assert await cloud_rows(pool, first.lineage_id) == [(1, "b", 2.0)]

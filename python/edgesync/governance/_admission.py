@@ -111,9 +111,10 @@ async def admit(conn: Conn, scope: DeviceScope, lineage: Lineage,
             {"table_name": lineage.source_table, "columns": new_cols} if new_cols else None,
             classification, diff.as_json())
         coalesced = registry_key(scope, lineage) is not None
-        auto = (classification == "compatible_additive" and not coalesced
-                and bool(scope.policy.get("allow_additive_continue", False))
-                and lineage.target_table is not None and new_cols is not None)
+        auto = (not coalesced and lineage.target_table is not None and new_cols is not None
+                and (classification == "compatible_mapped"
+                     or (classification == "compatible_additive"
+                         and bool(scope.policy.get("allow_additive_continue", False)))))
         if coalesced:
             decided = await _by_registry(conn, scope, lineage, version_id, schema_hash,
                                          new_cols, classification)

@@ -32,7 +32,8 @@ def classify(approved: Columns | None, new: Columns | None) -> tuple[str, Schema
     No approved schema yet → ``ambiguous`` (first sight always needs a human).
     Columns unknown (no ``schema_columns`` ever sent) → ``unknown``.
     Dropped columns, type or primary-key changes → ``breaking``.
-    Only new nullable columns → ``compatible_additive``; anything else ``ambiguous``.
+    Only new nullable columns → ``compatible_additive``. Only NOT NULL flags changed →
+    ``compatible_mapped`` (the approved bindings fit unchanged). Anything else ``ambiguous``.
     """
     diff = SchemaDiff()
     if new is None:
@@ -59,4 +60,8 @@ def classify(approved: Columns | None, new: Columns | None) -> tuple[str, Schema
         new_cols[c]["not_null"] for c in diff.added
     ):
         return "compatible_additive", diff
+    if not diff.added and diff.nullability_changed:
+        # Same columns, types and key; only NOT NULL flags moved. The cloud's columns are
+        # nullable anyway, so the existing bindings carry the new schema as they are.
+        return "compatible_mapped", diff
     return "ambiguous", diff
