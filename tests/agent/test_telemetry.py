@@ -138,11 +138,14 @@ def test_late_rows_inside_the_look_back_are_sent_once(app: sqlite3.Connection,
     app.execute("INSERT INTO r VALUES (1, '2026-04-28T09:00:00Z', 1), "
                 "(2, '2026-04-28T09:01:00Z', 2)")
     assert [d["row_count"] for d in t.drain()] == [2]
-    # committed later, timestamped before the cursor: 30 s late (inside), 2 min (outside)
+    # committed later, timestamped before the cursor: 30 s late (inside the window) and
+    # 2 min late (outside: sent all the same, it has a new rowid); in (ts, key) order
     app.execute("INSERT INTO r VALUES (3, '2026-04-28T09:00:30Z', 3), "
                 "(4, '2026-04-28T08:59:00Z', 4)")
     [doc] = t.drain()
-    assert [r["fields"]["v"] for r in doc["rows"]] == [3]
+    assert [r["fields"]["v"] for r in doc["rows"]] == [4, 3]
+    assert (doc["cursor_start_ts"], doc["cursor_end_ts"]) == ("2026-04-28T08:59:00Z",
+                                                              "2026-04-28T09:00:30Z")
     assert t.drain() == []
     # the clock jumps back by 20 s: rows behind the cursor but inside the window
     app.execute("INSERT INTO r VALUES (5, '2026-04-28T09:00:40Z', 5)")
@@ -150,6 +153,21 @@ def test_late_rows_inside_the_look_back_are_sent_once(app: sqlite3.Connection,
     [doc] = t.drain()
     assert [r["fields"]["v"] for r in doc["rows"]] == [5, 6]
     assert doc["batch_seq"] == 3
+
+
+def test_without_rowid_table_keeps_the_look_back_limit(app: sqlite3.Connection,
+                                                        tele: Any) -> None:
+    """A WITHOUT ROWID table has no insertion order to read: only the window."""
+    app.execute("CREATE TABLE w (id INTEGER PRIMARY KEY, ts TEXT, v INTEGER) WITHOUT ROWID")
+    t = tele("w", lookback=60, from_start=True)
+    app.execute("INSERT INTO w VALUES (1, '2026-04-28T09:00:00Z', 1), "
+                "(2, '2026-04-28T09:01:00Z', 2)")
+    assert [d["row_count"] for d in t.drain()] == [2]
+    app.execute("INSERT INTO w VALUES (3, '2026-04-28T09:00:30Z', 3), "
+                "(4, '2026-04-28T08:59:00Z', 4)")
+    [doc] = t.drain()
+    assert [r["fields"]["v"] for r in doc["rows"]] == [3]  # 4: behind the window, not sent
+    assert t.drain() == []
 
 
 def test_existing_rows_are_not_sent_without_snapshot(app: sqlite3.Connection,

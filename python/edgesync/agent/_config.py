@@ -152,6 +152,9 @@ class ReplicationConfig(_Frozen):
     snapshot_on_first_run: bool = False
     telemetry_lookback_s: float = 30.0
     confirm_timeout_s: float = 60.0
+    # An unsent journal backlog of a rows table above this many rows travels as one
+    # payload_spill upload instead of MQTT batches (0: never).
+    upload_backlog_rows: int = Field(default=50_000, ge=0)
 
     def strategy_for(self, table: str) -> TableStrategy:
         """The configured strategy of ``table``; unlisted tables replicate as ``rows``."""
@@ -234,6 +237,7 @@ class _FileReplication(_Section):
     snapshot_on_first_run: bool = False
     telemetry_lookback: float = 30.0
     confirm_timeout: float = 60.0
+    upload_backlog_rows: int = Field(default=50_000, ge=0)
 
     @field_validator("flush_interval", "telemetry_lookback", "confirm_timeout", mode="before")
     @classmethod
@@ -423,6 +427,7 @@ def _resolve(raw: _File, environ: Mapping[str, str]) -> tuple[AgentConfig | None
             snapshot_on_first_run=rep.snapshot_on_first_run,
             telemetry_lookback_s=rep.telemetry_lookback,
             confirm_timeout_s=rep.confirm_timeout,
+            upload_backlog_rows=rep.upload_backlog_rows,
         ),
     )
     return cfg, []
@@ -510,7 +515,9 @@ def summarize_config(cfg: AgentConfig) -> list[str]:
         f"state db: {rep.state_db_path}",
         f"flush every {rep.flush_interval_s:g}s; local retention {rep.local_retention_bytes} bytes"
         f"; telemetry look-back {rep.telemetry_lookback_s:g}s"
-        f"; re-send unconfirmed batches after {rep.confirm_timeout_s:g}s",
+        f"; re-send unconfirmed batches after {rep.confirm_timeout_s:g}s"
+        + (f"; backlogs over {rep.upload_backlog_rows} rows go by upload"
+           if rep.upload_backlog_rows else ""),
         f"signed control: {'on' if cfg.security.signed_control else 'off'}",
     ]
     for table, ts in sorted(rep.table_strategies.items()):

@@ -316,6 +316,9 @@ class Agent:
         self._budget.enforce()
         assert self._telemetry is not None and self._uploads is not None
         self._uploads.settle(self._forget_journal)
+        upto = self._batcher.journal_high_water()
+        for table in self._rows_tables:
+            self._reserve_backlog(table, upto)
         resend_unconfirmed(self._state, self._telemetry_state, self._rows_tables,
                            list(self._telemetry.tables),
                            time.time() - self.config.replication.confirm_timeout_s)
@@ -334,7 +337,21 @@ class Agent:
             "format_version": 1, "request_kind": "gap_report", "source_table": table,
             "journal_epoch": epoch, "first_commit_seq": first, "last_commit_seq": last}))
             for gap_id, table, epoch, first, last in self._state.unreported_gaps()]
-        return self._batcher.journal_high_water(), observes, gaps
+        return upto, observes, gaps
+
+    def _reserve_backlog(self, table: str, upto: int) -> None:
+        """A backlog over ``upload_backlog_rows`` goes as one upload (the batcher skips
+        reserved ranges); it starts after the table's pending batch, if any."""
+        assert self._state is not None and self._uploads is not None
+        threshold = self.config.replication.upload_backlog_rows
+        ts = self._state.table(table)
+        if not threshold or ts is None or ts.paused or ts.schema_hash is None:
+            return
+        after = ts.last_published_commit_seq
+        pending = self._state.pending(table)
+        if pending is not None and pending.journal_epoch == ts.journal_epoch:
+            after = max(after, pending.last_commit_seq)
+        self._uploads.backlog(table, ts.journal_epoch, after, upto, threshold)
 
     def _observed(self, table: str, schema_hash: str, is_telemetry: bool) -> None:
         assert self._state is not None and self._telemetry_state is not None

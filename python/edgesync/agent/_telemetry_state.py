@@ -7,6 +7,11 @@ is never sent again), and every batch built but not yet committed by the cloud (
 *outbox*). A batch is written to the outbox in the same transaction that advances the
 cursor and ``batch_seq``, so after a crash it is re-published byte for byte (same
 ``batch_id``, same ``batch_seq``) instead of being rebuilt.
+
+For a table with a rowid (not ``WITHOUT ROWID``) it also keeps a rowid *high-water
+mark* (``telemetry_rowid``): every row with a rowid at or below it has been sent (or
+was there before capture started, or cannot be sent); it advances in the transaction
+that stores the batch. NULL: no row is covered yet (a table read from its first row).
 """
 
 from __future__ import annotations
@@ -42,10 +47,20 @@ class OutboxBatch:
     row_count: int
 
 
+_ROWID_SCHEMA = """
+CREATE TABLE IF NOT EXISTS telemetry_rowid (
+    source_table TEXT PRIMARY KEY,
+    high_water   INTEGER          -- NULL: no rowid covered yet
+)
+"""
+
+
 class TelemetryState:
     def __init__(self, state: StateStore) -> None:
         self._state = state
         self._db = state.db
+        with state.tx():
+            self._db.execute(_ROWID_SCHEMA)
 
     def table(self, name: str) -> TelemetryTableState | None:
         row = self._db.execute(
@@ -62,11 +77,13 @@ class TelemetryState:
             "SELECT source_table FROM telemetry ORDER BY 1")]
 
     def ensure(self, name: str, schema_hash: str, schema_json: str, *,
-               start: tuple[int, str] | None, seen: Iterable[tuple[str, int]]) -> bool:
+               start: tuple[int, str] | None, seen: Iterable[tuple[str, int]],
+               high_water: tuple[int | None] | None = None) -> bool:
         """Register ``name`` (True when new) and record its fingerprint.
 
         A new table starts at ``start`` (None: from its first row) with ``seen`` (key,
-        ts) marked as already sent; a known table keeps its cursor.
+        ts) marked as already sent and, when given as ``(value,)``, that rowid
+        high-water mark; a known table keeps its cursor.
         """
         with self._state.tx():
             new = self._db.execute(
@@ -78,6 +95,9 @@ class TelemetryState:
                 self._db.executemany(
                     "INSERT OR IGNORE INTO telemetry_sent VALUES (?, ?, ?)",
                     ((name, key, ts) for key, ts in seen))
+                if high_water is not None:
+                    self._db.execute("INSERT OR REPLACE INTO telemetry_rowid VALUES (?, ?)",
+                                     (name, high_water[0]))
             else:
                 self._db.execute(
                     "UPDATE telemetry SET schema_sent = CASE WHEN schema_hash IS ? "
@@ -85,14 +105,32 @@ class TelemetryState:
                     "WHERE source_table=?", (schema_hash, schema_hash, schema_json, name))
         return new
 
+    def high_water(self, name: str) -> tuple[bool, int | None]:
+        """(whether ``name`` has a rowid high-water mark, its value)."""
+        row = self._db.execute("SELECT high_water FROM telemetry_rowid WHERE source_table=?",
+                               (name,)).fetchone()
+        return (False, None) if row is None else (True, row[0])
+
+    def set_high_water(self, name: str, value: int | None) -> None:
+        with self._state.tx():
+            self._db.execute("INSERT OR REPLACE INTO telemetry_rowid VALUES (?, ?)",
+                             (name, value))
+
     def sent_keys(self, name: str) -> set[str]:
         return {r[0] for r in self._db.execute(
             "SELECT row_key FROM telemetry_sent WHERE source_table=?", (name,))}
 
+    def sent(self, name: str) -> dict[str, int]:
+        """Key -> timestamp (µs) of the rows sent inside the look-back window."""
+        return {r[0]: r[1] for r in self._db.execute(
+            "SELECT row_key, ts_us FROM telemetry_sent WHERE source_table=?", (name,))}
+
     def save_batch(self, batch: OutboxBatch, *, cursor: tuple[int, str], with_schema: bool,
-                   sent: Iterable[tuple[str, int]], keep_from_us: int) -> None:
+                   sent: Iterable[tuple[str, int]], keep_from_us: int,
+                   high_water: tuple[int | None] | None = None) -> None:
         """One transaction: outbox row, ``batch_seq``, cursor, sent keys (pruned to the
-        window starting at ``keep_from_us``)."""
+        window starting at ``keep_from_us``) and, when given as ``(value,)``, the rowid
+        high-water mark."""
         name = batch.source_table
         with self._state.tx():
             self._db.execute(
@@ -103,10 +141,13 @@ class TelemetryState:
                 "UPDATE telemetry SET next_batch_seq=?, cursor_ts_us=?, cursor_key=?, "
                 "schema_sent = schema_sent OR ? WHERE source_table=?",
                 (batch.batch_seq + 1, cursor[0], cursor[1], with_schema, name))
-            self._db.executemany("INSERT OR IGNORE INTO telemetry_sent VALUES (?, ?, ?)",
+            self._db.executemany("INSERT OR REPLACE INTO telemetry_sent VALUES (?, ?, ?)",
                                  ((name, key, ts) for key, ts in sent))
             self._db.execute("DELETE FROM telemetry_sent WHERE source_table=? AND ts_us < ?",
                              (name, keep_from_us))
+            if high_water is not None:
+                self._db.execute("INSERT OR REPLACE INTO telemetry_rowid VALUES (?, ?)",
+                                 (name, high_water[0]))
 
     def unpublished(self, name: str) -> list[OutboxBatch]:
         return [OutboxBatch(*r) for r in self._db.execute(

@@ -6,6 +6,10 @@ An upload ships a *reserved* range of journal rows of one table instead of MQTT:
   table is journaled as an ``insert`` in one transaction (as ``snapshot_on_first_run``
   does); those rows are the range.
 * ``payload_spill`` (``spill``): one journal row too large for a 512 KiB batch.
+* ``payload_spill`` (``backlog``): a table's unsent journal backlog larger than
+  ``upload_backlog_rows`` (at most ``BACKLOG_MAX_ROWS`` rows per upload; one such
+  upload per table at a time, so reserved ranges — which retention never drops — stay
+  bounded while a device is offline).
 
 The batcher skips reserved ranges. Each upload moves through ``state.db``:
 ``wanted`` → (``url_request`` published) ``requested`` → (``url_grant``) ``granted`` →
@@ -38,11 +42,14 @@ from edgesync.agent._discovery import TableInfo
 from edgesync.agent._state import StateStore
 from edgesync.agent._triggers import JOURNAL_TABLE, quote_ident, snapshot_sql
 
-__all__ = ["Upload", "Uploads"]
+__all__ = ["BACKLOG_MAX_ROWS", "Upload", "Uploads"]
 
 log = logging.getLogger("edgesync.agent")
 
 _J = quote_ident(JOURNAL_TABLE)
+# Journal rows per backlog upload: a few hundred MB of JSON at most before zstd, far
+# below the 1 GiB object limit for ordinary rows.
+BACKLOG_MAX_ROWS = 500_000
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS uploads (
     upload_key       INTEGER PRIMARY KEY,
@@ -144,6 +151,43 @@ class Uploads:
             self._add(table, "payload_spill", epoch, commit_seq, commit_seq)
             log.warning("table %r: commit_seq %d is too large for a batch; sending it as a "
                         "payload_spill upload", table, commit_seq)
+
+    def backlog(self, table: str, epoch: str, after: int, upto: int, threshold: int,
+                max_rows: int = BACKLOG_MAX_ROWS) -> tuple[int, int] | None:
+        """When more than ``threshold`` journal rows of ``table`` wait with ``after <
+        commit_seq <= upto``, reserve the oldest of them (at most ``max_rows``) for a
+        ``payload_spill`` upload; returns the range. Not while another backlog upload of
+        the table is open, and never over a range already reserved (the range ends
+        before it; when one starts right at the first waiting row, the batcher skips it
+        first)."""
+        if threshold <= 0 or upto <= after:
+            return None
+        mine = self._rows("source_table = ? AND journal_epoch = ?", (table, epoch))
+        if any(u.segment_kind == "payload_spill" and u.last_commit_seq > u.first_commit_seq
+               for u in mine):
+            return None
+        nth = (f"SELECT commit_seq FROM {_J} WHERE table_name = ? AND commit_seq > ? "
+               "AND commit_seq <= ? ORDER BY commit_seq LIMIT 1 OFFSET ?")
+        head = self._src.execute(nth, (table, after, upto, 0)).fetchone()
+        if head is None:
+            return None
+        first = int(head[0])
+        for a, b in sorted((u.first_commit_seq, u.last_commit_seq) for u in mine):
+            if b < first:
+                continue
+            if a <= first:
+                return None
+            upto = min(upto, a - 1)
+            break
+        if self._src.execute(nth, (table, after, upto, threshold)).fetchone() is None:
+            return None  # not more than threshold rows
+        end = self._src.execute(nth, (table, after, upto, max_rows - 1)).fetchone()
+        last = int(end[0]) if end is not None else upto
+        self._add(table, "payload_spill", epoch, first, last)
+        log.warning("table %r: more than %d journal rows wait; commit_seq %d..%d go as a "
+                    "payload_spill upload instead of MQTT batches", table, threshold, first,
+                    last)
+        return first, last
 
     def reseed(self, table: TableInfo, epoch: str) -> tuple[int, int] | None:
         """Journal every current row of ``table`` as an insert (one transaction) and
