@@ -73,6 +73,9 @@ async def test_first_batch_is_staged_under_review_then_replayed(pool, device, ba
 
     approved = await approve_all(pool, out.lineage_id)
     assert approved["status"] == "approved"
+    # A schema-review pause never reached the device, so approval sends it nothing either.
+    assert await pool.fetchval("SELECT count(*) FROM edge_pending_controls WHERE device_id = $1",
+                               device.device_id) == 0
     assert await Replayer(pool).drain_pending(project_id=device.project_id) == 3
     assert await cloud_rows(pool, out.lineage_id) == [(1, "off", 19.0), (2, "cool", None)]
     lineage = await pool.fetchrow("SELECT * FROM edge_table_lineages WHERE id = $1",

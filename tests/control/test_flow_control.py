@@ -100,6 +100,11 @@ async def test_backpressure_pauses_device_and_resumes_below_threshold(pool, batc
     await pipe.handle(f"{scope.root_topic}/sync/ingest/ack", ack)
     assert await pool.fetchval("SELECT status FROM edge_pending_controls WHERE id = $1",
                                uuid.UUID(pause["control_id"])) == "acked"
+    acked_at = await pool.fetchval("SELECT acked_at FROM edge_pending_controls WHERE id = $1",
+                                   uuid.UUID(pause["control_id"]))
+    await pipe.handle(f"{scope.root_topic}/sync/ingest/ack", ack)  # a duplicate ACK: no-op
+    assert await pool.fetchval("SELECT acked_at FROM edge_pending_controls WHERE id = $1",
+                               uuid.UUID(pause["control_id"])) == acked_at
     await approve(pool, first.lineage_id)
     state = await lineage(pool, first.lineage_id)
     assert state["pause_reason"] == "backpressure"  # approval alone does not resume the device
