@@ -82,7 +82,7 @@ def _free_port() -> int:
 def tls_broker(tmp_path: Path) -> Iterator[tuple[int, Path]]:
     """A Mosquitto with one mTLS listener; yields (port, directory of the PEM files)."""
     if not Path(MOSQUITTO).exists():
-        pytest.skip("mosquitto is not installed")
+        pytest.fail(f"the mosquitto binary is needed by this test and is not at {MOSQUITTO}")
     pki = tmp_path / "pki"
     pki.mkdir()
     ca_key = _key()
