@@ -115,6 +115,14 @@ class RowBatch:
         SchemaError for an unknown pg_type.
         """
 
+    def encode_state_binary(self, columns: Sequence[tuple[str, str]]) -> bytes:
+        """``encode_state_copy`` in COPY binary format, releasing the GIL.
+
+        Same rows, fields, values and errors; the platform fields are ``text``,
+        ``uuid``, ``bigint``, ``boolean``. ``numeric`` columns have no binary
+        encoding here: SchemaError (use ``encode_state_copy``).
+        """
+
 def decode_row_batch(
     payload: bytes | bytearray | memoryview, max_payload_bytes: int | None = None
 ) -> RowBatch:
@@ -175,6 +183,16 @@ class TelemetryBatch:
         ``RowBatch.encode_state_copy`` (absent or JSON null → NULL). Raises
         BatchRejected(code="value_type_mismatch", field ``rows[i].fields.<column>``),
         SchemaError for an unknown pg_type, ValueError when ``device_id`` is not a UUID.
+        """
+
+    def encode_telemetry_binary(
+        self, columns: Sequence[tuple[str, str]], device_id: str | None = None
+    ) -> bytes:
+        """``encode_telemetry_copy`` in COPY binary format, releasing the GIL.
+
+        Same rows, fields, values and errors (``device_id`` and ``row_id`` as
+        ``uuid``, ``event_ts`` as ``timestamptz``); ``numeric`` columns have no
+        binary encoding here: SchemaError (use ``encode_telemetry_copy``).
         """
 
 def decode_telemetry_batch(payload: bytes | bytearray | memoryview) -> TelemetryBatch:

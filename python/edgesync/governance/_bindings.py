@@ -133,13 +133,19 @@ async def load_state_target(conn: Conn, lineage: Lineage, schema_hash: str
     """The target and mirrored columns for batches of an approved schema hash."""
     if lineage.target_table is None:
         return None
+    # The type each mirror column really has in the target (an operator may have altered
+    # it): telemetry COPYs binary values straight into the table only when they agree.
     rows = await conn.fetch(
-        "SELECT source_column_name, action, mirror_column_name, target_type, "
-        "device_data_point_id FROM edge_column_bindings "
-        "WHERE lineage_id = $1 AND schema_hash = $2 "
-        "AND action IN ('mirror', 'map', 'auto_create_and_map') ORDER BY id",
-        lineage.id, schema_hash)
-    cols = [MirrorColumn(r["source_column_name"], r["mirror_column_name"], r["target_type"])
+        "SELECT b.source_column_name, b.action, b.mirror_column_name, b.target_type, "
+        "b.device_data_point_id, format_type(a.atttypid, a.atttypmod) AS stored_type "
+        "FROM edge_column_bindings b LEFT JOIN pg_attribute a "
+        "ON a.attrelid = to_regclass(quote_ident($3)) AND a.attname = b.mirror_column_name "
+        "AND a.attnum > 0 AND NOT a.attisdropped "
+        "WHERE b.lineage_id = $1 AND b.schema_hash = $2 "
+        "AND b.action IN ('mirror', 'map', 'auto_create_and_map') ORDER BY b.id",
+        lineage.id, schema_hash, lineage.target_table)
+    cols = [MirrorColumn(r["source_column_name"], r["mirror_column_name"], r["target_type"],
+                         r["stored_type"])
             for r in rows if r["action"] == "mirror"]
     mapped = [MappedColumn(r["source_column_name"], r["target_type"], r["device_data_point_id"])
               for r in rows if r["action"] != "mirror"]

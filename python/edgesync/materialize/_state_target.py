@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from edgesync._core import RowBatch
 from edgesync.materialize._data_points import MappedColumn, state_values_sql, temp_columns_ddl
 from edgesync.materialize._identifiers import quote_ident
+from edgesync.materialize._types import copy_format
 from edgesync.store import Conn
 
 __all__ = ["MirrorColumn", "StateTarget"]
@@ -27,6 +28,9 @@ class MirrorColumn:
     source: str
     target: str
     pg_type: str
+    # The column's type in the target table as last read from the catalog; None when
+    # not read.
+    stored_type: str | None = None
 
 
 class StateTarget:
@@ -69,8 +73,13 @@ class StateTarget:
         """Upsert one batch; returns how many target rows changed. Runs inside the caller's
         transaction (the ledger row commits with it)."""
         staging = f"_edge_in_{next(_temp_names)}"
-        copy = batch.encode_state_copy([(c.source, c.pg_type) for c in self.columns]
-                                       + [(m.source, m.pg_type) for m in self.mapped])
+        columns = ([(c.source, c.pg_type) for c in self.columns]
+                   + [(m.source, m.pg_type) for m in self.mapped])
+        # The temp table has exactly these types, so binary values always fit it; the
+        # upsert then converts them as SQL would.
+        fmt = copy_format(columns)
+        encode = batch.encode_state_binary if fmt == "binary" else batch.encode_state_copy
+        copy = encode(columns)
         cols_ddl = "".join(f", {quote_ident(c.target)} {c.pg_type}" for c in self.columns)
         await conn.execute(
             f"CREATE TEMP TABLE {staging} (_edge_pk_hash text, _edge_epoch uuid, _edge_seq bigint, "
@@ -79,7 +88,7 @@ class StateTarget:
         )
         # A memoryview: asyncpg would take plain bytes for a file path.
         await conn.copy_to_table(staging, source=memoryview(copy),  # type: ignore[arg-type]
-                                 format="text")
+                                 format=fmt)
         targets = [quote_ident(c.target) for c in self.columns]
         insert_cols = ", ".join(
             ["device_id", "_edge_pk_hash", "_edge_journal_epoch", "_edge_commit_seq",

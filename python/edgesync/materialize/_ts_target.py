@@ -30,6 +30,7 @@ from edgesync.materialize._data_points import (
 )
 from edgesync.materialize._identifiers import MAX_IDENT_BYTES, quote_ident, target_table_name
 from edgesync.materialize._state_target import MirrorColumn
+from edgesync.materialize._types import copy_format
 from edgesync.store import Conn
 
 __all__ = ["TS_PLATFORM_COLUMNS", "TsTarget", "ts_table_name"]
@@ -151,15 +152,20 @@ class TsTarget:
         """Append one batch; returns the number of rows. Runs inside the caller's
         transaction (the ledger row commits with it)."""
         # Encode first: a value that does not fit is refused before anything is written.
-        copy = batch.encode_telemetry_copy([(c.source, c.pg_type) for c in self.columns],
-                                           device_id=str(device_id))
+        columns = [(c.source, c.pg_type) for c in self.columns]
+        # Binary values go straight into the table: only when each column is known to
+        # have the type they are encoded for (text input would be converted instead).
+        checked = all(c.stored_type == c.pg_type for c in self.columns)
+        fmt = copy_format(columns) if checked else "text"
+        encode = batch.encode_telemetry_binary if fmt == "binary" else batch.encode_telemetry_copy
+        copy = encode(columns, device_id=str(device_id))
         values = encode_telemetry_values(batch, self.mapped) if self.mapped else None
         await self.ensure_partitions(conn, datetime.fromisoformat(batch.first_event_ts),
                                      datetime.fromisoformat(batch.last_event_ts))
         # A memoryview: asyncpg would take plain bytes for a file path.
         await conn.copy_to_table(
             self.table, source=memoryview(copy),  # type: ignore[arg-type]
-            columns=[*TS_PLATFORM_COLUMNS, *(c.target for c in self.columns)], format="text")
+            columns=[*TS_PLATFORM_COLUMNS, *(c.target for c in self.columns)], format=fmt)
         if values is not None:
             await write_telemetry_values(conn, device_id, batch, self.mapped, values)
         return batch.row_count

@@ -91,9 +91,9 @@ pub fn escape_copy_text(s: &[u8], out: &mut Vec<u8>) {
 }
 
 /// Why a value cannot be written as a type (used in the rejection detail).
-type Mismatch = String;
+pub(crate) type Mismatch = String;
 
-fn json_kind(v: &Value) -> &'static str {
+pub(crate) fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
@@ -106,13 +106,13 @@ fn json_kind(v: &Value) -> &'static str {
     }
 }
 
-fn is_blob_object(o: &Map<String, Value>) -> bool {
+pub(crate) fn is_blob_object(o: &Map<String, Value>) -> bool {
     o.len() == 1 && o.contains_key("$blob")
 }
 
 /// True if a string anywhere in `v` (keys included) contains U+0000, which
 /// PostgreSQL text and jsonb cannot store.
-fn contains_nul(v: &Value) -> bool {
+pub(crate) fn contains_nul(v: &Value) -> bool {
     match v {
         Value::String(s) => s.contains('\0'),
         Value::Array(items) => items.iter().any(contains_nul),
@@ -174,25 +174,28 @@ fn is_decimal_string(s: &str) -> bool {
         && frac_digits as i64 - exponent <= 16_383
 }
 
+/// The bigint a JSON number stands for: an integer, or a float with no
+/// fraction inside the range.
+pub(crate) fn bigint_of(n: &serde_json::Number) -> Result<i64, Mismatch> {
+    if let Some(i) = n.as_i64() {
+        return Ok(i);
+    }
+    match n.as_f64().filter(|_| n.is_f64()) {
+        // `i64::MAX as f64` rounds to 2^63: the range is [-2^63, 2^63).
+        Some(f) if f.fract() == 0.0 && (i64::MIN as f64..i64::MAX as f64).contains(&f) => {
+            Ok(f as i64)
+        }
+        Some(_) => Err(format!("{n} is not an integer in the bigint range")),
+        None => Err(format!("{n} is outside the bigint range")),
+    }
+}
+
 /// Appends the COPY text field for `v` as `ty` (NULL handled by the caller).
 fn write_value(v: &Value, ty: PgType, out: &mut Vec<u8>) -> Result<(), Mismatch> {
     let mismatch = || Err(format!("cannot write a JSON {} as {ty}", json_kind(v)));
     match ty {
         PgType::Bigint => match v {
-            Value::Number(n) => {
-                if let Some(i) = n.as_i64() {
-                    write!(out, "{i}").expect("write to Vec");
-                } else if let Some(f) = n.as_f64().filter(|_| n.is_f64()) {
-                    // `i64::MAX as f64` rounds to 2^63: the range is [-2^63, 2^63).
-                    if f.fract() == 0.0 && (i64::MIN as f64..i64::MAX as f64).contains(&f) {
-                        write!(out, "{}", f as i64).expect("write to Vec");
-                    } else {
-                        return Err(format!("{n} is not an integer in the bigint range"));
-                    }
-                } else {
-                    return Err(format!("{n} is outside the bigint range"));
-                }
-            }
+            Value::Number(n) => write!(out, "{}", bigint_of(n)?).expect("write to Vec"),
             _ => return mismatch(),
         },
         PgType::DoublePrecision => match v {
@@ -335,7 +338,7 @@ pub(crate) struct SlotFinder<'c> {
     hints: Vec<u32>,
 }
 
-const NO_SLOT: u32 = u32::MAX;
+pub(crate) const NO_SLOT: u32 = u32::MAX;
 
 impl<'c> SlotFinder<'c> {
     pub(crate) fn new(columns: &'c [(String, PgType)]) -> Self {

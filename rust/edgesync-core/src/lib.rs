@@ -13,12 +13,14 @@
 //! - [`telemetry`]: decoding and validation of `sync/telemetry/batch` payloads.
 //! - [`timestamp`]: RFC 3339 timestamps as instants.
 //! - [`copy`]: PostgreSQL COPY text encoding of decoded rows.
+//! - [`copy_binary`]: the same rows in COPY binary format.
 //! - [`rowjson`]: the row JSON of batch entries, written from SQLite values.
 
 pub mod affinity;
 pub mod blob;
 pub mod canonical;
 pub mod copy;
+pub mod copy_binary;
 pub mod envelope;
 pub mod error;
 pub mod fingerprint;
@@ -32,6 +34,7 @@ pub mod timestamp;
 pub use affinity::{sqlite_affinity, Affinity};
 pub use blob::{compress_blob, decompress_blob};
 pub use copy::PgType;
+pub use copy_binary::binary_supported;
 pub use envelope::{peek_batch_id, MAX_BATCH_BYTES, MAX_BATCH_ROWS, SUPPORTED_FORMAT_VERSION};
 pub use error::CoreError;
 pub use fingerprint::{schema_fingerprint, ColumnSpec, Fingerprint};

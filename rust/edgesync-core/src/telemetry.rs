@@ -82,6 +82,15 @@ impl TelemetryBatch {
         self.rows.len()
     }
 
+    pub(crate) fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The parsed entries of a row's `fields`.
+    pub(crate) fn sample_entries(&self, s: &Sample) -> &[Entry] {
+        &self.entries[s.fields.start as usize..s.fields.end as usize]
+    }
+
     /// `(key, raw JSON value)` of a row's `fields`, in payload order.
     pub fn field_entries<'s>(&'s self, s: &'s Sample) -> impl Iterator<Item = (&'s str, &'s str)> {
         self.entries[s.fields.start as usize..s.fields.end as usize]
@@ -377,7 +386,7 @@ pub fn decode_telemetry_batch(payload: &[u8]) -> Result<TelemetryBatch, CoreErro
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::fingerprint::{schema_fingerprint, ColumnSpec};
     use serde_json::json;

@@ -197,6 +197,20 @@ impl PyRowBatch {
         Ok(PyBytes::new(py, &out))
     }
 
+    /// The same rows in COPY binary format (no `numeric` columns), releasing the GIL.
+    fn encode_state_binary<'py>(
+        &self,
+        py: Python<'py>,
+        columns: Vec<(String, String)>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let columns = parse_columns(columns)?;
+        let inner = &self.inner;
+        let out = py
+            .detach(|| inner.encode_state_binary(&columns))
+            .into_py_result()?;
+        Ok(PyBytes::new(py, &out))
+    }
+
     /// `(pk_hash, commit_seq, lkcv)` of the rows that carry an `lkcv`.
     fn lkcv_rows(&self) -> Vec<(String, i64, i64)> {
         self.inner
@@ -335,16 +349,27 @@ impl PyTelemetryBatch {
         device_id: Option<String>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let columns = parse_columns(columns)?;
-        if let Some(d) = &device_id {
-            if !core::envelope::is_uuid(d) {
-                return Err(PyValueError::new_err(format!(
-                    "device_id must be a hyphenated UUID, got {d:?}"
-                )));
-            }
-        }
+        check_device_id(device_id.as_deref())?;
         let inner = &self.inner;
         let out = py
             .detach(|| inner.encode_telemetry_copy(&columns, device_id.as_deref()))
+            .into_py_result()?;
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// The same rows in COPY binary format (no `numeric` columns), releasing the GIL.
+    #[pyo3(signature = (columns, device_id = None))]
+    fn encode_telemetry_binary<'py>(
+        &self,
+        py: Python<'py>,
+        columns: Vec<(String, String)>,
+        device_id: Option<String>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let columns = parse_columns(columns)?;
+        check_device_id(device_id.as_deref())?;
+        let inner = &self.inner;
+        let out = py
+            .detach(|| inner.encode_telemetry_binary(&columns, device_id.as_deref()))
             .into_py_result()?;
         Ok(PyBytes::new(py, &out))
     }
@@ -357,6 +382,15 @@ impl PyTelemetryBatch {
             self.inner.batch_seq,
             self.inner.row_count()
         )
+    }
+}
+
+fn check_device_id(device_id: Option<&str>) -> PyResult<()> {
+    match device_id {
+        Some(d) if !core::envelope::is_uuid(d) => Err(PyValueError::new_err(format!(
+            "device_id must be a hyphenated UUID, got {d:?}"
+        ))),
+        _ => Ok(()),
     }
 }
 
