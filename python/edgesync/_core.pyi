@@ -102,6 +102,10 @@ class RowBatch:
         Rows are visited in order; for each, the ``row`` keys come before the ``pk`` keys.
         """
 
+    @property
+    def keys_are_unique(self) -> bool:
+        """True when no two row ops share a primary key."""
+
     def encode_state_copy(self, columns: Sequence[tuple[str, str]]) -> bytes:
         """Rows as PostgreSQL COPY text format, one line per row op, releasing the GIL.
 

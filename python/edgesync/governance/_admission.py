@@ -92,6 +92,15 @@ async def _by_registry(conn: Conn, scope: DeviceScope, lineage: Lineage,
 
 async def admit(conn: Conn, scope: DeviceScope, lineage: Lineage,
                 schema_hash: str, schema_columns_json: bytes | None) -> Admission:
+    if lineage.approved_schema_hash == schema_hash and lineage.status == "active":
+        # The live path: the lineage's approved hash is an approved version (only pending
+        # versions are ever rejected), so its bindings are all that is needed.
+        fill = None
+        if schema_columns_json:
+            fill = {"table_name": lineage.source_table,
+                    "columns": orjson.loads(schema_columns_json)["columns"]}
+        return Admission(lineage, target=await load_state_target(
+            conn, lineage, schema_hash, fill_schema_columns=fill))
     if lineage.approved_schema_hash != schema_hash:
         await conn.execute(
             "UPDATE edge_table_lineages SET current_schema_hash = $2 WHERE id = $1 "

@@ -128,14 +128,21 @@ def state_prefix(device_id: uuid.UUID) -> str:
     return f"edge_state_{device_id.hex[:8]}_"
 
 
-async def load_state_target(conn: Conn, lineage: Lineage, schema_hash: str
+async def load_state_target(conn: Conn, lineage: Lineage, schema_hash: str, *,
+                            fill_schema_columns: dict[str, Any] | None = None
                             ) -> StateTarget | None:
-    """The target and mirrored columns for batches of an approved schema hash."""
+    """The target and mirrored columns for batches of an approved schema hash.
+
+    ``fill_schema_columns`` is stored as the version's ``schema_columns`` when it has
+    none yet (its first batches came without them), in the same round trip."""
     if lineage.target_table is None:
         return None
     # The type each mirror column really has in the target (an operator may have altered
     # it): telemetry COPYs binary values straight into the table only when they agree.
     rows = await conn.fetch(
+        "WITH fill AS (UPDATE edge_schema_versions SET schema_columns = $4 "
+        "WHERE lineage_id = $1 AND schema_hash = $2 AND schema_columns IS NULL "
+        "AND $4::jsonb IS NOT NULL) "
         "SELECT b.source_column_name, b.action, b.mirror_column_name, b.target_type, "
         "b.device_data_point_id, format_type(a.atttypid, a.atttypmod) AS stored_type "
         "FROM edge_column_bindings b LEFT JOIN pg_attribute a "
@@ -143,7 +150,7 @@ async def load_state_target(conn: Conn, lineage: Lineage, schema_hash: str
         "AND a.attnum > 0 AND NOT a.attisdropped "
         "WHERE b.lineage_id = $1 AND b.schema_hash = $2 "
         "AND b.action IN ('mirror', 'map', 'auto_create_and_map') ORDER BY b.id",
-        lineage.id, schema_hash, lineage.target_table)
+        lineage.id, schema_hash, lineage.target_table, fill_schema_columns)
     cols = [MirrorColumn(r["source_column_name"], r["mirror_column_name"], r["target_type"],
                          r["stored_type"])
             for r in rows if r["action"] == "mirror"]

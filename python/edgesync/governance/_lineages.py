@@ -38,6 +38,12 @@ async def lock_lineage(conn: Conn, scope: DeviceScope, source_table: str,
                        pipeline: str) -> Lineage:
     """Get-or-create the lineage and hold its row lock until the transaction ends, so
     governance decisions for one lineage are taken one at a time."""
+    # Nearly always the lineage exists: one round trip.
+    row = await conn.fetchrow(
+        "SELECT * FROM edge_table_lineages WHERE device_id = $1 AND source_table = $2 FOR UPDATE",
+        scope.device_id, source_table)
+    if row is not None:
+        return Lineage.from_record(row)
     await conn.execute(
         "INSERT INTO edge_table_lineages (id, project_id, fleet_id, device_id, source_table, "
         "pipeline) VALUES ($1, $2, $3, $4, $5, $6) "

@@ -6,7 +6,6 @@ import contextlib
 import uuid
 from typing import Any
 
-import asyncpg
 import orjson
 
 from edgesync import _core
@@ -51,14 +50,13 @@ async def mark_seen_again(conn: Conn, device_id: uuid.UUID, batch_id: str) -> bo
     return seg_id is not None
 
 
-async def redelivered(pool: asyncpg.Pool, device_id: uuid.UUID, payload: bytes) -> str | None:
+async def redelivered(conn: Conn, device_id: uuid.UUID, payload: bytes) -> str | None:
     """The batch_id of a payload whose batch was accepted already (then marked seen
     again), read with ``peek_batch_id`` before any decoding; else None."""
     batch_id = _core.peek_batch_id(payload)
     if batch_id is None:
         return None
-    async with pool.acquire() as conn:
-        return batch_id if await mark_seen_again(conn, device_id, batch_id) else None
+    return batch_id if await mark_seen_again(conn, device_id, batch_id) else None
 
 
 async def settle_batch(conn: Conn, seg_id: int, lineage_id: uuid.UUID,

@@ -28,7 +28,7 @@ from edgesync.ingest._ledger import (
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.ingest._reports import handle_ingest_request, handle_schema_observe
 from edgesync.ingest._telemetry import ingest_telemetry
-from edgesync.materialize import StateTarget
+from edgesync.ingest._write_errors import WRITE_ERRORS
 from edgesync.protocol import TopicKind, parse_topic
 from edgesync.registry import DeviceResolver, DeviceScope
 from edgesync.staging import stage_row_batch
@@ -37,6 +37,15 @@ from edgesync.store import Conn
 __all__ = ["IngestPipeline"]
 
 _log = logging.getLogger(__name__)
+_KIND = TopicKind.ROWS_BATCH.value
+
+# The ledger row settles and the lineage counts the rows, in one round trip.
+_SETTLE_MATERIALIZED = """
+WITH seg AS (
+  UPDATE edge_export_segments SET outcome = 'materialized', lineage_id = $2 WHERE id = $1)
+UPDATE edge_table_lineages SET materialized_rows = materialized_rows + $3, updated_at = now()
+WHERE id = $2
+"""
 
 
 class IngestPipeline:
@@ -80,61 +89,56 @@ class IngestPipeline:
 
     async def _rows_batch(self, scope: DeviceScope, payload: bytes,
                           max_payload_bytes: int | None = None) -> IngestOutcome:
-        kind = TopicKind.ROWS_BATCH.value
-        redelivered = await self._redelivered(scope, payload)
-        if redelivered is not None:
-            return IngestOutcome(OutcomeStatus.DUPLICATE, None, redelivered)
-        try:
-            batch = _core.decode_row_batch(payload, max_payload_bytes)
-        except BatchRejected as rej:
-            async with self._pool.acquire() as conn:
-                lineage_id = await record_rejection(conn, scope.device_id, kind, payload, rej)
-            _log.info("rejected batch from %s: %s", scope.device_name, rej)
-            return IngestOutcome(OutcomeStatus.REJECTED, rej.code, rej.detail, lineage_id)
-        async with self._pool.acquire() as conn, conn.transaction():
-            seg_id = await claim_batch(conn, scope.device_id, kind, batch)
-            if seg_id is None:
-                return IngestOutcome(OutcomeStatus.DUPLICATE, None, batch.batch_id)
-            lineage = await lock_lineage(conn, scope, batch.source_table, "rows")
-            adm = await admit(conn, scope, lineage, batch.schema_hash, batch.schema_columns_json)
-            reason = adm.staging_reason
-            if adm.target is not None:
-                failure = await self._materialize(conn, scope, lineage.id, adm.target, batch)
-                if failure is None:
-                    await settle_batch(conn, seg_id, lineage.id, "materialized")
+        async with self._pool.acquire() as conn:
+            seen = await redelivered(conn, scope.device_id, payload)
+            if seen is not None:
+                return IngestOutcome(OutcomeStatus.DUPLICATE, None, seen)
+            try:
+                batch = _core.decode_row_batch(payload, max_payload_bytes)
+            except BatchRejected as rej:
+                lineage_id = await record_rejection(conn, scope.device_id, _KIND, payload, rej)
+                _log.info("rejected batch from %s: %s", scope.device_name, rej)
+                return IngestOutcome(OutcomeStatus.REJECTED, rej.code, rej.detail, lineage_id)
+            try:
+                async with conn.transaction():
+                    return await self._accept_rows(conn, scope, batch, payload, None)
+            except WRITE_ERRORS as exc:
+                # The upsert failed and took the transaction with it (no savepoint on the
+                # happy path: two round trips per batch). Do it again, staging.
+                _log.warning("materialization of batch %s failed: %s", batch.batch_id, exc)
+                async with conn.transaction():
+                    return await self._accept_rows(conn, scope, batch, payload, str(exc))
+
+    async def _accept_rows(self, conn: Conn, scope: DeviceScope, batch: RowBatch,
+                           payload: bytes, write_error: str | None) -> IngestOutcome:
+        seg_id = await claim_batch(conn, scope.device_id, _KIND, batch)
+        if seg_id is None:
+            return IngestOutcome(OutcomeStatus.DUPLICATE, None, batch.batch_id)
+        lineage = await lock_lineage(conn, scope, batch.source_table, "rows")
+        adm = await admit(conn, scope, lineage, batch.schema_hash, batch.schema_columns_json)
+        reason = adm.staging_reason
+        if adm.target is not None:
+            if write_error is None:
+                try:
+                    await adm.target.apply(conn, scope.device_id, batch)
+                except BatchRejected as exc:  # a value that does not fit: before any write
+                    write_error = str(exc)
+                else:
+                    if adm.target.conflicts:
+                        await resend_cloud_rows(conn, lineage.id, scope.device_id,
+                                                adm.target.conflicts)
+                    await conn.execute(_SETTLE_MATERIALIZED, seg_id, lineage.id,
+                                       batch.row_count)
                     return IngestOutcome(OutcomeStatus.MATERIALIZED, None, None, lineage.id,
                                          batch.row_count)
-                reason = "materialization_failed"
-            assert reason is not None
-            await stage_row_batch(conn, lineage_id=lineage.id, device_id=scope.device_id,
-                                  segment_id=seg_id, batch=batch, payload=payload, reason=reason)
-            await settle_batch(conn, seg_id, lineage.id, "staged")
-            return IngestOutcome(OutcomeStatus.STAGED, reason, None, lineage.id, batch.row_count)
-
-    async def _redelivered(self, scope: DeviceScope, payload: bytes) -> str | None:
-        """The batch_id of a redelivered, already accepted batch (answered from the ledger
-        before decoding), else None."""
-        return await redelivered(self._pool, scope.device_id, payload)
-
-    async def _materialize(self, conn: Conn, scope: DeviceScope,
-                           lineage_id: uuid.UUID, target: StateTarget, batch: RowBatch
-                           ) -> str | None:
-        """Write the batch; on a permanent error roll back to a savepoint and report it
-        (the caller stages the batch, so nothing is lost)."""
-        try:
-            async with conn.transaction():
-                await target.apply(conn, scope.device_id, batch)
-        except (BatchRejected, asyncpg.DataError, asyncpg.IntegrityConstraintViolationError,
-                asyncpg.UndefinedColumnError, asyncpg.UndefinedTableError) as exc:
-            await record_materialization_failure(conn, lineage_id, str(exc))
-            _log.warning("materialization of batch %s failed: %s", batch.batch_id, exc)
-            return str(exc)
-        if target.conflicts:
-            await resend_cloud_rows(conn, lineage_id, scope.device_id, target.conflicts)
-        await conn.execute(
-            "UPDATE edge_table_lineages SET materialized_rows = materialized_rows + $2, "
-            "updated_at = now() WHERE id = $1", lineage_id, batch.row_count)
-        return None
+            await record_materialization_failure(conn, lineage.id, write_error)
+            _log.warning("batch %s staged: %s", batch.batch_id, write_error)
+            reason = "materialization_failed"
+        assert reason is not None
+        await stage_row_batch(conn, lineage_id=lineage.id, device_id=scope.device_id,
+                              segment_id=seg_id, batch=batch, payload=payload, reason=reason)
+        await settle_batch(conn, seg_id, lineage.id, "staged")
+        return IngestOutcome(OutcomeStatus.STAGED, reason, None, lineage.id, batch.row_count)
 
     async def _ack(self, scope: DeviceScope, payload: bytes) -> IngestOutcome:
         try:

@@ -28,6 +28,7 @@ from edgesync.errors import BatchRejected
 from edgesync.governance import admit, lock_lineage
 from edgesync.ingest._ledger import record_rejection, redelivered
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
+from edgesync.ingest._write_errors import WRITE_ERRORS
 from edgesync.materialize import TsTarget
 from edgesync.protocol import TopicKind
 from edgesync.registry import DeviceScope
@@ -62,29 +63,23 @@ lin AS (
   WHERE id = $2 AND $6::text = 'materialized')
 SELECT id FROM seg
 """
-# Write errors of COPY into the target: the batch is staged instead (nothing is lost).
-_WRITE_ERRORS = (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError,
-                 asyncpg.UndefinedColumnError, asyncpg.UndefinedTableError,
-                 asyncpg.WrongObjectTypeError)
-
 
 async def ingest_telemetry(pool: asyncpg.Pool, scope: DeviceScope, payload: bytes
                            ) -> IngestOutcome:
-    seen = await redelivered(pool, scope.device_id, payload)
-    if seen is not None:
-        return IngestOutcome(OutcomeStatus.DUPLICATE, None, seen)
-    try:
-        batch = _core.decode_telemetry_batch(payload)
-    except BatchRejected as rej:
-        async with pool.acquire() as conn:
-            lineage_id = await record_rejection(conn, scope.device_id, _KIND, payload, rej)
-        _log.info("rejected telemetry batch from %s: %s", scope.device_name, rej)
-        return IngestOutcome(OutcomeStatus.REJECTED, rej.code, rej.detail, lineage_id)
     async with pool.acquire() as conn:
+        seen = await redelivered(conn, scope.device_id, payload)
+        if seen is not None:
+            return IngestOutcome(OutcomeStatus.DUPLICATE, None, seen)
+        try:
+            batch = _core.decode_telemetry_batch(payload)
+        except BatchRejected as rej:
+            lineage_id = await record_rejection(conn, scope.device_id, _KIND, payload, rej)
+            _log.info("rejected telemetry batch from %s: %s", scope.device_name, rej)
+            return IngestOutcome(OutcomeStatus.REJECTED, rej.code, rej.detail, lineage_id)
         try:
             async with conn.transaction():
                 return await _accept(conn, scope, batch, payload, None)
-        except _WRITE_ERRORS as exc:
+        except WRITE_ERRORS as exc:
             # The COPY failed and took the transaction with it (no savepoint on the
             # happy path: it would cost two round trips per batch). Do it again, staging.
             _log.warning("materialization of telemetry batch %s failed: %s",

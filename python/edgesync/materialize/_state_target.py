@@ -8,6 +8,7 @@ parallel workers all converge on the device's latest state without a lock.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import uuid
 from dataclasses import dataclass
@@ -81,11 +82,18 @@ class StateTarget:
         encode = batch.encode_state_binary if fmt == "binary" else batch.encode_state_copy
         copy = encode(columns)
         cols_ddl = "".join(f", {quote_ident(c.target)} {c.pg_type}" for c in self.columns)
-        await conn.execute(
-            f"CREATE TEMP TABLE {staging} (_edge_pk_hash text, _edge_epoch uuid, _edge_seq bigint, "
-            f"_edge_deleted boolean"
-            f"{cols_ddl}{temp_columns_ddl(self.mapped)}) ON COMMIT DROP"
-        )
+        ddl = (f"(_edge_pk_hash text, _edge_epoch uuid, _edge_seq bigint, _edge_deleted boolean"
+               f"{cols_ddl}{temp_columns_ddl(self.mapped)})")
+        plain = not self.mapped and not self.cloud_authoritative
+        if plain:
+            # One staging table per column layout and connection, emptied by the upsert
+            # that reads it (and at commit): no catalog churn per batch.
+            staging = "_edge_in_" + hashlib.sha256(ddl.encode()).hexdigest()[:16]
+            await conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {staging} {ddl} "
+                               "ON COMMIT DELETE ROWS")
+        else:
+            staging = f"_edge_in_{next(_temp_names)}"
+            await conn.execute(f"CREATE TEMP TABLE {staging} {ddl} ON COMMIT DROP")
         # A memoryview: asyncpg would take plain bytes for a file path.
         await conn.copy_to_table(staging, source=memoryview(copy),  # type: ignore[arg-type]
                                  format=fmt)
@@ -105,18 +113,24 @@ class StateTarget:
             written = await self._apply_cloud_authoritative(
                 conn, device_id, batch, staging, insert_cols, select_cols, updates)
         else:
+            # Only the newest change of each key can win; a batch whose keys are all
+            # distinct (the Rust decoder tells) needs no sort to find it.
+            pick = ("" if batch.keys_are_unique else "DISTINCT ON (_edge_pk_hash) ",
+                    "" if batch.keys_are_unique else
+                    " ORDER BY _edge_pk_hash, _edge_epoch DESC, _edge_seq DESC")
+            drain = f"WITH s AS (DELETE FROM {staging} RETURNING *) " if plain else ""
             written = await self._upsert(
                 conn, staging,
-                f"INSERT INTO {q} AS t ({insert_cols}) "
-                f"SELECT DISTINCT ON (_edge_pk_hash) {select_cols} FROM {staging} "
-                "ORDER BY _edge_pk_hash, _edge_epoch DESC, _edge_seq DESC "
+                f"{drain}INSERT INTO {q} AS t ({insert_cols}) "
+                f"SELECT {pick[0]}{select_cols} FROM {'s' if plain else staging}{pick[1]} "
                 f"ON CONFLICT (device_id, _edge_pk_hash) DO UPDATE SET {updates}, "
                 "_edge_synced_at = now() "
                 "WHERE (t._edge_journal_epoch, t._edge_commit_seq) "
                 "< (EXCLUDED._edge_journal_epoch, EXCLUDED._edge_commit_seq)",
                 device_id,
             )
-        await conn.execute(f"DROP TABLE IF EXISTS {staging}")
+        if not plain:
+            await conn.execute(f"DROP TABLE IF EXISTS {staging}")
         return written
 
     async def _upsert(self, conn: Conn, staging: str, sql: str, *args: object) -> int:

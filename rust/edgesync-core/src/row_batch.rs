@@ -120,6 +120,13 @@ impl RowBatch {
         self.rows.len()
     }
 
+    /// True when no two row ops share a primary key: then each op is its key's
+    /// latest, and a writer need not pick one per key.
+    pub fn keys_are_unique(&self) -> bool {
+        let mut seen = std::collections::HashSet::with_capacity(self.rows.len());
+        self.rows.iter().all(|r| seen.insert(&r.pk_hash))
+    }
+
     fn entries(&self, range: &Range<u32>) -> impl Iterator<Item = (&str, &str)> {
         self.entries[range.start as usize..range.end as usize]
             .iter()

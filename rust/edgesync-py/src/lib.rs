@@ -178,6 +178,12 @@ impl PyRowBatch {
         self.inner.payload_size
     }
 
+    /// True when no two row ops share a primary key.
+    #[getter]
+    fn keys_are_unique(&self) -> bool {
+        self.inner.keys_are_unique()
+    }
+
     /// Union of the keys of every ``row`` and ``pk`` object, in first-seen order.
     fn column_names(&self) -> Vec<String> {
         self.inner.column_names()
