@@ -1,12 +1,14 @@
 """Type stubs of the Rust extension ``edgesync._core`` (checked by mypy.stubtest)."""
 
 from collections.abc import Sequence
+from os import PathLike
 from typing import final
 
 __all__ = [
     "MAX_BATCH_BYTES",
     "MAX_BATCH_ROWS",
     "SUPPORTED_FORMAT_VERSION",
+    "JournalReader",
     "JournalRow",
     "RowBatch",
     "RowEncoder",
@@ -251,3 +253,33 @@ class RowEncoder:
     ) -> RowEncoder: ...
     def encode_rows(self, rows: list[tuple[object, ...]]) -> list[JournalRow]:
         """One JournalRow per row tuple, in order (holds the GIL: it reads the tuples)."""
+
+@final
+class JournalReader:
+    """A read-only connection of Rust to the SQLite file ``path`` that builds pages of
+    JournalRows without a Python object per value (entries byte-identical to
+    ``RowEncoder.encode_rows`` of the same rows; TEXT that is not UTF-8 gets U+FFFD).
+
+    SQLite is found through ``library``, the file of the loaded ``_sqlite3`` module (None:
+    the running program), so it is the very library Python's ``sqlite3`` uses. Raises
+    ``sqlite3.OperationalError`` when SQLite or the database cannot be had. Reads release
+    the GIL; one read runs at a time.
+    """
+
+    def __new__(
+        cls, library: str | PathLike[str] | None, path: str | PathLike[str], busy_timeout_ms: int
+    ) -> JournalReader: ...
+    @property
+    def sqlite_version_number(self) -> int:
+        """``sqlite3_libversion_number()`` of the library in use, e.g. 3040001."""
+    def read(
+        self, sql: str, encoder: RowEncoder, table: str, after: int, upto: int, limit: int
+    ) -> list[JournalRow]:
+        """The JournalRows of ``sql`` (parameters: table, after, upto, limit; columns as
+        ``RowEncoder.encode_rows`` takes them), oldest first. ``sqlite3.OperationalError``
+        on a SQLite failure, ValueError once closed."""
+    def scan(self, sql: str, table: str, after: int, upto: int, limit: int) -> tuple[int, int]:
+        """Steps ``sql`` as ``read`` does and reads every value, writing no JSON (what
+        SQLite alone costs): (rows, last commit_seq, or ``after`` when none)."""
+    def close(self) -> None:
+        """Closes the connection; later reads raise ValueError."""

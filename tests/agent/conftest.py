@@ -85,6 +85,7 @@ class Capture:
             "SELECT commit_seq, table_name, op FROM __edgesync_journal ORDER BY 1")]
 
     def close(self) -> None:
+        self.batcher.close()
         self.db.close()
         self.state.close()
 

@@ -4,9 +4,14 @@ Rows are read per table in ``commit_seq`` order after the table's publish cursor
 cut into batches of at most 4,096 rows and 512 KiB of JSON. The journal holds keys
 only: one SQL statement per batch joins each journal row to the live table row and
 returns the plain column values (no SQL expression per value: SQLite's type dispatch in
-SQL was the bottleneck); ``_core.RowEncoder`` (Rust) writes each row's
-``{"commit_seq":…,"op":…,"pk":…,"row":…}`` text from the fetched tuples, which is
-spliced into the payload without being parsed in Python. An ``insert``/``update``
+SQL was the bottleneck). ``_core.JournalReader`` (Rust) runs it on a read-only
+connection of its own and writes each row's ``{"commit_seq":…,"op":…,"pk":…,"row":…}``
+text straight from the column values, without a Python object per value; the text is
+spliced into the payload without being parsed in Python. That connection goes through
+the very SQLite library Python's ``sqlite3`` loaded (two copies of SQLite in one
+process do not see each other's POSIX locks, see docs/agent.md "Performance"); where
+that library cannot be reached, the rows are fetched by ``sqlite3`` and written by
+``_core.RowEncoder`` instead, with the same bytes as result. An ``insert``/``update``
 whose row is gone by then (deleted, or replaced under another key) is left out: a
 later journal row of that key (the delete or the new insert) carries its final state.
 
@@ -19,6 +24,8 @@ that made it newer is journaled after it and will follow.)
 
 from __future__ import annotations
 
+import importlib
+import logging
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -44,9 +51,12 @@ __all__ = [
     "encode_batch",
     "journal_query",
     "journal_select_sql",
+    "open_reader",
     "read_journal",
     "truncate_journal",
 ]
+
+log = logging.getLogger("edgesync.agent")
 
 FORMAT_VERSION = 1
 CAPTURE_STRATEGY = "sqlite_row_batch_v1"
@@ -138,12 +148,46 @@ def _lossy_text(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
+def _sqlite_library() -> str | None:
+    """The file of the module through which Python's ``sqlite3`` calls SQLite (None
+    when it is built into the interpreter: its symbols are then the program's)."""
+    return getattr(importlib.import_module("_sqlite3"), "__file__", None)
+
+
+_fallback_logged = False
+
+
+def open_reader(db: sqlite3.Connection) -> _core.JournalReader | None:
+    """A Rust reader of the database file of ``db`` (same busy timeout), or None when
+    there is none to be had (an in-memory database; a SQLite that Rust cannot reach,
+    logged once): ``read_journal`` then fetches through ``db``."""
+    global _fallback_logged
+    path = next((str(r[2]) for r in db.execute("PRAGMA database_list") if r[1] == "main"), "")
+    if not path:
+        return None
+    timeout = int(db.execute("PRAGMA busy_timeout").fetchone()[0])
+    try:
+        return _core.JournalReader(_sqlite_library(), path, timeout)
+    except sqlite3.Error as exc:
+        if not _fallback_logged:
+            _fallback_logged = True
+            log.warning("journal rows are read through Python's sqlite3 (slower): the "
+                        "SQLite library it uses cannot be used from Rust: %s", exc)
+        return None
+
+
 def read_journal(db: sqlite3.Connection, table: TableInfo, *, after: int,
                  upto: int | None = None, limit: int = MAX_BATCH_ROWS,
-                 query: JournalQuery | None = None) -> list[JournalRow]:
-    """Journal rows of ``table`` with ``after < commit_seq <= upto``, oldest first."""
+                 query: JournalQuery | None = None,
+                 reader: _core.JournalReader | None = None) -> list[JournalRow]:
+    """Journal rows of ``table`` with ``after < commit_seq <= upto``, oldest first;
+    read by ``reader`` (from ``open_reader(db)``) when given."""
     q = query or journal_query(table)
     args = (table.name, after, upto if upto is not None else (1 << 63) - 1, limit)
+    # The reader's connection sees committed rows only: not while db has a transaction
+    # open, whose own changes it would miss (the agent reads outside transactions).
+    if reader is not None and not db.in_transaction:
+        return reader.read(q.sql, q.encoder, *args)
     try:
         rows = db.execute(q.sql, args).fetchall()
     except sqlite3.OperationalError as e:
@@ -283,6 +327,7 @@ class Batcher:
                  reserved: Callable[[str, str], list[tuple[int, int]]] | None = None) -> None:
         self._db = source
         self._state = state
+        self._reader = open_reader(source)
         # Journal ranges that travel by upload instead (table, epoch) -> [(first, last)].
         self._reserved = reserved
         # Adds "lkcv" to rows whose key the cloud wrote (state_write), see _writeback.
@@ -292,6 +337,12 @@ class Batcher:
         # journal row of the key carries its final state); (table, first, last).
         self._forget = forget or (lambda t, first, last: truncate_journal(
             self._db, t, last, from_seq=first))
+
+    def close(self) -> None:
+        """Closes the reader's connection (the source connection is the caller's)."""
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
 
     def set_tables(self, tables: Sequence[TableInfo]) -> None:
         """The rows tables as they are now (their columns shape the row JSON)."""
@@ -304,7 +355,8 @@ class Batcher:
     def _read(self, table: str, after: int, upto: int | None) -> list[JournalRow]:
         info, query = self._tables[table]
         # One read transaction: journal rows and the table rows they join are one snapshot.
-        rows = read_journal(self._db, info, after=after, upto=upto, query=query)
+        rows = read_journal(self._db, info, after=after, upto=upto, query=query,
+                            reader=self._reader)
         if self._lkcv is None:
             return rows
         live = [r for r in rows if r.encoded is not None]

@@ -264,6 +264,8 @@ class Agent:
         truncate_journal(self._source, table, last, from_seq=first)
 
     def _close_dbs(self) -> None:
+        if self._batcher is not None:
+            self._batcher.close()
         if self._source is not None:
             self._source.close()
             self._source = None

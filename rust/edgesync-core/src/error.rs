@@ -18,6 +18,9 @@ pub enum CoreError {
     Schema(String),
     /// A blob that cannot be compressed or decompressed.
     Blob(String),
+    /// A failure of SQLite, or of finding it: `code` is SQLite's (extended) result
+    /// code, None when the library or one of its functions could not be had.
+    Sqlite { code: Option<i32>, message: String },
 }
 
 impl CoreError {
@@ -62,6 +65,14 @@ impl fmt::Display for CoreError {
             } => write!(f, "{code}: {detail}"),
             CoreError::Schema(msg) => write!(f, "schema error: {msg}"),
             CoreError::Blob(msg) => write!(f, "blob error: {msg}"),
+            CoreError::Sqlite {
+                code: Some(code),
+                message,
+            } => write!(f, "SQLite error {code}: {message}"),
+            CoreError::Sqlite {
+                code: None,
+                message,
+            } => write!(f, "SQLite unavailable: {message}"),
         }
     }
 }
@@ -90,5 +101,20 @@ mod tests {
         assert_eq!(CoreError::Blob("y".into()).code(), None);
         let boxed: Box<dyn std::error::Error> = Box::new(CoreError::Blob("z".into()));
         assert!(boxed.to_string().contains('z'));
+    }
+
+    #[test]
+    fn display_sqlite() {
+        let e = CoreError::Sqlite {
+            code: Some(5),
+            message: "step: database is locked".into(),
+        };
+        assert_eq!(e.to_string(), "SQLite error 5: step: database is locked");
+        let e = CoreError::Sqlite {
+            code: None,
+            message: "no symbol".into(),
+        };
+        assert_eq!(e.to_string(), "SQLite unavailable: no symbol");
+        assert_eq!(e.code(), None);
     }
 }

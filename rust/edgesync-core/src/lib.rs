@@ -15,6 +15,8 @@
 //! - [`copy`]: PostgreSQL COPY text encoding of decoded rows.
 //! - [`copy_binary`]: the same rows in COPY binary format.
 //! - [`rowjson`]: the row JSON of batch entries, written from SQLite values.
+//! - [`sqlite_api`]: the SQLite C API of the library Python's `sqlite3` already loaded.
+//! - [`journal_reader`]: journal rows read from SQLite and written as batch entries.
 
 pub mod affinity;
 pub mod blob;
@@ -24,10 +26,12 @@ pub mod copy_binary;
 pub mod envelope;
 pub mod error;
 pub mod fingerprint;
+pub mod journal_reader;
 pub mod pkhash;
 pub mod rawjson;
 pub mod row_batch;
 pub mod rowjson;
+pub mod sqlite_api;
 pub mod telemetry;
 pub mod timestamp;
 

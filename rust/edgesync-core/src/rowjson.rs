@@ -87,6 +87,27 @@ pub fn write_value(out: &mut Vec<u8>, v: Value<'_>) {
     }
 }
 
+/// The values of one row of a table's journal query (`journal_query` in the agent's
+/// `_batcher.py`): `commit_seq`, `op`, the key values, the table's columns, maybe a
+/// "row exists" flag. Any source of those values (a row of a SQLite statement in
+/// [`crate::journal_reader`]) is written by [`RowEncoder::encode_entry`]; the binding's
+/// `RowEncoder.encode_rows` takes the same steps over tuples fetched by Python.
+pub trait EntrySource {
+    type Error;
+
+    /// Column 0, the journal row's `commit_seq`.
+    fn commit_seq(&self) -> Result<i64, Self::Error>;
+
+    /// Calls `f` with column 1, the `op`.
+    fn with_op<R>(&self, f: impl FnOnce(&str) -> R) -> Result<R, Self::Error>;
+
+    /// Whether column `i` is NULL.
+    fn is_null(&self, i: usize) -> Result<bool, Self::Error>;
+
+    /// Calls `f` with column `i`'s value.
+    fn with_value<R>(&self, i: usize, f: impl FnOnce(Value<'_>) -> R) -> Result<R, Self::Error>;
+}
+
 /// The object keys of one table, escaped once: writes entries of that table.
 #[derive(Debug, Clone)]
 pub struct RowEncoder {
@@ -170,6 +191,44 @@ impl RowEncoder {
             out.push(b'}');
         }
         out.push(b'}');
+    }
+
+    /// How many columns a journal query row needs: commit_seq, op, the key, the row,
+    /// and the "row exists" column at `live_index`.
+    pub fn entry_width(&self, live_index: usize) -> usize {
+        (2 + self.pk_len() + self.row_len()).max(live_index + 1)
+    }
+
+    /// Writes the entry of one journal query row to `out` and returns true, or writes
+    /// nothing and returns false when the row of an insert or update is gone (its
+    /// column `live_index`, one the live row never has NULL, is NULL).
+    pub fn encode_entry<S: EntrySource>(
+        &self,
+        out: &mut Vec<u8>,
+        live_index: usize,
+        src: &S,
+    ) -> Result<bool, S::Error> {
+        let commit_seq = src.commit_seq()?;
+        src.with_op(|op| {
+            let delete = op == "delete";
+            if !delete && src.is_null(live_index)? {
+                return Ok(false);
+            }
+            let np = self.pk_len();
+            self.begin(out, commit_seq, op);
+            for i in 0..np {
+                src.with_value(2 + i, |v| self.pk_value(out, i, v))?;
+            }
+            if delete {
+                self.no_row(out);
+            } else {
+                for i in 0..self.row_len() {
+                    src.with_value(2 + np + i, |v| self.row_value(out, i, v))?;
+                }
+                self.end_row(out);
+            }
+            Ok(true)
+        })?
     }
 
     /// A whole entry; `row` None writes `"row":null`.
@@ -288,6 +347,87 @@ mod tests {
              \"row\":{\"id\":1,\"k\\\"2\":\"a\",\"v\":{\"$blob\":\"00\"}}}\n\
              {\"commit_seq\":8,\"op\":\"delete\",\"pk\":{\"id\":1,\"k\\\"2\":null},\"row\":null}"
         );
+    }
+
+    /// A fetched row as plain values, for `encode_entry`.
+    struct Tuple<'a>(Vec<Value<'a>>);
+
+    impl EntrySource for Tuple<'_> {
+        type Error = String;
+
+        fn commit_seq(&self) -> Result<i64, String> {
+            match self.0[0] {
+                Value::Integer(i) => Ok(i),
+                v => Err(format!("commit_seq {v:?}")),
+            }
+        }
+
+        fn with_op<R>(&self, f: impl FnOnce(&str) -> R) -> Result<R, String> {
+            match self.0[1] {
+                Value::Text(op) => Ok(f(op)),
+                v => Err(format!("op {v:?}")),
+            }
+        }
+
+        fn is_null(&self, i: usize) -> Result<bool, String> {
+            Ok(self.0[i] == Value::Null)
+        }
+
+        fn with_value<R>(&self, i: usize, f: impl FnOnce(Value<'_>) -> R) -> Result<R, String> {
+            Ok(f(self.0[i]))
+        }
+    }
+
+    #[test]
+    fn encode_entry_matches_encode() {
+        use Value::*;
+        let enc = RowEncoder::new(&["k"], &["k", "v"]);
+        assert_eq!(enc.entry_width(2), 5);
+        assert_eq!(enc.entry_width(6), 7);
+        let cases: [(Vec<Value<'_>>, Option<&[Value<'_>]>); 3] = [
+            (
+                vec![Integer(3), Text("insert"), Text("a"), Text("a"), Real(1.5)],
+                Some(&[Text("a"), Real(1.5)]),
+            ),
+            (
+                vec![Integer(4), Text("update"), Text("a"), Null, Null],
+                None,
+            ),
+            (
+                vec![Integer(5), Text("delete"), Text("a"), Null, Null],
+                None,
+            ),
+        ];
+        for (values, row) in cases {
+            let op = match values[1] {
+                Text(op) => op,
+                _ => unreachable!(),
+            };
+            let mut got = Vec::new();
+            let live = enc
+                .encode_entry(&mut got, 2 + 1, &Tuple(values.clone()))
+                .unwrap();
+            let mut want = Vec::new();
+            if op == "delete" || row.is_some() {
+                enc.encode(&mut want, 0, op, &[values[2]], row);
+                let seq = match values[0] {
+                    Integer(i) => i,
+                    _ => unreachable!(),
+                };
+                let want_text = String::from_utf8(want).unwrap().replacen(
+                    "\"commit_seq\":0",
+                    &format!("\"commit_seq\":{seq}"),
+                    1,
+                );
+                assert!(live);
+                assert_eq!(String::from_utf8(got).unwrap(), want_text);
+            } else {
+                assert!(!live, "a gone row writes nothing");
+                assert!(got.is_empty());
+            }
+        }
+        let bad = Tuple(vec![Integer(1), Integer(2), Null, Null, Null]);
+        assert!(enc.encode_entry(&mut Vec::new(), 3, &bad).is_err());
     }
 
     #[test]

@@ -3,10 +3,12 @@
 //! Heavy calls release the GIL. Every error goes through [`errors::to_pyerr`].
 
 mod errors;
+mod journal_reader;
 
 use std::ops::Deref;
 
 use edgesync_core as core;
+use edgesync_core::rowjson::EntrySource;
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -498,9 +500,7 @@ impl PyRowEncoder {
         py: Python<'py>,
         rows: &Bound<'py, PyList>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let enc = &self.inner;
-        let (np, nr) = (enc.pk_len(), enc.row_len());
-        let width = (2 + np + nr).max(self.live_index + 1);
+        let width = self.inner.entry_width(self.live_index);
         let out = PyList::empty(py);
         let mut buf: Vec<u8> = Vec::with_capacity(256);
         for item in rows.iter() {
@@ -511,40 +511,50 @@ impl PyRowEncoder {
                     row.len()
                 )));
             }
-            let commit_seq: i64 = row.get_borrowed_item(0)?.extract()?;
-            let op_obj = row.get_borrowed_item(1)?;
-            let op_str = op_obj.cast::<PyString>()?;
-            let op = op_str.to_str()?;
-            let delete = op == "delete";
-            let encoded = if !delete && row.get_borrowed_item(self.live_index)?.is_none() {
-                None
-            } else {
-                buf.clear();
-                enc.begin(&mut buf, commit_seq, op);
-                for i in 0..np {
-                    let v = row.get_borrowed_item(2 + i)?;
-                    enc.pk_value(&mut buf, i, sqlite_value(&v)?);
-                }
-                if delete {
-                    enc.no_row(&mut buf);
-                } else {
-                    for i in 0..nr {
-                        let v = row.get_borrowed_item(2 + np + i)?;
-                        enc.row_value(&mut buf, i, sqlite_value(&v)?);
-                    }
-                    enc.end_row(&mut buf);
-                }
-                Some(PyBytes::new(py, &buf).unbind())
-            };
+            let src = TupleRow(row);
+            buf.clear();
+            let encoded = self
+                .inner
+                .encode_entry(&mut buf, self.live_index, &src)?
+                .then(|| PyBytes::new(py, &buf).unbind());
             out.append(Py::new(
                 py,
                 PyJournalRow {
-                    commit_seq,
+                    commit_seq: src.commit_seq()?,
                     encoded,
                 },
             )?)?;
         }
         Ok(out)
+    }
+}
+
+/// A row tuple fetched by Python's `sqlite3`, as the source of a journal entry.
+struct TupleRow<'a, 'py>(&'a Bound<'py, PyTuple>);
+
+impl EntrySource for TupleRow<'_, '_> {
+    type Error = PyErr;
+
+    fn commit_seq(&self) -> PyResult<i64> {
+        self.0.get_borrowed_item(0)?.extract()
+    }
+
+    fn with_op<R>(&self, f: impl FnOnce(&str) -> R) -> PyResult<R> {
+        let op = self.0.get_borrowed_item(1)?;
+        Ok(f(op.cast::<PyString>()?.to_str()?))
+    }
+
+    fn is_null(&self, i: usize) -> PyResult<bool> {
+        Ok(self.0.get_borrowed_item(i)?.is_none())
+    }
+
+    fn with_value<R>(
+        &self,
+        i: usize,
+        f: impl FnOnce(core::rowjson::Value<'_>) -> R,
+    ) -> PyResult<R> {
+        let v = self.0.get_borrowed_item(i)?;
+        Ok(f(sqlite_value(&v)?))
     }
 }
 
@@ -566,5 +576,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(peek_batch_id, m)?)?;
     m.add_class::<PyJournalRow>()?;
     m.add_class::<PyRowEncoder>()?;
+    m.add_class::<journal_reader::PyJournalReader>()?;
     Ok(())
 }
