@@ -152,6 +152,11 @@ async def clone_table(conn: asyncpg.Connection, source: str, name: str) -> None:
     key = await conn.fetchval("SELECT pg_get_partkeydef($1::regclass)", src)
     if key is None:
         await conn.execute(f"CREATE TABLE {q} (LIKE {src} INCLUDING ALL)")
+        # LIKE copies no storage parameters (the state tables' fillfactor).
+        options = await conn.fetchval("SELECT reloptions FROM pg_class WHERE oid = $1::regclass",
+                                      src)
+        if options:
+            await conn.execute(f"ALTER TABLE {q} SET ({', '.join(options)})")
         return
     await conn.execute(f"CREATE TABLE {q} (LIKE {src} INCLUDING DEFAULTS) PARTITION BY {key}")
     parts = await conn.fetch(
@@ -256,22 +261,35 @@ async def bench_state(pool: asyncpg.Pool, scope: registry.DeviceScope,
     select_cols = ", ".join(["$1::uuid", "_edge_pk_hash", "_edge_epoch", "_edge_seq",
                              "_edge_deleted", *map(quote_ident, names)])
 
+    merge_set = ", ".join(f"{t} = n.{f}" for t, f in [
+        ("_edge_journal_epoch", "_edge_epoch"), ("_edge_commit_seq", "_edge_seq"),
+        ("_edge_deleted", "_edge_deleted"), *((quote_ident(c),) * 2 for c in names)])
+    merge_values = ", ".join(["$1::uuid", "n._edge_pk_hash", "n._edge_epoch", "n._edge_seq",
+                              "n._edge_deleted", *(f"n.{quote_ident(c)}" for c in names)])
+
     async def upsert(conn: asyncpg.Connection, target: str, fill: Callable[[], Awaitable[Any]],
                      *, as_pipeline: bool) -> None:
         """The reference: COPY into a temp table, one INSERT … ON CONFLICT DO UPDATE. With
-        ``as_pipeline``, the same statement as ``StateTarget.apply`` (newest change per key,
-        applied only when newer)."""
-        await conn.execute(f"CREATE TEMP TABLE bench_in (_edge_pk_hash text, _edge_epoch uuid, "
-                           f"_edge_seq bigint, _edge_deleted boolean, {tmp_cols}) ON COMMIT DROP")
+        ``as_pipeline``, the statement ``StateTarget.apply`` runs for a batch of distinct
+        keys (the Python side checks that itself): MERGE, applied only when newer."""
+        ddl = (f"(_edge_pk_hash text, _edge_epoch uuid, _edge_seq bigint, _edge_deleted "
+               f"boolean, {tmp_cols})")
+        if as_pipeline:  # StateTarget's staging table: kept per connection, drained
+            await conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS bench_in_kept {ddl} "
+                               "ON COMMIT DELETE ROWS")
+        else:
+            await conn.execute(f"CREATE TEMP TABLE bench_in {ddl} ON COMMIT DROP")
         await fill()
         if as_pipeline:
             await conn.execute(
-                f"INSERT INTO {target} AS t ({insert_cols}) "
-                f"SELECT DISTINCT ON (_edge_pk_hash) {select_cols} FROM bench_in "
-                "ORDER BY _edge_pk_hash, _edge_epoch DESC, _edge_seq DESC "
-                f"ON CONFLICT (device_id, _edge_pk_hash) DO UPDATE SET {set_list}, "
-                "_edge_synced_at = now() WHERE (t._edge_journal_epoch, t._edge_commit_seq) "
-                "< (EXCLUDED._edge_journal_epoch, EXCLUDED._edge_commit_seq)", scope.device_id)
+                "WITH s AS (DELETE FROM bench_in_kept RETURNING *) "
+                f"MERGE INTO {target} AS t USING s AS n "
+                "ON t.device_id = $1 AND t._edge_pk_hash = n._edge_pk_hash "
+                "WHEN MATCHED AND (t._edge_journal_epoch, t._edge_commit_seq) "
+                "< (n._edge_epoch, n._edge_seq) "
+                f"THEN UPDATE SET {merge_set}, _edge_synced_at = now() "
+                f"WHEN NOT MATCHED THEN INSERT ({insert_cols}) VALUES ({merge_values})",
+                scope.device_id)
         else:
             await conn.execute(
                 f"INSERT INTO {target} ({insert_cols}) SELECT {select_cols} FROM bench_in "
@@ -293,6 +311,7 @@ async def bench_state(pool: asyncpg.Pool, scope: registry.DeviceScope,
             row = r["row"] or r["pk"]
             records.append((pk, epoch, r["commit_seq"], r["op"] == "delete",
                             *(row.get(c) for c in names)))
+        assert len({rec[0] for rec in records}) == len(records)  # MERGE needs distinct keys
         async with pool.acquire() as conn, conn.transaction():
             await conn.execute(
                 "INSERT INTO edge_export_segments (device_id, batch_id, topic_kind, "
@@ -300,7 +319,7 @@ async def bench_state(pool: asyncpg.Pool, scope: registry.DeviceScope,
                 "VALUES ($1, $2, 'bench', 'bench_py', 'materialized', $3, $4)",
                 scope.device_id, uuid.uuid4(), len(records), len(payload))
             await upsert(conn, "bench_state_python",
-                         lambda: conn.copy_records_to_table("bench_in", records=records),
+                         lambda: conn.copy_records_to_table("bench_in_kept", records=records),
                          as_pipeline=True)
 
     timer = Timer()
