@@ -249,10 +249,11 @@ async def bench_state(pool: asyncpg.Pool, scope: registry.DeviceScope,
     mirrors = [(c[0], PG_TYPES[c[1]]) for c in COLUMNS]
     names = [c for c, _ in mirrors]
     async with pool.acquire() as conn:
-        for clone in ("bench_state_plain", "bench_state_python"):
+        for clone in ("bench_state_plain", "bench_state_python", "bench_state_floor"):
             await clone_table(conn, table, clone)
             await conn.execute(f"INSERT INTO {clone} SELECT * FROM {quote_ident(table)}")
     copies = [_core.decode_row_batch(p).encode_state_copy(mirrors) for p in batches]
+    binaries = [_core.decode_row_batch(p).encode_state_binary(mirrors) for p in batches]
     tmp_cols = ", ".join(f"{quote_ident(c)} {t}" for c, t in mirrors)
     set_list = ", ".join(f"{quote_ident(c)} = EXCLUDED.{quote_ident(c)}" for c in
                          ["_edge_journal_epoch", "_edge_commit_seq", "_edge_deleted", *names])
@@ -322,12 +323,26 @@ async def bench_state(pool: asyncpg.Pool, scope: registry.DeviceScope,
                          lambda: conn.copy_records_to_table("bench_in_kept", records=records),
                          as_pipeline=True)
 
+    async def sql_floor(binary: bytes, payload: bytes) -> None:
+        """The Python path's statements with the client's work already done (the COPY
+        bytes made beforehand): what no client-side speed-up can go below."""
+        async with pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO edge_export_segments (device_id, batch_id, topic_kind, "
+                "source_table, outcome, row_count, payload_bytes) "
+                "VALUES ($1, $2, 'bench', 'bench_floor', 'materialized', $3, $4)",
+                scope.device_id, uuid.uuid4(), rows, len(payload))
+            await upsert(conn, "bench_state_floor", lambda: conn.copy_to_table(
+                "bench_in_kept", source=memoryview(binary),  # type: ignore[arg-type]
+                format="binary"), as_pipeline=True)
+
     timer = Timer()
-    for p, copy in zip(batches, copies, strict=True):
+    for p, copy, binary in zip(batches, copies, binaries, strict=True):
         out = await timer.time("pipeline", pipe.handle(topic, p))
         assert out.status is OutcomeStatus.MATERIALIZED, out
         await timer.time("plain", plain(copy))
         await timer.time("python", python_path(p))
+        await timer.time("floor", sql_floor(binary, p))
     for _ in range(STORMS):
         for p in batches:
             out = await timer.time("redelivery", pipe.handle(topic, p))
@@ -339,6 +354,8 @@ async def bench_state(pool: asyncpg.Pool, scope: registry.DeviceScope,
         "state_ratio_to_plain": m("plain") / m("pipeline"),
         "state_python_rows_per_s": rows / m("python"),
         "state_speedup_vs_python": m("python") / m("pipeline"),
+        # The most any client could gain over the Python path: its SQL alone.
+        "state_python_over_sql_floor": m("python") / m("floor"),
         "state_redelivered_batches_per_s": 1 / m("redelivery"),
         "state_redelivery_speedup": m("pipeline") / m("redelivery"),
     }
