@@ -253,7 +253,7 @@ async def bench_state(pool: asyncpg.Pool, scope: registry.DeviceScope,
             await clone_table(conn, table, clone)
             await conn.execute(f"INSERT INTO {clone} SELECT * FROM {quote_ident(table)}")
     copies = [_core.decode_row_batch(p).encode_state_copy(mirrors) for p in batches]
-    binaries = [_core.decode_row_batch(p).encode_state_binary(mirrors) for p in batches]
+    binaries = [_core.decode_row_batch(p).encode_state_copy(mirrors, binary=True) for p in batches]
     tmp_cols = ", ".join(f"{quote_ident(c)} {t}" for c, t in mirrors)
     set_list = ", ".join(f"{quote_ident(c)} = EXCLUDED.{quote_ident(c)}" for c in
                          ["_edge_journal_epoch", "_edge_commit_seq", "_edge_deleted", *names])

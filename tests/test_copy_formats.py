@@ -72,7 +72,7 @@ async def test_state_rows_are_the_same_in_both_formats(pool: asyncpg.Pool) -> No
     async with pool.acquire() as conn:
         text, binary = await copy_both(
             conn, f"h text, e uuid, s bigint, d boolean, {cols}",
-            batch.encode_state_copy(TYPES), batch.encode_state_binary(TYPES), "s")
+            batch.encode_state_copy(TYPES), batch.encode_state_copy(TYPES, binary=True), "s")
     assert text == binary
     assert len(binary) == len(VALUES) + 1
     assert binary[0][4:] == (9223372036854775807, 0.1, "tab\there \\ \u00e9\U0001F600",
@@ -89,7 +89,7 @@ async def test_telemetry_rows_are_the_same_in_both_formats(pool: asyncpg.Pool) -
         text, binary = await copy_both(
             conn, f"device_id uuid, event_ts timestamptz, row_id uuid, {cols}",
             batch.encode_telemetry_copy(TYPES, device_id=device),
-            batch.encode_telemetry_binary(TYPES, device_id=device), "event_ts")
+            batch.encode_telemetry_copy(TYPES, device_id=device, binary=True), "event_ts")
     assert text == binary
     assert binary[0][1].microsecond == 123456 and binary[0][1].utcoffset().total_seconds() == 0
     assert {str(r[0]) for r in binary} == {device}
@@ -98,12 +98,13 @@ async def test_telemetry_rows_are_the_same_in_both_formats(pool: asyncpg.Pool) -
 def test_numeric_needs_text_and_mismatches_name_the_field() -> None:
     batch = row_batch()
     with pytest.raises(SchemaError, match="numeric"):
-        batch.encode_state_binary([("n", "numeric")])
+        batch.encode_state_copy([("n", "numeric")], binary=True)
     with pytest.raises(BatchRejected) as err:
-        batch.encode_state_binary([("t", "bigint")])
+        batch.encode_state_copy([("t", "bigint")], binary=True)
     assert err.value.code == "value_type_mismatch" and err.value.field == "rows[0].row.t"
     with pytest.raises(ValueError, match="device_id"):
-        telemetry_batch([{"n": 1}]).encode_telemetry_binary([("n", "bigint")], device_id="x")
+        telemetry_batch([{"n": 1}]).encode_telemetry_copy([("n", "bigint")], device_id="x",
+                                                           binary=True)
 
 
 async def test_altered_telemetry_column_gets_text(pool: asyncpg.Pool, unique: str) -> None:

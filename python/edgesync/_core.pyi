@@ -108,8 +108,14 @@ class RowBatch:
     def keys_are_unique(self) -> bool:
         """True when no two row ops share a primary key."""
 
-    def encode_state_copy(self, columns: Sequence[tuple[str, str]]) -> bytes:
+    def encode_state_copy(
+        self, columns: Sequence[tuple[str, str]], *, binary: bool = False
+    ) -> bytes:
         """Rows as PostgreSQL COPY text format, one line per row op, releasing the GIL.
+
+        With ``binary``: COPY binary format, the same rows, values and errors, each
+        field in its type's wire form (platform fields ``text``, ``uuid``, ``bigint``,
+        ``boolean``); ``numeric`` has no binary encoding here (SchemaError).
 
         ``columns`` is ``(source_column, pg_type)`` with pg_type one of ``bigint``,
         ``double precision``, ``text``, ``bytea``, ``numeric``, ``jsonb``, ``boolean``.
@@ -119,14 +125,6 @@ class RowBatch:
         and commit_seq when a value cannot be written as its pg_type (field
         ``rows[i].row.<column>``, or ``rows[i].pk.<column>`` for deletes), and
         SchemaError for an unknown pg_type.
-        """
-
-    def encode_state_binary(self, columns: Sequence[tuple[str, str]]) -> bytes:
-        """``encode_state_copy`` in COPY binary format, releasing the GIL.
-
-        Same rows, fields, values and errors; the platform fields are ``text``,
-        ``uuid``, ``bigint``, ``boolean``. ``numeric`` columns have no binary
-        encoding here: SchemaError (use ``encode_state_copy``).
         """
 
 def decode_row_batch(
@@ -179,9 +177,17 @@ class TelemetryBatch:
         """Union of the keys of every row's ``fields``, in first-seen order."""
 
     def encode_telemetry_copy(
-        self, columns: Sequence[tuple[str, str]], device_id: str | None = None
+        self,
+        columns: Sequence[tuple[str, str]],
+        device_id: str | None = None,
+        *,
+        binary: bool = False,
     ) -> bytes:
         """Rows as PostgreSQL COPY text format, one line per row, releasing the GIL.
+
+        With ``binary``: COPY binary format, the same rows, values and errors
+        (``device_id``/``row_id`` as ``uuid``, ``event_ts`` as ``timestamptz``);
+        ``numeric`` has no binary encoding here (SchemaError).
 
         Each line: ``device_id`` (when given), ``event_ts`` (UTC, microseconds,
         truncated), ``row_id`` (NULL when absent), then one field per
@@ -189,16 +195,6 @@ class TelemetryBatch:
         ``RowBatch.encode_state_copy`` (absent or JSON null → NULL). Raises
         BatchRejected(code="value_type_mismatch", field ``rows[i].fields.<column>``),
         SchemaError for an unknown pg_type, ValueError when ``device_id`` is not a UUID.
-        """
-
-    def encode_telemetry_binary(
-        self, columns: Sequence[tuple[str, str]], device_id: str | None = None
-    ) -> bytes:
-        """``encode_telemetry_copy`` in COPY binary format, releasing the GIL.
-
-        Same rows, fields, values and errors (``device_id`` and ``row_id`` as
-        ``uuid``, ``event_ts`` as ``timestamptz``); ``numeric`` columns have no
-        binary encoding here: SchemaError (use ``encode_telemetry_copy``).
         """
 
 def decode_telemetry_batch(payload: bytes | bytearray | memoryview) -> TelemetryBatch:

@@ -19,16 +19,14 @@ from edgesync._core import RowBatch
 from edgesync.control import record_materialization_failure, resend_cloud_rows
 from edgesync.errors import BatchRejected
 from edgesync.governance import admit, lock_lineage
+from edgesync.ingest._batch_steps import ingest_batch
 from edgesync.ingest._ledger import (
     claim_batch,
-    record_rejection,
-    redelivered,
     settle_batch,
 )
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.ingest._reports import handle_ingest_request, handle_schema_observe
 from edgesync.ingest._telemetry import ingest_telemetry
-from edgesync.ingest._write_errors import WRITE_ERRORS
 from edgesync.protocol import TopicKind, parse_topic
 from edgesync.registry import DeviceResolver, DeviceScope
 from edgesync.staging import stage_row_batch
@@ -90,24 +88,10 @@ class IngestPipeline:
     async def _rows_batch(self, scope: DeviceScope, payload: bytes,
                           max_payload_bytes: int | None = None) -> IngestOutcome:
         async with self._pool.acquire() as conn:
-            seen = await redelivered(conn, scope.device_id, payload)
-            if seen is not None:
-                return IngestOutcome(OutcomeStatus.DUPLICATE, None, seen)
-            try:
-                batch = _core.decode_row_batch(payload, max_payload_bytes)
-            except BatchRejected as rej:
-                lineage_id = await record_rejection(conn, scope.device_id, _KIND, payload, rej)
-                _log.info("rejected batch from %s: %s", scope.device_name, rej)
-                return IngestOutcome(OutcomeStatus.REJECTED, rej.code, rej.detail, lineage_id)
-            try:
-                async with conn.transaction():
-                    return await self._accept_rows(conn, scope, batch, payload, None)
-            except WRITE_ERRORS as exc:
-                # The upsert failed and took the transaction with it (no savepoint on the
-                # happy path: two round trips per batch). Do it again, staging.
-                _log.warning("materialization of batch %s failed: %s", batch.batch_id, exc)
-                async with conn.transaction():
-                    return await self._accept_rows(conn, scope, batch, payload, str(exc))
+            return await ingest_batch(
+                conn, scope, _KIND, payload,
+                lambda p: _core.decode_row_batch(p, max_payload_bytes),
+                lambda c, batch, error: self._accept_rows(c, scope, batch, payload, error))
 
     async def _accept_rows(self, conn: Conn, scope: DeviceScope, batch: RowBatch,
                            payload: bytes, write_error: str | None) -> IngestOutcome:

@@ -26,9 +26,9 @@ from edgesync._core import TelemetryBatch
 from edgesync.control import record_materialization_failure
 from edgesync.errors import BatchRejected
 from edgesync.governance import admit, lock_lineage
-from edgesync.ingest._ledger import record_rejection, redelivered
+from edgesync.ingest._batch_steps import ingest_batch
+from edgesync.ingest._ledger import record_rejection
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
-from edgesync.ingest._write_errors import WRITE_ERRORS
 from edgesync.materialize import TsTarget
 from edgesync.protocol import TopicKind
 from edgesync.registry import DeviceScope
@@ -67,25 +67,9 @@ SELECT id FROM seg
 async def ingest_telemetry(pool: asyncpg.Pool, scope: DeviceScope, payload: bytes
                            ) -> IngestOutcome:
     async with pool.acquire() as conn:
-        seen = await redelivered(conn, scope.device_id, payload)
-        if seen is not None:
-            return IngestOutcome(OutcomeStatus.DUPLICATE, None, seen)
-        try:
-            batch = _core.decode_telemetry_batch(payload)
-        except BatchRejected as rej:
-            lineage_id = await record_rejection(conn, scope.device_id, _KIND, payload, rej)
-            _log.info("rejected telemetry batch from %s: %s", scope.device_name, rej)
-            return IngestOutcome(OutcomeStatus.REJECTED, rej.code, rej.detail, lineage_id)
-        try:
-            async with conn.transaction():
-                return await _accept(conn, scope, batch, payload, None)
-        except WRITE_ERRORS as exc:
-            # The COPY failed and took the transaction with it (no savepoint on the
-            # happy path: it would cost two round trips per batch). Do it again, staging.
-            _log.warning("materialization of telemetry batch %s failed: %s",
-                         batch.batch_id, exc)
-            async with conn.transaction():
-                return await _accept(conn, scope, batch, payload, str(exc))
+        return await ingest_batch(
+            conn, scope, _KIND, payload, _core.decode_telemetry_batch,
+            lambda c, batch, error: _accept(c, scope, batch, payload, error))
 
 
 async def _accept(conn: Conn, scope: DeviceScope, batch: TelemetryBatch, payload: bytes,

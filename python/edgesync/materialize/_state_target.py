@@ -91,8 +91,7 @@ class StateTarget:
         # The temp table has exactly these types, so binary values always fit it; the
         # upsert then converts them as SQL would.
         fmt = copy_format(columns)
-        encode = batch.encode_state_binary if fmt == "binary" else batch.encode_state_copy
-        copy = encode(columns)
+        copy = batch.encode_state_copy(columns, binary=fmt == "binary")
         cols_ddl = "".join(f", {quote_ident(c.target)} {c.pg_type}" for c in self.columns)
         ddl = (f"(_edge_pk_hash text, _edge_epoch uuid, _edge_seq bigint, _edge_deleted boolean"
                f"{cols_ddl}{temp_columns_ddl(self.mapped)})")

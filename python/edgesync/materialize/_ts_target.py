@@ -157,8 +157,8 @@ class TsTarget:
         # have the type they are encoded for (text input would be converted instead).
         checked = all(c.stored_type == c.pg_type for c in self.columns)
         fmt = copy_format(columns) if checked else "text"
-        encode = batch.encode_telemetry_binary if fmt == "binary" else batch.encode_telemetry_copy
-        copy = encode(columns, device_id=str(device_id))
+        copy = batch.encode_telemetry_copy(columns, device_id=str(device_id),
+                                           binary=fmt == "binary")
         values = encode_telemetry_values(batch, self.mapped) if self.mapped else None
         await self.ensure_partitions(conn, datetime.fromisoformat(batch.first_event_ts),
                                      datetime.fromisoformat(batch.last_event_ts))

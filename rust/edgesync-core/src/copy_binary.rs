@@ -413,38 +413,7 @@ mod tests {
 
     #[test]
     fn every_value_matches_the_text_encoding() {
-        let tokens = [
-            "0",
-            "-0",
-            "7",
-            "-7",
-            "9223372036854775807",
-            "9223372036854775808",
-            "-9223372036854775808",
-            "18446744073709551616",
-            "1.0",
-            "2.50",
-            "1e3",
-            "-1.5E-3",
-            "0.1",
-            "1e-400",
-            "1e400",
-            "123456789012345678901234567",
-            "\"x\"",
-            "\"\"",
-            "\"a\\tb\"",
-            "\"\\u00e9\\ud83d\\ude00\"",
-            "\"a\\u0000b\"",
-            "\"1.5\"",
-            "true",
-            "false",
-            "null",
-            "[1]",
-            "{\"$blob\":\"0aFF\"}",
-            "{\"$blob\":\"abc\"}",
-            "{\"k\":[1,\"x\\ny\"],\"a\":null}",
-        ];
-        for raw in tokens {
+        for raw in crate::copy::tests::VALUE_TOKENS {
             for ty in PgType::ALL.into_iter().filter(|t| *t != PgType::Numeric) {
                 let mut bin = Vec::new();
                 let b = write_raw_value(raw, ty, &mut bin);

@@ -191,30 +191,25 @@ impl PyRowBatch {
         self.inner.column_names()
     }
 
-    /// Rows as PostgreSQL COPY text format, one line per row op, releasing the GIL.
+    /// Rows as PostgreSQL COPY text (or, with `binary`, binary) format, one row per
+    /// row op, releasing the GIL.
+    #[pyo3(signature = (columns, *, binary = false))]
     fn encode_state_copy<'py>(
         &self,
         py: Python<'py>,
         columns: Vec<(String, String)>,
+        binary: bool,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let columns = parse_columns(columns)?;
         let inner = &self.inner;
         let out = py
-            .detach(|| inner.encode_state_copy(&columns))
-            .into_py_result()?;
-        Ok(PyBytes::new(py, &out))
-    }
-
-    /// The same rows in COPY binary format (no `numeric` columns), releasing the GIL.
-    fn encode_state_binary<'py>(
-        &self,
-        py: Python<'py>,
-        columns: Vec<(String, String)>,
-    ) -> PyResult<Bound<'py, PyBytes>> {
-        let columns = parse_columns(columns)?;
-        let inner = &self.inner;
-        let out = py
-            .detach(|| inner.encode_state_binary(&columns))
+            .detach(|| {
+                if binary {
+                    inner.encode_state_binary(&columns)
+                } else {
+                    inner.encode_state_copy(&columns)
+                }
+            })
             .into_py_result()?;
         Ok(PyBytes::new(py, &out))
     }
@@ -348,36 +343,27 @@ impl PyTelemetryBatch {
         self.inner.field_names()
     }
 
-    /// Rows as PostgreSQL COPY text format, one line per row, releasing the GIL.
-    #[pyo3(signature = (columns, device_id = None))]
+    /// Rows as PostgreSQL COPY text (or, with `binary`, binary) format, one row per
+    /// row, releasing the GIL.
+    #[pyo3(signature = (columns, device_id = None, *, binary = false))]
     fn encode_telemetry_copy<'py>(
         &self,
         py: Python<'py>,
         columns: Vec<(String, String)>,
         device_id: Option<String>,
+        binary: bool,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let columns = parse_columns(columns)?;
         check_device_id(device_id.as_deref())?;
-        let inner = &self.inner;
+        let (inner, device_id) = (&self.inner, device_id.as_deref());
         let out = py
-            .detach(|| inner.encode_telemetry_copy(&columns, device_id.as_deref()))
-            .into_py_result()?;
-        Ok(PyBytes::new(py, &out))
-    }
-
-    /// The same rows in COPY binary format (no `numeric` columns), releasing the GIL.
-    #[pyo3(signature = (columns, device_id = None))]
-    fn encode_telemetry_binary<'py>(
-        &self,
-        py: Python<'py>,
-        columns: Vec<(String, String)>,
-        device_id: Option<String>,
-    ) -> PyResult<Bound<'py, PyBytes>> {
-        let columns = parse_columns(columns)?;
-        check_device_id(device_id.as_deref())?;
-        let inner = &self.inner;
-        let out = py
-            .detach(|| inner.encode_telemetry_binary(&columns, device_id.as_deref()))
+            .detach(|| {
+                if binary {
+                    inner.encode_telemetry_binary(&columns, device_id)
+                } else {
+                    inner.encode_telemetry_copy(&columns, device_id)
+                }
+            })
             .into_py_result()?;
         Ok(PyBytes::new(py, &out))
     }
