@@ -10,7 +10,6 @@ use std::collections::HashSet;
 use std::ops::Range;
 
 use serde::de::MapAccess;
-use serde_json::value::RawValue;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -21,7 +20,7 @@ use crate::envelope::{
 };
 use crate::error::CoreError;
 use crate::rawjson::{
-    checked_raw, write_canonical_raw, Elem, Entry, Key, ObjSeed, ObjShape, RowSink,
+    checked_raw, write_canonical_raw, Elem, Entry, Key, ObjSeed, ObjShape, RowSink, Scan, Scanner,
 };
 
 /// The one `capture_strategy` of row batches.
@@ -177,9 +176,9 @@ impl RowBatch {
 
 /// A row op as parsed: raw fields, validated as soon as the object ends.
 struct RawRowOp<'a> {
-    commit_seq: Option<&'a RawValue>,
-    lkcv: Option<&'a RawValue>,
-    op: Option<&'a RawValue>,
+    commit_seq: Option<&'a str>,
+    lkcv: Option<&'a str>,
+    op: Option<&'a str>,
     pk: Option<ObjShape>,
     row: Option<ObjShape>,
 }
@@ -238,6 +237,29 @@ impl<'de> RowSink<'de> for RowOpSink<'de> {
                 _ => drop(map.next_value::<Value>()?),
             }
         }
+        Ok(out)
+    }
+
+    fn scan_object(&mut self, sc: &mut Scanner<'de>) -> Scan<RawRowOp<'de>> {
+        let mut out = RawRowOp {
+            commit_seq: None,
+            lkcv: None,
+            op: None,
+            pk: None,
+            row: None,
+        };
+        let entries = &mut self.entries;
+        sc.object(|sc, key| {
+            match key.0.as_ref() {
+                "commit_seq" => out.commit_seq = Some(sc.raw()?),
+                "lkcv" => out.lkcv = Some(sc.raw()?),
+                "op" => out.op = Some(sc.raw()?),
+                "pk" => out.pk = Some(sc.entries(entries)?),
+                "row" => out.row = Some(sc.entries(entries)?),
+                _ => drop(sc.value()?),
+            }
+            Ok(())
+        })?;
         Ok(out)
     }
 
@@ -344,8 +366,8 @@ fn seq_bound(
     }
 }
 
-pub(crate) fn raw_value(raw: Option<&RawValue>) -> Option<Value> {
-    raw.and_then(|r| serde_json::from_str(r.get()).ok())
+pub(crate) fn raw_value(raw: Option<&str>) -> Option<Value> {
+    raw.and_then(|r| serde_json::from_str(r).ok())
 }
 
 type RowParts = (i64, Op, Range<u32>, Option<Range<u32>>, Option<i64>);
@@ -362,7 +384,7 @@ fn decode_row(i: usize, raw: Elem<RawRowOp<'_>>) -> Result<RowParts, CoreError> 
             ))
         }
     };
-    let commit_seq = match obj.commit_seq.and_then(|r| r.get().parse::<i64>().ok()) {
+    let commit_seq = match obj.commit_seq.and_then(|r| r.parse::<i64>().ok()) {
         Some(n) if n >= 1 => n,
         _ => {
             return Err(reject(
@@ -375,7 +397,7 @@ fn decode_row(i: usize, raw: Elem<RawRowOp<'_>>) -> Result<RowParts, CoreError> 
             ))
         }
     };
-    let op = obj.op.and_then(|r| Op::from_raw(r.get())).ok_or_else(|| {
+    let op = obj.op.and_then(Op::from_raw).ok_or_else(|| {
         reject(
             "invalid_row",
             field("op"),
@@ -436,8 +458,8 @@ fn decode_row(i: usize, raw: Elem<RawRowOp<'_>>) -> Result<RowParts, CoreError> 
     };
     let lkcv = match obj.lkcv {
         None => None,
-        Some(raw) if raw.get() == "null" => None,
-        Some(raw) => match raw.get().parse::<i64>() {
+        Some("null") => None,
+        Some(raw) => match raw.parse::<i64>() {
             Ok(n) if n >= 0 => Some(n),
             _ => {
                 return Err(reject(

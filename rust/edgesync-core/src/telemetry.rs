@@ -18,7 +18,6 @@ use std::collections::HashSet;
 use std::ops::Range;
 
 use serde::de::MapAccess;
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::copy::{write_fields, PgType, SlotFinder};
@@ -28,7 +27,7 @@ use crate::envelope::{
     source_table, type_name, uuid_field, MAX_BATCH_BYTES,
 };
 use crate::error::CoreError;
-use crate::rawjson::{checked_raw, Elem, Entry, Key, ObjSeed, ObjShape, RowSink};
+use crate::rawjson::{checked_raw, Elem, Entry, Key, ObjSeed, ObjShape, RowSink, Scan, Scanner};
 use crate::timestamp::{parse_rfc3339, Instant};
 
 /// The one `capture_strategy` of telemetry batches.
@@ -156,8 +155,8 @@ impl TelemetryBatch {
 
 /// A telemetry row as parsed, validated as soon as the object ends.
 struct RawSample<'a> {
-    ts: Option<&'a RawValue>,
-    row_id: Option<&'a RawValue>,
+    ts: Option<&'a str>,
+    row_id: Option<&'a str>,
     fields: Option<ObjShape>,
 }
 
@@ -199,6 +198,25 @@ impl<'de> RowSink<'de> for SampleSink<'de> {
         Ok(out)
     }
 
+    fn scan_object(&mut self, sc: &mut Scanner<'de>) -> Scan<RawSample<'de>> {
+        let mut out = RawSample {
+            ts: None,
+            row_id: None,
+            fields: None,
+        };
+        let entries = &mut self.entries;
+        sc.object(|sc, key| {
+            match key.0.as_ref() {
+                "ts" => out.ts = Some(sc.raw()?),
+                "row_id" => out.row_id = Some(sc.raw()?),
+                "fields" => out.fields = Some(sc.entries(entries)?),
+                _ => drop(sc.value()?),
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
     fn accept(&mut self, raw: Elem<RawSample<'de>>) {
         if self.error.is_some() {
             return;
@@ -211,8 +229,7 @@ impl<'de> RowSink<'de> for SampleSink<'de> {
 }
 
 /// A raw JSON string token's text (`None` when it is not a string).
-fn raw_str(raw: &RawValue) -> Option<std::borrow::Cow<'_, str>> {
-    let t = raw.get();
+fn raw_str(t: &str) -> Option<std::borrow::Cow<'_, str>> {
     if t.len() >= 2 && t.starts_with('"') && !t.contains('\\') {
         Some(t[1..t.len() - 1].into())
     } else {
@@ -223,7 +240,7 @@ fn raw_str(raw: &RawValue) -> Option<std::borrow::Cow<'_, str>> {
     }
 }
 
-fn raw_describe(raw: Option<&RawValue>) -> String {
+fn raw_describe(raw: Option<&str>) -> String {
     describe(crate::row_batch::raw_value(raw).as_ref())
 }
 
@@ -255,7 +272,7 @@ fn decode_sample(i: usize, raw: Elem<RawSample<'_>>) -> Result<Sample, CoreError
         })?;
     let row_id = match obj.row_id {
         None => None,
-        Some(r) if r.get() == "null" => None,
+        Some("null") => None,
         Some(r) => {
             let id = raw_str(r).filter(|s| is_hyphenated_uuid(s.as_bytes()));
             let Some(id) = id else {
@@ -675,6 +692,25 @@ pub(crate) mod tests {
             decode_telemetry_batch(&big).unwrap_err().code(),
             Some("payload_too_large")
         );
+    }
+
+    #[test]
+    fn scanner_agrees_with_serde() {
+        use crate::rawjson::tests::{agree, mangled, spliced};
+        let good = serde_json::to_vec(&valid()).unwrap();
+        assert!(
+            agree(&good, decode_telemetry_batch),
+            "valid batch left to serde"
+        );
+        let text = String::from_utf8(good.clone()).unwrap();
+        let mut inputs = spliced(&text, &["{", "\"rows\":[{", "\"fields\":{"]);
+        inputs.extend(mangled(&good, 0x5ca2, 6000));
+        let mut fast = 0;
+        for p in &inputs {
+            fast += usize::from(agree(p, decode_telemetry_batch));
+        }
+        // Most splices are valid JSON, which the scanner must read itself.
+        assert!(fast > inputs.len() / 4, "{fast} of {}", inputs.len());
     }
 
     #[test]
