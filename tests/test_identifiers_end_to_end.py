@@ -4,6 +4,7 @@ past PostgreSQL's 63-byte limit, which must not collide after truncation."""
 from __future__ import annotations
 
 import pytest
+from review_helpers import queued_review
 
 from edgesync import governance, registry
 from edgesync.errors import IdentifierError, InvalidRequestError
@@ -36,9 +37,8 @@ async def test_odd_table_and_column_names_materialize(pool, batches, unique):
     out = await pipe.handle(f"{scope.root_topic}/sync/rows/batch",
                             f.payload(f.rows(("insert", row))))
     assert out.status is OutcomeStatus.STAGED
+    review = await queued_review(pool, out.lineage_id)
     async with pool.acquire() as conn:
-        (review,) = [r for r in await governance.list_reviews(conn, status="queued")
-                     if r["lineage_id"] == out.lineage_id]
         c = await governance.claim_review(conn, review["id"], actor="t", action_version=1)
         actions = [{"source_column_name": name, "action": "mirror"} for name, *_ in columns[:3]]
         too_long = [*actions, {"source_column_name": "c" * 70, "action": "mirror"}]

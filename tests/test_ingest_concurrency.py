@@ -9,8 +9,9 @@ from typing import Any
 
 import asyncpg
 import pytest
+from review_helpers import approve
 
-from edgesync import governance, registry
+from edgesync import registry
 from edgesync.ingest import IngestPipeline, MqttIngest
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.materialize import quote_ident
@@ -26,12 +27,7 @@ async def test_two_workers_shuffled_and_repeated_batches_converge(pool, batches,
     f = batches()
     first = await IngestPipeline(pool).handle(topic, f.payload(
         f.rows(("insert", {"id": 0, "mode": "seed", "setpoint": 0.0}))))
-    async with pool.acquire() as conn:
-        (review,) = [r for r in await governance.list_reviews(conn, status="queued")
-                     if r["lineage_id"] == first.lineage_id]
-        c = await governance.claim_review(conn, review["id"], actor="t", action_version=1)
-        await governance.approve_review(conn, review["id"], actor="t",
-                                        action_version=c["action_version"], column_actions=None)
+    await approve(pool, first.lineage_id)
     await Replayer(pool).drain_pending(project_id=scope.project_id)
 
     rng = random.Random(7)

@@ -8,6 +8,7 @@ from typing import Any
 
 import asyncpg
 import pytest
+from review_helpers import approve, queued_review
 
 from edgesync import governance, registry
 from edgesync.ingest import IngestPipeline, OutcomeStatus
@@ -24,18 +25,6 @@ async def device(pool: asyncpg.Pool, unique: str) -> registry.DeviceScope:
 
 def topic(scope: registry.DeviceScope) -> str:
     return f"{scope.root_topic}/sync/rows/batch"
-
-
-async def approve_all(pool: asyncpg.Pool, lineage_id: uuid.UUID,
-                      actions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    async with pool.acquire() as conn:
-        (review,) = [r for r in await governance.list_reviews(conn, status="queued")
-                     if r["lineage_id"] == lineage_id]
-        claimed = await governance.claim_review(conn, review["id"], actor="t",
-                                                action_version=review["action_version"])
-        return await governance.approve_review(conn, review["id"], actor="t",
-                                               action_version=claimed["action_version"],
-                                               column_actions=actions)
 
 
 async def cloud_rows(pool: asyncpg.Pool, lineage_id: uuid.UUID) -> list[tuple[Any, ...]]:
@@ -71,7 +60,7 @@ async def test_first_batch_is_staged_under_review_then_replayed(pool, device, ba
         f.rows(("update", {"id": 1, "mode": "off", "setpoint": 19.0})), with_schema=False))
     assert out2.status is OutcomeStatus.STAGED
 
-    approved = await approve_all(pool, out.lineage_id)
+    approved = await approve(pool, out.lineage_id)
     assert approved["status"] == "approved"
     # A schema-review pause never reached the device, so approval sends it nothing either.
     assert await pool.fetchval("SELECT count(*) FROM edge_pending_controls WHERE device_id = $1",
@@ -98,7 +87,7 @@ async def test_redelivery_is_a_no_op_and_order_does_not_matter(pool, device, bat
     f = batches()
     first = await pipe.handle(topic(device), f.payload(
         f.rows(("insert", {"id": 1, "mode": "a", "setpoint": 1.0}))))
-    await approve_all(pool, first.lineage_id)
+    await approve(pool, first.lineage_id)
     await Replayer(pool).drain_pending()
     newer_rows = f.rows(("update", {"id": 1, "mode": "newest", "setpoint": 3.0}))
     older_rows = [{**newer_rows[0], "commit_seq": 2,
@@ -154,7 +143,7 @@ async def test_value_that_does_not_fit_is_staged_not_lost(pool, device, batches)
     f = batches()
     first = await pipe.handle(topic(device), f.payload(
         f.rows(("insert", {"id": 1, "mode": "a", "setpoint": 1.0}))))
-    await approve_all(pool, first.lineage_id)
+    await approve(pool, first.lineage_id)
     await Replayer(pool).drain_pending()
     bad = await pipe.handle(topic(device), f.payload(
         f.rows(("insert", {"id": 2, "mode": "b", "setpoint": "not a number"}))))
@@ -170,7 +159,7 @@ async def test_approval_with_column_actions(pool, device, batches):
     f = batches()
     out = await pipe.handle(topic(device), f.payload(
         f.rows(("insert", {"id": 7, "mode": "m", "setpoint": 2.5}))))
-    await approve_all(pool, out.lineage_id, [
+    await approve(pool, out.lineage_id, [
         {"source_column_name": "id", "action": "mirror"},
         {"source_column_name": "mode", "action": "mirror", "mirror_column_name": "Mode Name"},
         {"source_column_name": "setpoint", "action": "ignore"},
@@ -189,9 +178,8 @@ async def test_review_conflicts_and_bad_actions(pool, device, batches):
     f = batches()
     out = await pipe.handle(topic(device), f.payload(
         f.rows(("insert", {"id": 1, "mode": "a", "setpoint": 1.0}))))
+    review = await queued_review(pool, out.lineage_id)
     async with pool.acquire() as conn:
-        (review,) = [r for r in await governance.list_reviews(conn, status="queued")
-                     if r["lineage_id"] == out.lineage_id]
         with pytest.raises(ConflictError, match="in_review"):
             await governance.approve_review(conn, review["id"], actor="t", action_version=1,
                                             column_actions=None)
@@ -225,7 +213,7 @@ async def test_only_nullability_changed_is_compatible_mapped_and_continues(pool,
     f = batches()
     first = await pipe.handle(topic(device), f.payload(
         f.rows(("insert", {"id": 1, "mode": "a", "setpoint": 1.0}))))
-    await approve_all(pool, first.lineage_id)
+    await approve(pool, first.lineage_id)
     await Replayer(pool).drain_pending(project_id=device.project_id)
     f.set_columns([("id", "INTEGER", 1, True), ("mode", "TEXT", 0, True),
                    ("setpoint", "REAL", 0, True)])  # setpoint became NOT NULL

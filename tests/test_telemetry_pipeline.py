@@ -4,59 +4,20 @@ batch_seq rules, staging under review, approval + replay, partitions, redelivery
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
 import orjson
 import pytest
+from review_helpers import approve
+from telemetry_payloads import T0, Telemetry, rfc3339
 
 from edgesync import _core, governance, registry
 from edgesync.errors import InvalidRequestError
 from edgesync.ingest import IngestPipeline, OutcomeStatus
 from edgesync.materialize import quote_ident
-from edgesync.protocol import uuid7
 from edgesync.staging import Replayer, list_staged_rows
-
-T0 = datetime(2026, 4, 28, 9, 0, tzinfo=UTC)
-COLUMNS = [("ts", "TEXT", 0, True), ("value_c", "REAL", 0, False),
-           ("sensor", "TEXT", 0, False)]
-
-
-
-
-def rfc3339(t: datetime) -> str:
-    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-class Telemetry:
-    """Builds ``sync/telemetry/batch`` payloads the way the agent does."""
-
-    def __init__(self, table: str = "temps") -> None:
-        self.table = table
-        self.seq = 0
-        self.schema_hash, canonical = _core.schema_fingerprint(table, COLUMNS)
-        self.schema_columns = orjson.loads(canonical)
-
-    def rows(self, *samples: tuple[datetime, float | None]) -> list[dict[str, Any]]:
-        return [{"ts": rfc3339(t), "row_id": str(uuid.uuid4()),
-                 "fields": {"value_c": v, "sensor": "s1"}} for t, v in samples]
-
-    def payload(self, rows: list[dict[str, Any]], *, seq: int | None = None,
-                **override: Any) -> bytes:
-        if seq is None:
-            self.seq += 1
-            seq = self.seq
-        stamps = [datetime.fromisoformat(r["ts"]) for r in rows] or [T0]
-        doc: dict[str, Any] = {
-            "format_version": 1, "capture_strategy": "sqlite_telemetry_batch_v1",
-            "batch_id": uuid7(), "batch_seq": seq, "source_table": self.table,
-            "schema_hash": self.schema_hash, "schema_columns": self.schema_columns,
-            "cursor_start_ts": rfc3339(min(stamps)), "cursor_end_ts": rfc3339(max(stamps)),
-            "row_count": len(rows), "rows": rows,
-        }
-        doc.update(override)
-        return orjson.dumps(doc)
 
 
 @pytest.fixture
@@ -68,18 +29,6 @@ async def device(pool: asyncpg.Pool, unique: str) -> registry.DeviceScope:
 
 def topic(scope: registry.DeviceScope) -> str:
     return f"{scope.root_topic}/sync/telemetry/batch"
-
-
-async def approve(pool: asyncpg.Pool, lineage_id: uuid.UUID,
-                  actions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    async with pool.acquire() as conn:
-        (review,) = [r for r in await governance.list_reviews(conn, status="queued")
-                     if r["lineage_id"] == lineage_id]
-        claimed = await governance.claim_review(conn, review["id"], actor="t",
-                                                action_version=review["action_version"])
-        return await governance.approve_review(conn, review["id"], actor="t",
-                                               action_version=claimed["action_version"],
-                                               column_actions=actions)
 
 
 async def live(pool: asyncpg.Pool, pipe: IngestPipeline, scope: registry.DeviceScope,

@@ -24,6 +24,7 @@ from typing import Any, BinaryIO
 import orjson
 import pytest
 from agent_helpers import MQTT_URL, observer, send_control
+from write_load import write_load
 
 N_KILLS = int(os.environ.get("EDGESYNC_CRASH_KILLS", "8"))
 N_WRITES = int(os.environ.get("EDGESYNC_CRASH_WRITES", "1500"))
@@ -36,41 +37,6 @@ def agent_cmd(config: Path) -> list[str]:
 
 async def spawn(config: Path, log: BinaryIO) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(*agent_cmd(config), stdout=log, stderr=log)
-
-
-def write_load(path: Path, stop: threading.Event, errors: list[BaseException],
-               done: threading.Event) -> None:
-    """An ordinary application: small transactions, 5 s busy timeout, no agent code."""
-    rnd = random.Random(7)
-    db = sqlite3.connect(path, isolation_level=None)
-    db.execute("PRAGMA busy_timeout = 5000")
-    ids: list[int] = []
-    next_id = 1
-    try:
-        for i in range(N_WRITES):
-            if stop.is_set():
-                break
-            db.execute("BEGIN")
-            for _ in range(rnd.randint(1, 5)):
-                op = rnd.random()
-                if op < 0.5 or not ids:
-                    db.execute("INSERT INTO t VALUES (?, ?, ?, ?)",
-                               (next_id, i, f"r{next_id}", next_id * 0.25))
-                    ids.append(next_id)
-                    next_id += 1
-                elif op < 0.85:
-                    db.execute("UPDATE t SET n = ?, s = s || '.' WHERE id = ?",
-                               (i, rnd.choice(ids)))
-                else:
-                    victim = ids.pop(rnd.randrange(len(ids)))
-                    db.execute("DELETE FROM t WHERE id = ?", (victim,))
-            db.execute("COMMIT")
-            stop.wait(0.003)
-    except BaseException as exc:  # the test asserts there were none (no SQLITE_BUSY)
-        errors.append(exc)
-    finally:
-        db.close()
-        done.set()
 
 
 class Cloud:
@@ -127,7 +93,8 @@ async def test_kill_9_at_random_moments_loses_nothing(source_db: Path, tmp_path:
     rnd = random.Random(int(os.environ.get("EDGESYNC_CRASH_SEED", "11")))
     log = (tmp_path / "agent.log").open("ab")
     stop, done, errors = threading.Event(), threading.Event(), []
-    writer = threading.Thread(target=write_load, args=(source_db, stop, errors, done))
+    writer = threading.Thread(target=write_load, args=(source_db, 7, stop, errors, done),
+                              kwargs={"at_most": N_WRITES})
 
     async with observer(device_id) as obs:
         await obs.subscribe(f"{root}/sync/rows/batch", qos=1)

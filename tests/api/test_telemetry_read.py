@@ -3,61 +3,28 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
 import httpx
-import orjson
+from telemetry_payloads import T0, Telemetry, rfc3339
 
-from edgesync import _core, registry
+from edgesync import registry
 from edgesync.ingest import IngestPipeline
-from edgesync.protocol import uuid7
 from edgesync.staging import Replayer
-
-T0 = datetime(2026, 4, 28, 9, 0, tzinfo=UTC)
-COLUMNS = [("ts", "TEXT", 0, True), ("value_c", "REAL", 0, False),
-           ("sensor", "TEXT", 0, False)]
 
 
 def idem() -> dict[str, str]:
     return {"Idempotency-Key": str(uuid.uuid4())}
 
 
-
-
-def rfc3339(t: datetime) -> str:
-    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-class Samples:
-    """``sync/telemetry/batch`` payloads, as the agent builds them."""
-
-    def __init__(self, table: str = "temps") -> None:
-        self.table = table
-        self.seq = 0
-        self.schema_hash, canonical = _core.schema_fingerprint(table, COLUMNS)
-        self.schema_columns = orjson.loads(canonical)
-
-    def payload(self, *samples: tuple[datetime, float], sensor: str = "s1") -> bytes:
-        self.seq += 1
-        rows = [{"ts": rfc3339(t), "row_id": str(uuid.uuid4()),
-                 "fields": {"value_c": v, "sensor": sensor}} for t, v in samples]
-        stamps = [t for t, _ in samples]
-        return orjson.dumps({
-            "format_version": 1, "capture_strategy": "sqlite_telemetry_batch_v1",
-            "batch_id": uuid7(), "batch_seq": self.seq, "source_table": self.table,
-            "schema_hash": self.schema_hash, "schema_columns": self.schema_columns,
-            "cursor_start_ts": rfc3339(min(stamps)), "cursor_end_ts": rfc3339(max(stamps)),
-            "row_count": len(rows), "rows": rows})
-
-
 async def telemetry_device(pool: asyncpg.Pool, tenant, name: str
-                           ) -> tuple[registry.DeviceScope, Samples]:
+                           ) -> tuple[registry.DeviceScope, Telemetry]:
     async with pool.acquire() as conn:
         device = await registry.add_device(conn, project=tenant.project_name, name=name,
                                            topic_slug=tenant.slug)
-    return device, Samples()
+    return device, Telemetry()
 
 
 async def send(pool: asyncpg.Pool, device: registry.DeviceScope, payload: bytes) -> Any:
@@ -81,7 +48,7 @@ async def approve_via_api(client: httpx.AsyncClient, tenant, lineage_id: uuid.UU
 async def test_read_telemetry_by_time_range_columns_and_device(
         client: httpx.AsyncClient, tenant, pool: asyncpg.Pool) -> None:
     gw1, s1 = await telemetry_device(pool, tenant, "ts-1")
-    first = await send(pool, gw1, s1.payload((T0, 1.0), (T0 + timedelta(minutes=1), 2.0)))
+    first = await send(pool, gw1, s1.samples((T0, 1.0), (T0 + timedelta(minutes=1), 2.0)))
     lineage_id = first.lineage_id
     url = tenant.url(f"/edge/lineages/{lineage_id}/telemetry")
     before = await client.get(url, headers=tenant.reader())
@@ -90,11 +57,11 @@ async def test_read_telemetry_by_time_range_columns_and_device(
 
     await approve_via_api(client, tenant, lineage_id)
     await Replayer(pool).drain_pending()
-    await send(pool, gw1, s1.payload(*[(T0 + timedelta(minutes=m), float(m))
+    await send(pool, gw1, s1.samples(*[(T0 + timedelta(minutes=m), float(m))
                                        for m in range(2, 10)]))
     # A second device of the project shares the edge_ts_* table.
     gw2, s2 = await telemetry_device(pool, tenant, "ts-2")
-    other = await send(pool, gw2, s2.payload((T0, 99.0), sensor="s2"))
+    other = await send(pool, gw2, s2.samples((T0, 99.0), sensor="s2"))
     await approve_via_api(client, tenant, other.lineage_id)
     await Replayer(pool).drain_pending()
 

@@ -13,8 +13,9 @@ import orjson
 import pytest
 import zstandard
 from fastapi import FastAPI
+from review_helpers import approve
 
-from edgesync import governance, registry
+from edgesync import registry
 from edgesync.control import ObjectStore, upload_router
 from edgesync.ingest import IngestPipeline, OutcomeStatus
 from edgesync.ingest._objects import ObjectIngester
@@ -95,12 +96,7 @@ async def test_snapshot_of_200k_rows_uploads_and_materializes(pool, batches, uni
     assert await pool.fetchval("SELECT staged_rows FROM edge_table_lineages WHERE id = $1",
                                lineage["id"]) == 200_000
 
-    async with pool.acquire() as conn:
-        (review,) = [r for r in await governance.list_reviews(conn, status="queued")
-                     if r["lineage_id"] == lineage["id"]]
-        c = await governance.claim_review(conn, review["id"], actor="t", action_version=1)
-        await governance.approve_review(conn, review["id"], actor="t",
-                                        action_version=c["action_version"], column_actions=None)
+    await approve(pool, lineage["id"])
     await Replayer(pool).drain_pending()
     table = await pool.fetchval("SELECT target_table FROM edge_table_lineages WHERE id = $1",
                                 lineage["id"])
@@ -149,12 +145,7 @@ async def test_a_spilled_row_larger_than_a_batch_materializes(pool, batches, uni
     # An ordinary batch first (opens the review), then approve, then the spill.
     first = await pipe.handle(f"{scope.root_topic}/sync/rows/batch", f.payload(
         f.rows(("insert", {"id": 1, "mode": "small", "setpoint": 1.0}))))
-    async with pool.acquire() as conn:
-        (review,) = [r for r in await governance.list_reviews(conn, status="queued")
-                     if r["lineage_id"] == first.lineage_id]
-        c = await governance.claim_review(conn, review["id"], actor="t", action_version=1)
-        await governance.approve_review(conn, review["id"], actor="t",
-                                        action_version=c["action_version"], column_actions=None)
+    await approve(pool, first.lineage_id)
     await Replayer(pool).drain_pending()
     req = {"format_version": 1, "request_kind": "url_request", "source_table": "device_state",
            "segment_kind": "payload_spill"}

@@ -7,8 +7,9 @@ from typing import Any
 
 import asyncpg
 import pytest
+from review_helpers import approve
 
-from edgesync import governance, registry
+from edgesync import registry
 from edgesync.control import write_state_rows
 from edgesync.errors import InvalidRequestError, StateWriteError
 from edgesync.ingest import IngestPipeline
@@ -25,13 +26,7 @@ async def setup_lineage(pool: asyncpg.Pool, batches: Any, unique: str,
     out = await IngestPipeline(pool).handle(f"{scope.root_topic}/sync/rows/batch", f.payload(
         f.rows(("insert", {"id": 1, "mode": "heat", "setpoint": 20.0}))))
     if authority is not None:
-        async with pool.acquire() as conn:
-            (review,) = [r for r in await governance.list_reviews(conn, status="queued")
-                         if r["lineage_id"] == out.lineage_id]
-            c = await governance.claim_review(conn, review["id"], actor="t", action_version=1)
-            await governance.approve_review(conn, review["id"], actor="t",
-                                            action_version=c["action_version"],
-                                            column_actions=None, sync_authority=authority)
+        await approve(pool, out.lineage_id, sync_authority=authority)
         await Replayer(pool).drain_pending()
     return scope, out.lineage_id
 

@@ -10,8 +10,9 @@ from typing import Any
 import asyncpg
 import orjson
 import pytest
+from review_helpers import approve
 
-from edgesync import governance, registry
+from edgesync import registry
 from edgesync.control import (
     BackpressureSweeper,
     ControlSender,
@@ -50,15 +51,6 @@ async def make_device(pool: asyncpg.Pool, unique: str, **policy: Any) -> registr
 
 def topic(scope: registry.DeviceScope) -> str:
     return f"{scope.root_topic}/sync/rows/batch"
-
-
-async def approve(pool: asyncpg.Pool, lineage_id: Any) -> None:
-    async with pool.acquire() as conn:
-        (review,) = [r for r in await governance.list_reviews(conn, status="queued")
-                     if r["lineage_id"] == lineage_id]
-        c = await governance.claim_review(conn, review["id"], actor="t", action_version=1)
-        await governance.approve_review(conn, review["id"], actor="t",
-                                        action_version=c["action_version"], column_actions=None)
 
 
 async def lineage(pool: asyncpg.Pool, lineage_id: Any) -> asyncpg.Record:

@@ -8,18 +8,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from e2e_support import (
-    app,
-    approve,
-    cloud,
+from control_kit import (
     control_status,
     device_paused,
     device_resumed,
-    eventually,
     journal_count,
     journal_drained,
-    lineage,
     pending_controls,
+)
+from e2e_kit import (
+    app,
+    approve,
+    cloud,
+    eventually,
+    lineage,
     pool_of,
     register,
     running_agent,

@@ -8,20 +8,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from e2e_support import (
-    Wire,
+from control_kit import (
     agent_table_state,
-    app,
-    approve,
-    cloud,
     control_status,
     device_paused,
     device_resumed,
-    eventually,
     journal_count,
     journal_drained,
-    lineage,
     pending_controls,
+)
+from e2e_kit import (
+    Wire,
+    app,
+    approve,
+    cloud,
+    eventually,
+    lineage,
     pool_of,
     register,
     running_agent,

@@ -19,17 +19,20 @@ from pathlib import Path
 from typing import BinaryIO
 
 import pytest
-from e2e_support import (
+from control_kit import (
+    journal_count,
+    journal_drained,
+)
+from e2e_kit import (
     app,
     approve,
     cloud,
     eventually,
-    journal_count,
-    journal_drained,
     pool_of,
     register,
     wait_equal,
 )
+from write_load import write_load
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 
@@ -43,43 +46,6 @@ async def spawn(config: Path, log: BinaryIO) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         str(exe), "--log-level", "info", "agent", "--config", str(config),
         stdout=log, stderr=log)
-
-
-def write_load(path: Path, seed: int, stop: threading.Event, errors: list[BaseException],
-               done: threading.Event) -> None:
-    """An ordinary application: small transactions, 5 s busy timeout, no agent code.
-    It writes until ``stop`` is set (at least ``MIN_WRITES`` transactions), so every
-    kill lands during the load."""
-    rnd = random.Random(seed)
-    db = sqlite3.connect(path, isolation_level=None)
-    db.execute("PRAGMA busy_timeout = 5000")
-    ids: list[int] = []
-    next_id = 1
-    try:
-        i = 0
-        while i < MIN_WRITES or not stop.is_set():
-            i += 1
-            db.execute("BEGIN")
-            for _ in range(rnd.randint(1, 5)):
-                op = rnd.random()
-                if op < 0.5 or not ids:
-                    db.execute("INSERT INTO t VALUES (?, ?, ?, ?)",
-                               (next_id, i, f"r{next_id}", next_id * 0.25))
-                    ids.append(next_id)
-                    next_id += 1
-                elif op < 0.85:
-                    db.execute("UPDATE t SET n = ?, s = s || '.' WHERE id = ?",
-                               (i, rnd.choice(ids)))
-                else:
-                    db.execute("DELETE FROM t WHERE id = ?",
-                               (ids.pop(rnd.randrange(len(ids))),))
-            db.execute("COMMIT")
-            stop.wait(0.003)
-    except BaseException as exc:  # the test asserts there were none (no SQLITE_BUSY)
-        errors.append(exc)
-    finally:
-        db.close()
-        done.set()
 
 
 def has_triggers(path: Path) -> bool:
@@ -102,7 +68,8 @@ async def test_agent_killed_9_during_writes_loses_and_doubles_nothing(
         stop, done = threading.Event(), threading.Event()
         errors: list[BaseException] = []
         writer = threading.Thread(target=write_load,
-                                  args=(dev.db, seed, stop, errors, done), daemon=True)
+                                  args=(dev.db, seed, stop, errors, done),
+                                  kwargs={"at_least": MIN_WRITES}, daemon=True)
         proc: asyncio.subprocess.Process | None = None
         with log_path.open("ab") as log:
             try:

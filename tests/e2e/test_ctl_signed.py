@@ -12,19 +12,21 @@ from typing import Any
 
 import asyncpg
 import pytest
-from e2e_support import (
-    Device,
-    Wire,
+from control_kit import (
     agent_knows_control,
     agent_meta_int,
     agent_table_state,
+    device_paused,
+    device_resumed,
+    journal_drained,
+)
+from e2e_kit import (
+    Device,
+    Wire,
     app,
     approve,
     cloud,
-    device_paused,
-    device_resumed,
     eventually,
-    journal_drained,
     pool_of,
     register,
     running_agent,

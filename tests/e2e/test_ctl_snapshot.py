@@ -11,13 +11,15 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-from e2e_support import (
+from control_kit import (
+    journal_drained,
+)
+from e2e_kit import (
     Device,
     app,
     approve,
     cloud,
     eventually,
-    journal_drained,
     pool_of,
     register,
     running_agent,

@@ -10,21 +10,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_support import (
+from control_kit import (
+    control_status,
+    journal_drained,
+    pending_controls,
+)
+from e2e_kit import (
     Device,
     Wire,
     app,
     approve,
     cloud,
-    control_status,
     eventually,
-    journal_drained,
     lineage,
-    pending_controls,
     pool_of,
     register,
     running_agent,
-    sqlite_rows,
+    sqlite_table,
     wait_equal,
 )
 
@@ -37,7 +39,7 @@ COLS = ["id", "mode", "setpoint"]
 
 
 def sqlite_row(dev: Device, key: int) -> tuple[Any, ...] | None:
-    found = [r for r in sqlite_rows(dev.db, "device_state", COLS) if r[0] == key]
+    found = [r for r in sqlite_table(dev.db, "device_state", COLS) if r[0] == key]
     return found[0] if found else None
 
 

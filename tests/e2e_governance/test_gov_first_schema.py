@@ -14,29 +14,29 @@ from typing import Any
 
 import asyncpg
 import pytest
-
-from edgesync import governance, staging
-from edgesync.agent import Agent, load_config
-from edgesync.materialize import quote_ident
-
-from .kit import (
+from e2e_kit import (
     Device,
     actions,
     app,
-    claim_and_approve,
     cloud,
     eventually,
     lineage,
+    pool_of,
     register,
     sqlite_rows,
     state_rows,
     target_of,
     ts_rows,
     utc,
-    wait_equal,
     wait_lineage,
     wait_reviews,
+    wait_rows,
 )
+from review_helpers import claim_and_approve
+
+from edgesync import governance, staging
+from edgesync.agent import Agent, load_config
+from edgesync.materialize import quote_ident
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -103,8 +103,7 @@ async def staged_of(pool: asyncpg.Pool, lineage_id: uuid.UUID) -> list[dict[str,
 async def test_first_schema_mixed_actions_defer_replay_live(
         tmp_path: Path, database_url: str, mqtt_url: str, unique: str) -> None:
     async with cloud(database_url, mqtt_url, tmp_path / "cloud", unique) as server:
-        pool = server.pool
-        assert pool is not None
+        pool = pool_of(server)
         dev = await register(pool, tmp_path, mqtt_url, unique, tag="first",
                              telemetry={"readings": "ts"})
         app(dev.db, *SCHEMA)
@@ -185,8 +184,8 @@ async def _run(pool: asyncpg.Pool, dev: Device, agent: Agent) -> None:
         return await state_rows(pool, st_table, dev, ["key", "value", "level", "ratio", "blob"],
                                 "key")
 
-    await wait_equal(cloud_events, expected_events(db), "events replayed")
-    await wait_equal(cloud_readings, expected_readings(db), "readings replayed")
+    await wait_rows(cloud_events, expected_events(db), "events replayed")
+    await wait_rows(cloud_readings, expected_readings(db), "readings replayed")
     for table in ("events", "readings"):
         rec = await wait_lineage(pool, dev, table, lambda r: r["staged_rows"] == 0,
                                  "staging drained")
@@ -213,8 +212,8 @@ async def _run(pool: asyncpg.Pool, dev: Device, agent: Agent) -> None:
         "INSERT INTO settings VALUES ('new', 'fresh', 7, 0.5, x'00')",
         "UPDATE settings SET key = 'k001' WHERE key = 'renamed'")
     await agent.flush()
-    await wait_equal(cloud_events, expected_events(db), "live events")
-    await wait_equal(cloud_readings, expected_readings(db), "live readings")
+    await wait_rows(cloud_events, expected_events(db), "live events")
+    await wait_rows(cloud_readings, expected_readings(db), "live readings")
     await eventually(staged_settings_all(pool, ids["settings"], db), what="live settings staged")
     assert await _count(pool, st_table) == 0
 
@@ -223,7 +222,7 @@ async def _run(pool: asyncpg.Pool, dev: Device, agent: Agent) -> None:
         review = await governance.reopen_review(conn, ids["settings"], actor="op")
     assert review["status"] == "queued"
     await claim_and_approve(pool, review, None)
-    await wait_equal(cloud_settings, expected_settings(db, with_ratio=True), "settings replayed")
+    await wait_rows(cloud_settings, expected_settings(db, with_ratio=True), "settings replayed")
     rec = await wait_lineage(pool, dev, "settings", lambda r: r["status"] == "active",
                              "settings active")
     assert rec["staged_rows"] == 0 and rec["materialization_errors"] == 0
@@ -231,8 +230,8 @@ async def _run(pool: asyncpg.Pool, dev: Device, agent: Agent) -> None:
     app(db, "UPDATE settings SET level = -1 WHERE key = 'new'",
         "DELETE FROM settings WHERE key = 'k003'", events_sql(401, 420))
     await agent.flush()
-    await wait_equal(cloud_settings, expected_settings(db, with_ratio=True), "live settings")
-    await wait_equal(cloud_events, expected_events(db), "events at the end")
+    await wait_rows(cloud_settings, expected_settings(db, with_ratio=True), "live settings")
+    await wait_rows(cloud_events, expected_events(db), "events at the end")
     for table in ("events", "settings", "readings"):
         rec = await lineage(pool, dev, table)
         assert rec is not None

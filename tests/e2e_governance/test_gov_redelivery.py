@@ -18,32 +18,32 @@ from typing import Any
 import asyncpg
 import orjson
 import pytest
-
-from edgesync.agent import Agent, load_config
-from edgesync.ingest import IngestPipeline, OutcomeStatus
-from edgesync.materialize import quote_ident
-from edgesync.protocol import mqtt_client, parse_broker_url
-from edgesync.server import Server
-
-from .kit import (
-    Capture,
+from e2e_kit import (
     Device,
+    Wire,
     actions,
     app,
-    claim_and_approve,
     cloud,
     eventually,
     lineage,
+    pool_of,
     register,
     sqlite_rows,
     state_rows,
     target_of,
     ts_rows,
     utc,
-    wait_equal,
     wait_lineage,
     wait_reviews,
+    wait_rows,
 )
+from review_helpers import claim_and_approve
+
+from edgesync.agent import Agent, load_config
+from edgesync.ingest import IngestPipeline, OutcomeStatus
+from edgesync.materialize import quote_ident
+from edgesync.protocol import mqtt_client, parse_broker_url
+from edgesync.server import Server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -104,11 +104,11 @@ class Views:
         return out
 
     async def wait_match(self, db: Path, what: str) -> None:
-        await wait_equal(self.events, sqlite_rows(db, "SELECT * FROM events ORDER BY id"),
+        await wait_rows(self.events, sqlite_rows(db, "SELECT * FROM events ORDER BY id"),
                          f"{what}: events")
-        await wait_equal(self.settings, sqlite_rows(db, "SELECT * FROM settings ORDER BY key"),
+        await wait_rows(self.settings, sqlite_rows(db, "SELECT * FROM settings ORDER BY key"),
                          f"{what}: settings")
-        await wait_equal(self.readings, [
+        await wait_rows(self.readings, [
             (utc(ts), i, temp)
             for i, ts, temp in sqlite_rows(db, "SELECT * FROM readings ORDER BY ts")],
             f"{what}: readings")
@@ -150,12 +150,11 @@ async def counters(pool: asyncpg.Pool, dev: Device) -> dict[str, tuple[int, int,
 async def test_duplicate_and_shuffled_redelivery(tmp_path: Path, database_url: str,
                                                  mqtt_url: str, unique: str) -> None:
     async with cloud(database_url, mqtt_url, tmp_path / "cloud", unique) as server:
-        pool = server.pool
-        assert pool is not None
+        pool = pool_of(server)
         dev = await register(pool, tmp_path, mqtt_url, unique, tag="redeliver",
                              telemetry={"readings": "ts"})
         app(dev.db, *SCHEMA)
-        async with Capture(mqtt_url, dev.scope.root_topic, unique) as capture, \
+        async with Wire(mqtt_url, dev.scope.root_topic, unique) as capture, \
                 Agent(load_config(dev.config)) as agent:
             for step in range(4):  # under review: staged
                 app(dev.db, *workload(step))
@@ -172,14 +171,15 @@ async def test_duplicate_and_shuffled_redelivery(tmp_path: Path, database_url: s
         await _first_delivery_shuffled(pool, tmp_path, mqtt_url, unique, dev, capture)
 
 
-async def _captured_all(pool: asyncpg.Pool, dev: Device, capture: Capture) -> bool:
+async def _captured_all(pool: asyncpg.Pool, dev: Device, capture: Wire) -> bool:
     accepted = await pool.fetchval("SELECT count(*) FROM edge_export_segments "
                                    "WHERE device_id = $1 AND outcome <> 'rejected'", dev.id)
-    return bool(len(capture.batches("rows")) + len(capture.batches("telemetry")) == accepted)
+    sent = capture.distinct_batches("rows") + capture.distinct_batches("telemetry")
+    return bool(len(sent) == accepted)
 
 
 async def _redeliver(server: Server, pool: asyncpg.Pool, dev: Device, view: Views,
-                     capture: Capture, mqtt_url: str, unique: str) -> None:
+                     capture: Wire, mqtt_url: str, unique: str) -> None:
     rng = random.Random(4)
     before = (await view.everything(), await ledger(pool, dev), await counters(pool, dev))
     assert before[1]["rejected"] == 0
@@ -221,16 +221,16 @@ async def _redeliver(server: Server, pool: asyncpg.Pool, dev: Device, view: View
 
 
 async def _first_delivery_shuffled(pool: asyncpg.Pool, tmp_path: Path, mqtt_url: str,
-                                   unique: str, dev: Device, capture: Capture) -> None:
+                                   unique: str, dev: Device, capture: Wire) -> None:
     """The captured batches as the first delivery for a twin device: row batches in
     any order (and twice); telemetry in batch_seq order (a lower batch_seq after a
     higher one is ``stale_batch_seq`` by the protocol)."""
     twin = await register(pool, tmp_path, mqtt_url, unique, tag="twin")
     root, twin_root = dev.scope.root_topic, twin.scope.root_topic
-    rows = [(t.replace(root, twin_root, 1), p) for t, p in capture.batches("rows")] * 2
+    rows = [(t.replace(root, twin_root, 1), p) for t, p in capture.distinct_batches("rows")] * 2
     random.Random(7).shuffle(rows)
     telemetry = sorted(((t.replace(root, twin_root, 1), p)
-                        for t, p in capture.batches("telemetry")),
+                        for t, p in capture.distinct_batches("telemetry")),
                        key=lambda m: orjson.loads(m[1])["batch_seq"])
     pipe = IngestPipeline(pool)
     statuses = Counter()

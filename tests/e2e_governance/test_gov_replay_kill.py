@@ -19,14 +19,9 @@ from typing import Any
 
 import asyncpg
 import pytest
-
-from edgesync.agent import Agent, load_config
-from edgesync.materialize import quote_ident
-
-from .kit import (
+from e2e_kit import (
     Device,
     app,
-    claim_and_approve,
     cloud,
     eventually,
     lineage,
@@ -34,10 +29,14 @@ from .kit import (
     sqlite_rows,
     state_rows,
     target_of,
-    wait_equal,
     wait_lineage,
     wait_reviews,
+    wait_rows,
 )
+from review_helpers import claim_and_approve
+
+from edgesync.agent import Agent, load_config
+from edgesync.materialize import quote_ident
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -144,7 +143,7 @@ async def _check(pool: asyncpg.Pool, dev: Device, lineage_id: Any, sent: int) ->
     async def cloud_log() -> list[tuple[Any, ...]]:
         return await state_rows(pool, table, dev, ["id", "v", "n"], "id")
 
-    await wait_equal(cloud_log, sqlite_rows(dev.db, "SELECT * FROM log ORDER BY id"),
+    await wait_rows(cloud_log, sqlite_rows(dev.db, "SELECT * FROM log ORDER BY id"),
                      "after the resumed replay")
     counts = await pool.fetchrow(
         f"SELECT count(*) AS total, count(*) FILTER (WHERE _edge_deleted) AS tombstones, "

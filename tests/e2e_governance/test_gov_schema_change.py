@@ -16,27 +16,27 @@ from typing import Any
 
 import asyncpg
 import pytest
-
-from edgesync import errors
-from edgesync.agent import Agent, load_config
-
-from .kit import (
+from e2e_kit import (
     Device,
     actions,
     app,
-    claim_and_approve,
     cloud,
     eventually,
     lineage,
+    pool_of,
     register,
     reviews,
     sqlite_rows,
     state_rows,
     target_of,
-    wait_equal,
     wait_lineage,
     wait_reviews,
+    wait_rows,
 )
+from review_helpers import claim_and_approve
+
+from edgesync import errors
+from edgesync.agent import Agent, load_config
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -51,8 +51,7 @@ async def test_schema_change_while_running(additive_continue: bool, tmp_path: Pa
                                            database_url: str, mqtt_url: str,
                                            unique: str) -> None:
     async with cloud(database_url, mqtt_url, tmp_path / "cloud", unique) as server:
-        pool = server.pool
-        assert pool is not None
+        pool = pool_of(server)
         dev = await register(pool, tmp_path, mqtt_url, unique, tag="drift",
                              policy={"allow_additive_continue": additive_continue})
         app(dev.db, "CREATE TABLE gauges (id INTEGER PRIMARY KEY, name TEXT NOT NULL, "
@@ -76,7 +75,7 @@ async def _run(pool: asyncpg.Pool, dev: Device, agent: Agent, additive_continue:
         return fetch
 
     v1 = ("id", "name", "level", "note")
-    await wait_equal(cloud_of(*v1), sqlite_rows(db, "SELECT * FROM gauges ORDER BY id"), "v1")
+    await wait_rows(cloud_of(*v1), sqlite_rows(db, "SELECT * FROM gauges ORDER BY id"), "v1")
     v1_hash = (await lineage(pool, dev, "gauges"))["approved_schema_hash"]  # type: ignore[index]
 
     # ---- version 2: a nullable column added while running
@@ -100,7 +99,7 @@ async def _run(pool: asyncpg.Pool, dev: Device, agent: Agent, additive_continue:
     assert version["diff"]["added"] == ["unit"]
     assert not any(version["diff"][k] for k in ("dropped", "type_changed", "pk_changed"))
     if additive_continue:
-        await wait_equal(cloud_of(*v2), expected_v2, "v2 continues without review")
+        await wait_rows(cloud_of(*v2), expected_v2, "v2 continues without review")
         assert "gauges" not in await reviews(pool, dev, status="queued")
         rec = await lineage(pool, dev, "gauges")
         assert rec is not None and rec["status"] == "active" and rec["staged_rows"] == 0
@@ -114,7 +113,7 @@ async def _run(pool: asyncpg.Pool, dev: Device, agent: Agent, additive_continue:
         assert await cloud_of(*v1)() != sqlite_rows(
             db, "SELECT id, name, level, note FROM gauges ORDER BY id"), "v2 was held back"
         await claim_and_approve(pool, second, None)
-        await wait_equal(cloud_of(*v2), expected_v2, "v2 after its review")
+        await wait_rows(cloud_of(*v2), expected_v2, "v2 after its review")
     rec = await wait_lineage(pool, dev, "gauges", lambda r: r["staged_rows"] == 0,
                              "v2 staging drained")
     assert rec["status"] == "active"
@@ -151,7 +150,7 @@ async def _run(pool: asyncpg.Pool, dev: Device, agent: Agent, additive_continue:
             column_actions=actions(id="mirror", name="mirror", level=("mirror", "level_text"),
                                    note="mirror", unit="mirror"))
     v3 = ("id", "name", "level_text", "note", "unit")
-    await wait_equal(cloud_of(*v3), sqlite_rows(db, "SELECT * FROM gauges ORDER BY id"),
+    await wait_rows(cloud_of(*v3), sqlite_rows(db, "SELECT * FROM gauges ORDER BY id"),
                      "v3 after its review")
     rec = await wait_lineage(pool, dev, "gauges", lambda r: r["staged_rows"] == 0,
                              "v3 staging drained")
@@ -162,7 +161,7 @@ async def _run(pool: asyncpg.Pool, dev: Device, agent: Agent, additive_continue:
         "DELETE FROM gauges WHERE id BETWEEN 40 AND 60",
         "INSERT INTO gauges VALUES (501, 'later', '1', 'x', 'y')")
     await agent.flush()
-    await wait_equal(cloud_of(*v3), sqlite_rows(db, "SELECT * FROM gauges ORDER BY id"),
+    await wait_rows(cloud_of(*v3), sqlite_rows(db, "SELECT * FROM gauges ORDER BY id"),
                      "v3 live")
     rec = await lineage(pool, dev, "gauges")
     assert rec is not None and rec["rejected_batches"] == 0

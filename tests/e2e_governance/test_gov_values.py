@@ -1,8 +1,9 @@
 """REAL values reach the cloud bit for bit, through the state and the telemetry path.
 
-The agent sends a REAL as SQLite's ``quote()`` prints it; when 15 digits do not read
-back the same double that is ``%.20e`` (``1.01333333333333328594e+02``). Such a value
-must land in ``double precision`` as the same double."""
+The agent writes a REAL as the shortest text that reads back as the same double (Rust,
+``edgesync_core::rowjson``), so values whose 15 significant digits are not enough, like
+``101.33333333333333``, travel with 17. Such a value must land in ``double precision``
+as the same double, whether the COPY carries it as text or in binary."""
 
 from __future__ import annotations
 
@@ -10,23 +11,23 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-
-from edgesync.agent import Agent, load_config
-
-from .kit import (
+from e2e_kit import (
     actions,
     app,
-    claim_and_approve,
     cloud,
+    pool_of,
     register,
     sqlite_rows,
     state_rows,
     target_of,
     ts_rows,
     utc,
-    wait_equal,
     wait_reviews,
+    wait_rows,
 )
+from review_helpers import claim_and_approve
+
+from edgesync.agent import Agent, load_config
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -37,8 +38,7 @@ VALUES = [i / 3 for i in range(1, 200)] + [1e-300 / 3, 2.0 ** 0.5, 1 / 7e20, -12
 async def test_real_values_round_trip_exactly(tmp_path: Path, database_url: str,
                                               mqtt_url: str, unique: str) -> None:
     async with cloud(database_url, mqtt_url, tmp_path / "cloud", unique) as server:
-        pool = server.pool
-        assert pool is not None
+        pool = pool_of(server)
         dev = await register(pool, tmp_path, mqtt_url, unique, tag="real",
                              telemetry={"samples": "ts"})
         app(dev.db, "CREATE TABLE m (id INTEGER PRIMARY KEY, x REAL)",
@@ -63,5 +63,5 @@ async def test_real_values_round_trip_exactly(tmp_path: Path, database_url: str,
             expected_m = sqlite_rows(dev.db, "SELECT id, x FROM m ORDER BY id")
             expected_s = [(utc(t), x) for t, x in
                           sqlite_rows(dev.db, "SELECT ts, x FROM samples ORDER BY ts")]
-            await wait_equal(cloud_samples, expected_s, "telemetry REAL values", limit=15)
-            await wait_equal(cloud_m, expected_m, "state REAL values", limit=15)
+            await wait_rows(cloud_samples, expected_s, "telemetry REAL values", limit=15)
+            await wait_rows(cloud_m, expected_m, "state REAL values", limit=15)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from governance_helpers import T0, Telemetry, add_device, rows_topic, target_rows, tm_topic
+from governance_helpers import add_device, rows_topic, target_rows, tm_topic
+from telemetry_payloads import T0, Telemetry
 
 from edgesync import governance
 from edgesync.errors import ConflictError, InvalidRequestError
@@ -112,7 +113,7 @@ async def test_fleet_telemetry_with_mapping_and_abandon(pool, unique):
     d2 = await add_device(pool, unique, "t2", fleet="f")
     pipe = IngestPipeline(pool)
     for d in (d1, d2):
-        out = await pipe.handle(tm_topic(d), Telemetry().payload((T0, 1.0)))
+        out = await pipe.handle(tm_topic(d), Telemetry().samples((T0, 1.0)))
         assert out.status is OutcomeStatus.STAGED
     (review,) = await registry_reviews(pool, d1.project_id)
     with pytest.raises(InvalidRequestError, match="defer"):
@@ -139,7 +140,7 @@ async def test_fleet_telemetry_with_mapping_and_abandon(pool, unique):
 
     # A second table: abandon its registry review → per-device reviews instead.
     for d in (d1, d2):
-        await pipe.handle(tm_topic(d), Telemetry("hums").payload((T0, 2.0)))
+        await pipe.handle(tm_topic(d), Telemetry("hums").samples((T0, 2.0)))
     (other,) = await registry_reviews(pool, d1.project_id, status="queued")
     async with pool.acquire() as conn:
         with pytest.raises(ConflictError, match="action_version"):
@@ -155,7 +156,7 @@ async def test_fleet_telemetry_with_mapping_and_abandon(pool, unique):
         [d1.device_id, d2.device_id])
     # A later device with the abandoned hash gets a device review too.
     d3 = await add_device(pool, unique, "t3", fleet="f")
-    out3 = await pipe.handle(tm_topic(d3), Telemetry("hums").payload((T0, 3.0)))
+    out3 = await pipe.handle(tm_topic(d3), Telemetry("hums").samples((T0, 3.0)))
     assert (out3.status, out3.code) == (OutcomeStatus.STAGED, "schema_review")
     async with pool.acquire() as conn:
         assert len(await governance.list_reviews(conn, project_id=d1.project_id,

@@ -7,14 +7,13 @@ import uuid
 
 import pytest
 from governance_helpers import (
-    T0,
-    Telemetry,
     add_device,
-    approve,
     rows_topic,
     target_rows,
     tm_topic,
 )
+from review_helpers import approve
+from telemetry_payloads import T0, Telemetry
 
 from edgesync import governance
 from edgesync.errors import ConflictError
@@ -190,14 +189,14 @@ async def test_fleet_telemetry_consolidation(pool, unique):
     pipe = IngestPipeline(pool)
     outs, t1 = [], Telemetry()
     for d, t in ((d1, t1), (loner, Telemetry())):
-        outs.append(await pipe.handle(tm_topic(d), t.payload((T0, 1.0))))
+        outs.append(await pipe.handle(tm_topic(d), t.samples((T0, 1.0))))
         await approve(pool, outs[-1].lineage_id)
     await Replayer(pool).drain_pending(project_id=d1.project_id)
     project_table = f"edge_ts_p{d1.project_id.hex[:8]}_temps"
     await set_mode(pool, d1.project_id, "fleet")
     pipe = IngestPipeline(pool)
     d2 = await add_device(pool, unique, "t2", fleet="f")
-    await pipe.handle(tm_topic(d2), Telemetry().payload((T0, 2.0)))
+    await pipe.handle(tm_topic(d2), Telemetry().samples((T0, 2.0)))
     await approve_registry(pool, d1.project_id)
     await Replayer(pool).drain_pending(project_id=d1.project_id)
     fleet_table = f"edge_ts_f{d1.fleet_id.hex[:8]}_temps"
@@ -207,7 +206,7 @@ async def test_fleet_telemetry_consolidation(pool, unique):
     assert (moved["lineage_id"], moved["from_table"], moved["to_table"],
             moved["rows_copied"]) == (outs[0].lineage_id, project_table, fleet_table, 1)
     assert done["skipped"] == []  # the loner is in no fleet: not in this fleet's scope
-    later = await pipe.handle(tm_topic(d1), t1.payload((T0, 3.0)))
+    later = await pipe.handle(tm_topic(d1), t1.samples((T0, 3.0)))
     assert later.status is OutcomeStatus.MATERIALIZED
     rows = await pool.fetch(f"SELECT device_id, value_c FROM {quote_ident(fleet_table)}")
     assert sorted((r["device_id"], r["value_c"]) for r in rows) == sorted(

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import pytest
 from governance_helpers import (
-    T0,
-    Telemetry,
     add_device,
-    approve,
     rows_topic,
     target_rows,
     tm_topic,
 )
+from review_helpers import approve
+from telemetry_payloads import T0, Telemetry
 
 from edgesync import governance
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
@@ -81,7 +80,7 @@ async def test_auto_create_and_map_telemetry_live_and_replayed(pool, unique):
     dev = await add_device(pool, unique, "tg", policy=ALLOW)
     pipe = IngestPipeline(pool)
     tm = Telemetry()
-    first = await pipe.handle(tm_topic(dev), tm.payload((T0, 1.5)))
+    first = await pipe.handle(tm_topic(dev), tm.samples((T0, 1.5)))
     assert first.status is OutcomeStatus.STAGED
     await approve(pool, first.lineage_id, [
         {"source_column_name": "ts", "action": "ignore"},
@@ -94,7 +93,7 @@ async def test_auto_create_and_map_telemetry_live_and_replayed(pool, unique):
         (dp,) = await governance.list_data_points(conn, dev.project_id)
     assert (dp["name"], dp["value_type"]) == ("temperature", "real")
     later = T0.replace(minute=5)
-    live = tm.payload((later, 2.5))
+    live = tm.samples((later, 2.5))
     assert (await pipe.handle(tm_topic(dev), live)).status is OutcomeStatus.MATERIALIZED
     assert (await pipe.handle(tm_topic(dev), live)).status is OutcomeStatus.DUPLICATE
     async with pool.acquire() as conn:

@@ -4,7 +4,8 @@ a reopened review decides them and replays."""
 from __future__ import annotations
 
 import pytest
-from governance_helpers import add_device, approve, rows_topic, target_rows
+from governance_helpers import add_device, rows_topic, target_rows
+from review_helpers import approve
 
 from edgesync import governance
 from edgesync.errors import ConflictError

@@ -4,7 +4,7 @@ The triggers run in the application's own connection, on every row it writes, so
 do as little as possible: each row change appends ``(table_name, op, k0..kN)`` — the
 primary-key values, nothing else — to the journal (two rows for a primary-key update:
 a ``delete`` of the old key, then an ``update`` of the new one). The row image is read
-from the table when the batch is built (``row_json_sql``), so the application pays no
+from the table when the batch is built (``_batcher.journal_query``), so the application pays no
 JSON building, and a row changed twice before a flush is read once per change but
 always in its latest state (the cloud keeps the newest ``commit_seq`` per key, so
 the result is the same).
@@ -12,9 +12,9 @@ the result is the same).
 Value encoding in the JSON the agent builds (``pk`` and ``row`` objects):
 
 * INTEGER, TEXT, NULL: as JSON does.
-* REAL: as SQLite's ``quote()`` prints it, which reads back to the same double (SQLite's
-  ``json_object`` keeps only 15 digits); ±infinity as ``null``: JSON has no infinity and
-  the cloud refuses a whole batch carrying ``9e999`` (``invalid_number_encoding``).
+* REAL: the shortest text that reads back as the same double, with a ``.0`` or an
+  exponent (written in Rust, ``edgesync_core::rowjson``); ±infinity as ``null``: JSON has
+  no infinity and the cloud refuses a whole batch carrying ``9e999`` (``invalid_number_encoding``).
 * BLOB: ``{"$blob": "<UPPERCASE HEX>"}``.
 """
 

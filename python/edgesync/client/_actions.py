@@ -1,17 +1,20 @@
 """Column actions for ``reviews approve`` and ``registry approve``: from flags, a JSON
-file, or both."""
+file, or both; and the data point references of ``--map`` (an id, or a name looked up in
+the project)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from edgesync.client._client import ProjectApi
 from edgesync.errors import ConfigError
 
-__all__ = ["column_actions", "load_actions_file", "load_json_file"]
+__all__ = ["column_actions", "load_actions_file", "load_json_file", "resolve_map_specs"]
 
 
 def load_json_file(path: Path, option: str) -> Any:
@@ -65,9 +68,7 @@ def column_actions(schema_columns: Sequence[str], *, actions_file: Path | None,
         for name in names:
             add(f"--{kind}", name, {"source_column_name": name, "action": kind})
     for spec in map_:
-        name, sep, point = spec.partition("=")
-        if not sep or not point:
-            raise ConfigError("--map", f"{spec!r} is not COLUMN=DATA_POINT")
+        name, point = _map_spec(spec)
         add("--map", name, {"source_column_name": name, "action": "map",
                             "device_data_point_id": point})
     for spec in auto_map:
@@ -86,3 +87,29 @@ def column_actions(schema_columns: Sequence[str], *, actions_file: Path | None,
         by_column.setdefault(name, {"source_column_name": name, "action": "mirror"})
     ordered = [by_column.pop(name) for name in schema_columns if name in by_column]
     return ordered + list(by_column.values())
+
+
+def _map_spec(spec: str) -> tuple[str, str]:
+    """``COLUMN=DATA_POINT`` as its two parts."""
+    column, sep, point = spec.partition("=")
+    if not sep or not point:
+        raise ConfigError("--map", f"{spec!r} is not COLUMN=DATA_POINT")
+    return column, point
+
+
+def resolve_map_specs(api: ProjectApi, specs: list[str]) -> list[str]:
+    """``COL=DATA_POINT`` with DATA_POINT an id, or a name of the project's data points."""
+    out, by_name = [], None
+    for spec in specs:
+        column, ref = _map_spec(spec)
+        try:
+            uuid.UUID(ref)
+        except ValueError:
+            if by_name is None:
+                by_name = {d["name"]: d["id"] for d in api.data_points(limit=500)["data"]}
+            if ref not in by_name:
+                raise ConfigError("--map", f"no data point named {ref!r} in the project "
+                                           "(edgesync data-points list)") from None
+            ref = by_name[ref]
+        out.append(f"{column}={ref}")
+    return out

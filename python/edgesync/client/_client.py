@@ -166,12 +166,9 @@ class ProjectApi:
     def approve(self, review_id: str, action_version: int,
                 column_actions: list[dict[str, Any]] | None = None,
                 sync_authority: str | None = None) -> Any:
-        body: dict[str, Any] = {"action_version": action_version}
-        if column_actions is not None:
-            body["column_actions"] = column_actions
-        if sync_authority is not None:
-            body["sync_authority"] = sync_authority
-        return self.post(f"/edge/schema-reviews/{review_id}/approve", body)
+        return self.post(f"/edge/schema-reviews/{review_id}/approve",
+                         _body(action_version=action_version, column_actions=column_actions,
+                               sync_authority=sync_authority))
 
     def reject(self, review_id: str, action_version: int, reason: str | None = None) -> Any:
         return self.post(f"/edge/schema-reviews/{review_id}/reject",
@@ -200,12 +197,9 @@ class ProjectApi:
                                column_actions: list[dict[str, Any]] | None = None,
                                reason: str | None = None, fleet_id: str | None = None) -> Any:
         """``action``: claim, approve (``column_actions``), reject or abandon (``reason``)."""
-        body: dict[str, Any] = {"action_version": action_version}
-        if column_actions is not None:
-            body["column_actions"] = column_actions
-        if reason is not None:
-            body["reason"] = reason
-        return self.post(f"{self._edge(fleet_id)}/registry-reviews/{review_id}/{action}", body)
+        return self.post(f"{self._edge(fleet_id)}/registry-reviews/{review_id}/{action}",
+                         _body(action_version=action_version, column_actions=column_actions,
+                               reason=reason))
 
     def coalesced_mirrors(self, fleet_id: str | None = None, **params: Any) -> dict[str, Any]:
         return self.get_page(self._edge(fleet_id) + "/coalesced-mirrors", **params)
@@ -226,10 +220,7 @@ class ProjectApi:
         return self.get(f"/edge/data-points/{data_point_id}")
 
     def create_data_point(self, name: str, value_type: str, unit: str | None = None) -> Any:
-        body: dict[str, Any] = {"name": name, "value_type": value_type}
-        if unit is not None:
-            body["unit"] = unit
-        return self.post("/edge/data-points", body)
+        return self.post("/edge/data-points", _body(name=name, value_type=value_type, unit=unit))
 
     def data_point_values(self, data_point_id: str, **params: Any) -> dict[str, Any]:
         return self.get_page(f"/edge/data-points/{data_point_id}/values", **params)
@@ -245,7 +236,10 @@ class ProjectApi:
         return self.get_page("/devices", **params)
 
     def add_device(self, name: str, fleet: str | None = None) -> Any:
-        body: dict[str, Any] = {"name": name}
-        if fleet is not None:
-            body["fleet"] = fleet
-        return self.post("/devices", body)
+        return self.post("/devices", _body(name=name, fleet=fleet))
+
+
+def _body(**fields: Any) -> dict[str, Any]:
+    """A request body without the fields left out (None), so the API applies its defaults
+    rather than an explicit null."""
+    return {k: v for k, v in fields.items() if v is not None}

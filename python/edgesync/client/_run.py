@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
 from typing import IO, Any
 
 import orjson
 
-from edgesync.client._actions import column_actions, load_json_file
-from edgesync.client._client import ApiClient, ApiClientError, ProjectApi
-from edgesync.client._format import print_fields, print_json, print_table
-from edgesync.client._run_governance import (
-    data_points_command,
-    registry_command,
-    resolve_map_specs,
-)
+from edgesync.client._actions import load_json_file
+from edgesync.client._client import ApiClientError
+from edgesync.client._context import Ctx, flagged_actions, write_review_head
+from edgesync.client._format import print_fields, print_json
+from edgesync.client._run_governance import data_points_command, registry_command
 from edgesync.errors import ConfigError
 
 __all__ = ["run_api_command"]
@@ -42,60 +38,21 @@ _LINEAGE_FIELDS = ["id", "device_name", "device_id", "source_table", "pipeline",
                    "rejected_batches", "materialization_errors", "last_error", "updated_at"]
 
 
-class Ctx:
-    def __init__(self, args: argparse.Namespace, out: IO[str]) -> None:
-        self.args = args
-        self.out = out
-        self.json = args.output == "json"
-        if not args.token:
-            raise ConfigError("--token", "an API token is needed (or env EDGESYNC_TOKEN)")
-        if not args.org_id:
-            raise ConfigError("--org-id", "the organization id is needed "
-                                          "(or env EDGESYNC_ORG_ID)")
-        project = args.project or os.environ.get("EDGESYNC_PROJECT")
-        if not project:
-            raise ConfigError("--project", "the project id is needed (or env EDGESYNC_PROJECT)")
-        self.client = ApiClient(args.api_url, token=args.token, org_id=args.org_id)
-        self.api: ProjectApi = self.client.project(project)
-
-    def page(self, doc: dict[str, Any], columns: list[tuple[str, str]]) -> None:
-        if self.json:
-            print_json(doc, self.out)
-            return
-        print_table(doc["data"], columns, self.out)
-        meta = doc.get("meta") or {}
-        if meta and meta.get("total", 0) > len(doc["data"]):
-            self.out.write(f"(page {meta['page']}, {len(doc['data'])} of {meta['total']}; "
-                           "--page/--limit for more)\n")
-
-    def item(self, data: Any, fields: list[str], title: str | None = None) -> None:
-        if self.json:
-            print_json({"data": data}, self.out)
-            return
-        if title:
-            self.out.write(title + "\n")
-        print_fields(data, fields, self.out)
-
-
-def _paging(args: argparse.Namespace) -> dict[str, Any]:
-    return {"page": args.page, "limit": args.limit}
-
-
 def _lineages(ctx: Ctx) -> None:
     a, api = ctx.args, ctx.api
     cmd = a.lineages_command
     lid = str(getattr(a, "lineage_id", ""))
     if cmd == "list":
         ctx.page(api.lineages(device_id=a.device_id, fleet_id=a.fleet_id, status=a.status,
-                              **_paging(a)), _LINEAGE_COLUMNS)
+                              **ctx.paging()), _LINEAGE_COLUMNS)
     elif cmd == "show":
-        _show_lineage(ctx, api.lineage(lid))
+        ctx.detail(api.lineage(lid), _write_lineage)
     elif cmd in ("staged-rows", "mirror-rows"):
-        doc = api.get_page(f"/edge/lineages/{lid}/{cmd}", **_paging(a))
+        doc = api.get_page(f"/edge/lineages/{lid}/{cmd}", **ctx.paging())
         _rows_page(ctx, doc)
     elif cmd == "telemetry":
         doc = api.telemetry(lid, **{"from": a.from_}, to=a.to, device_id=a.device_id,
-                            columns=a.columns, **_paging(a))
+                            columns=a.columns, **ctx.paging())
         _rows_page(ctx, doc)
     elif cmd == "reopen-review":
         ctx.item(api.reopen_review(lid), _REVIEW_FIELDS, "review reopened")
@@ -122,21 +79,15 @@ def _rows_page(ctx: Ctx, doc: dict[str, Any]) -> None:
     ctx.page(doc, [(k, k) for k in keys])
 
 
-def _show_lineage(ctx: Ctx, data: dict[str, Any]) -> None:
-    if ctx.json:
-        print_json({"data": data}, ctx.out)
-        return
+def _write_lineage(ctx: Ctx, data: dict[str, Any]) -> None:
     print_fields(data, _LINEAGE_FIELDS, ctx.out)
-    ctx.out.write("\nschema versions\n")
-    print_table(data["schema_versions"], [("schema_hash", "schema hash"),
-                                          ("classification", "classification"),
-                                          ("status", "status"), ("first_seen_at", "first seen")],
-                ctx.out)
-    ctx.out.write("\nbindings\n")
-    print_table(data["bindings"], [("source_column_name", "column"), ("action", "action"),
-                                   ("mirror_column_name", "mirror column"),
-                                   ("target_type", "type"), ("schema_hash", "schema hash")],
-                ctx.out)
+    ctx.section("schema versions", data["schema_versions"],
+                [("schema_hash", "schema hash"), ("classification", "classification"),
+                 ("status", "status"), ("first_seen_at", "first seen")])
+    ctx.section("bindings", data["bindings"],
+                [("source_column_name", "column"), ("action", "action"),
+                 ("mirror_column_name", "mirror column"), ("target_type", "type"),
+                 ("schema_hash", "schema hash")])
     replay, mat = data["replay"], data["materialization"]
     ctx.out.write("\nreplay\n")
     print_fields(replay, ["pending_intents", "staged_batches", "staged_rows"], ctx.out)
@@ -165,19 +116,16 @@ def _reviews(ctx: Ctx) -> None:
     cmd = a.reviews_command
     rid = str(getattr(a, "review_id", ""))
     if cmd == "list":
-        ctx.page(api.reviews(status=a.status, lineage_id=a.lineage_id, **_paging(a)),
+        ctx.page(api.reviews(status=a.status, lineage_id=a.lineage_id, **ctx.paging()),
                  _REVIEW_COLUMNS)
     elif cmd == "show":
-        _show_review(ctx, api.review(rid))
+        ctx.detail(api.review(rid), _write_review)
     elif cmd == "claim":
         version = a.action_version or api.review(rid)["action_version"]
         ctx.item(api.claim(rid, version), _REVIEW_FIELDS, "claimed")
     elif cmd == "approve":
         review = api.review(rid)
-        names = [str(c["name"]) for c in (review.get("schema_columns") or {}).get("columns", [])]
-        actions = column_actions(names, actions_file=a.actions, mirror=a.mirror,
-                                 ignore=a.ignore, defer=a.defer,
-                                 map_=resolve_map_specs(api, a.map), auto_map=a.auto_map)
+        actions = flagged_actions(ctx, review, a.defer)
         version = a.action_version or review["action_version"]
         if review["status"] == "queued":
             version = api.claim(rid, version)["action_version"]
@@ -188,22 +136,12 @@ def _reviews(ctx: Ctx) -> None:
         ctx.item(api.reject(rid, version, a.reason), _REVIEW_FIELDS, "rejected")
 
 
-def _show_review(ctx: Ctx, data: dict[str, Any]) -> None:
-    if ctx.json:
-        print_json({"data": data}, ctx.out)
-        return
-    print_fields(data, _REVIEW_FIELDS, ctx.out)
-    ctx.out.write("\ncolumns\n")
-    print_table((data.get("schema_columns") or {}).get("columns", []),
-                [("name", "name"), ("decl_type", "declared type"),
-                 ("decl_type_affinity", "affinity"), ("pk_ordinal", "pk"),
-                 ("not_null", "not null")], ctx.out)
+def _write_review(ctx: Ctx, data: dict[str, Any]) -> None:
+    write_review_head(ctx, data, _REVIEW_FIELDS)
     if data.get("column_actions"):
-        ctx.out.write("\ncolumn actions\n")
-        print_table(data["column_actions"], [("source_column_name", "column"),
-                                             ("action", "action"),
-                                             ("mirror_column_name", "mirror column"),
-                                             ("target_type", "type")], ctx.out)
+        ctx.section("column actions", data["column_actions"],
+                    [("source_column_name", "column"), ("action", "action"),
+                     ("mirror_column_name", "mirror column"), ("target_type", "type")])
     ctx.out.write("\ndiff\n" + orjson.dumps(data.get("diff"), option=orjson.OPT_INDENT_2)
                   .decode() + "\n")
 
@@ -234,7 +172,7 @@ def _policy(ctx: Ctx) -> None:
 def _devices(ctx: Ctx) -> None:
     a = ctx.args
     if a.devices_command == "list":
-        ctx.page(ctx.api.devices(fleet_id=a.fleet_id, **_paging(a)), _DEVICE_COLUMNS)
+        ctx.page(ctx.api.devices(fleet_id=a.fleet_id, **ctx.paging()), _DEVICE_COLUMNS)
     else:
         data = ctx.api.add_device(a.name, a.fleet)
         ctx.item(data, ["id", "name", "fleet", "fleet_id", "root_topic", "created_at"],

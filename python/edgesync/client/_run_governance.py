@@ -1,22 +1,15 @@
-"""``registry`` and ``data-points`` over the HTTP API, and the data point references of
-``--map`` (an id, or a name looked up in the project)."""
+"""``registry`` and ``data-points`` over the HTTP API."""
 
 from __future__ import annotations
 
-import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
-from edgesync.client._actions import column_actions
-from edgesync.client._client import ProjectApi
-from edgesync.client._format import print_fields, print_json, print_table
-from edgesync.errors import ConfigError
+from edgesync.client._context import Ctx, flagged_actions, write_review_head
+from edgesync.client._format import print_fields, print_table
 
-if TYPE_CHECKING:
-    from edgesync.client._run import Ctx
-
-__all__ = ["data_points_command", "registry_command", "resolve_map_specs"]
+__all__ = ["data_points_command", "registry_command"]
 
 _ENTRY_COLUMNS = [("id", "id"), ("scope", "scope"), ("source_table", "table"),
                   ("pipeline", "pipeline"), ("status", "status"),
@@ -51,90 +44,47 @@ _VALUE_COLUMNS = [("ts", "ts"), ("device_id", "device"), ("value", "value"),
                   ("source_key", "source key"), ("source_version", "source version")]
 
 
-def _paging(ctx: Ctx) -> dict[str, Any]:
-    return {"page": ctx.args.page, "limit": ctx.args.limit}
+def _write_review(ctx: Ctx, data: dict[str, Any]) -> None:
+    write_review_head(ctx, data, _REVIEW_FIELDS)
+    _write_devices_and_actions(ctx, data)
 
 
-def resolve_map_specs(api: ProjectApi, specs: list[str]) -> list[str]:
-    """``COL=DATA_POINT`` with DATA_POINT an id, or a name of the project's data points."""
-    out, by_name = [], None
-    for spec in specs:
-        column, sep, ref = spec.partition("=")
-        if not sep or not ref:
-            raise ConfigError("--map", f"{spec!r} is not COLUMN=DATA_POINT")
-        try:
-            uuid.UUID(ref)
-        except ValueError:
-            if by_name is None:
-                by_name = {d["name"]: d["id"] for d in api.data_points(limit=500)["data"]}
-            if ref not in by_name:
-                raise ConfigError("--map", f"no data point named {ref!r} in the project "
-                                           "(edgesync data-points list)") from None
-            ref = by_name[ref]
-        out.append(f"{column}={ref}")
-    return out
-
-
-def _column_names(review: dict[str, Any]) -> list[str]:
-    return [str(c["name"]) for c in (review.get("schema_columns") or {}).get("columns", [])]
-
-
-def _show_review(ctx: Ctx, data: dict[str, Any]) -> None:
-    if ctx.json:
-        print_json({"data": data}, ctx.out)
-        return
-    print_fields(data, _REVIEW_FIELDS, ctx.out)
-    ctx.out.write("\ncolumns\n")
-    print_table((data.get("schema_columns") or {}).get("columns", []),
-                [("name", "name"), ("decl_type", "declared type"),
-                 ("decl_type_affinity", "affinity"), ("pk_ordinal", "pk"),
-                 ("not_null", "not null")], ctx.out)
-    ctx.out.write("\ndevices\n")
-    print_table(data.get("devices") or [], _DEVICE_COLUMNS, ctx.out)
-    if data.get("column_actions"):
-        ctx.out.write("\ncolumn actions\n")
-        print_table(data["column_actions"], _ACTION_COLUMNS, ctx.out)
-
-
-def _show_entry(ctx: Ctx, data: dict[str, Any]) -> None:
-    if ctx.json:
-        print_json({"data": data}, ctx.out)
-        return
+def _write_entry(ctx: Ctx, data: dict[str, Any]) -> None:
     print_fields(data, _ENTRY_FIELDS, ctx.out)
-    ctx.out.write("\ndevices\n")
-    print_table(data["devices"], _DEVICE_COLUMNS, ctx.out)
+    _write_devices_and_actions(ctx, data)
+
+
+def _write_devices_and_actions(ctx: Ctx, data: dict[str, Any]) -> None:
+    """The device lineages waiting on (or linked to) a registry decision, and the column
+    actions once there are any."""
+    ctx.section("devices", data.get("devices") or [], _DEVICE_COLUMNS)
     if data.get("column_actions"):
-        ctx.out.write("\ncolumn actions\n")
-        print_table(data["column_actions"], _ACTION_COLUMNS, ctx.out)
+        ctx.section("column actions", data["column_actions"], _ACTION_COLUMNS)
 
 
-def _show_consolidation(ctx: Ctx, data: dict[str, Any]) -> None:
-    if ctx.json:
-        print_json({"data": data}, ctx.out)
-        return
+def _write_consolidation(ctx: Ctx, data: dict[str, Any]) -> None:
     ctx.out.write(f"consolidated ({len(data['consolidated'])})\n")
     print_table(data["consolidated"], _CONSOLIDATED_COLUMNS, ctx.out)
-    ctx.out.write(f"\nskipped ({len(data['skipped'])})\n")
-    print_table(data["skipped"], _SKIPPED_COLUMNS, ctx.out)
+    ctx.section(f"skipped ({len(data['skipped'])})", data["skipped"], _SKIPPED_COLUMNS)
 
 
 def registry_command(ctx: Ctx) -> None:
     a, api = ctx.args, ctx.api
     cmd, fleet = a.registry_command, a.fleet_id
     if cmd == "list":
-        ctx.page(api.registry_entries(fleet, status=a.status, **_paging(ctx)), _ENTRY_COLUMNS)
+        ctx.page(api.registry_entries(fleet, status=a.status, **ctx.paging()), _ENTRY_COLUMNS)
     elif cmd == "show":
-        _show_entry(ctx, api.registry_entry(str(a.registry_id), fleet))
+        ctx.detail(api.registry_entry(str(a.registry_id), fleet), _write_entry)
     elif cmd == "reviews":
-        ctx.page(api.registry_reviews(fleet, status=a.status, **_paging(ctx)), _REVIEW_COLUMNS)
+        ctx.page(api.registry_reviews(fleet, status=a.status, **ctx.paging()), _REVIEW_COLUMNS)
     elif cmd == "review-show":
-        _show_review(ctx, api.registry_review(str(a.review_id), fleet))
+        ctx.detail(api.registry_review(str(a.review_id), fleet), _write_review)
     elif cmd == "mirrors":
-        ctx.page(api.coalesced_mirrors(fleet, **_paging(ctx)), _MIRROR_COLUMNS)
+        ctx.page(api.coalesced_mirrors(fleet, **ctx.paging()), _MIRROR_COLUMNS)
     elif cmd == "mirror-show":
         ctx.item(api.coalesced_mirror(a.mirror_id, fleet), _MIRROR_FIELDS)
     elif cmd == "consolidate":
-        _show_consolidation(ctx, api.consolidate(a.source_table, fleet))
+        ctx.detail(api.consolidate(a.source_table, fleet), _write_consolidation)
     else:
         _decide(ctx, cmd)
 
@@ -145,9 +95,7 @@ def _decide(ctx: Ctx, cmd: str) -> None:
     review = api.registry_review(rid, fleet)
     version = a.action_version or review["action_version"]
     if cmd == "approve":
-        actions = column_actions(_column_names(review), actions_file=a.actions,
-                                 mirror=a.mirror, ignore=a.ignore, defer=[],
-                                 map_=resolve_map_specs(api, a.map), auto_map=a.auto_map)
+        actions = flagged_actions(ctx, review, defer=[])  # refused at registry scope
         if review["status"] == "queued":
             version = api.decide_registry_review(rid, "claim", version,
                                                  fleet_id=fleet)["action_version"]
@@ -166,7 +114,7 @@ def data_points_command(ctx: Ctx) -> None:
     cmd = a.data_points_command
     fields = ["id", "name", "value_type", "unit", "created_at"]
     if cmd == "list":
-        ctx.page(api.data_points(**_paging(ctx)), _POINT_COLUMNS)
+        ctx.page(api.data_points(**ctx.paging()), _POINT_COLUMNS)
     elif cmd == "show":
         ctx.item(api.data_point(str(a.data_point_id)), fields)
     elif cmd == "create":
@@ -174,7 +122,7 @@ def data_points_command(ctx: Ctx) -> None:
                  "data point created")
     else:
         doc = api.data_point_values(str(a.data_point_id), device_id=a.device_id,
-                                    **{"from": a.from_}, to=a.to, **_paging(ctx))
+                                    **{"from": a.from_}, to=a.to, **ctx.paging())
         if not ctx.json:  # a JSON value as JSON, so a string "1" and a number 1 differ
             doc = {**doc, "data": [{**v, "value": orjson.dumps(v["value"]).decode()}
                                    for v in doc["data"]]}

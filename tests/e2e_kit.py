@@ -1,9 +1,11 @@
-"""Helpers of the control-channel end-to-end tests (tests/e2e): the real server in-process
-(ingest, replay, outbox sender, progress reporter, backpressure sweep, HTTP API), devices
-registered in the real registry, the real agent against a SQLite file written by a plain
-``sqlite3`` application, and row-for-row comparison of cloud and SQLite.
+"""Helpers of the end-to-end tests (tests/e2e, tests/e2e_governance): the real server
+in-process, devices registered in the real registry with a SQLite file written by a
+plain ``sqlite3`` application and the real agent, reviews, the wire between them, and
+row-for-row comparison of the cloud with SQLite.
 
-Every wait is a bounded poll (``eventually``); no assertion depends on timing.
+It lives in tests/ (not in either test directory) so both import it by plain name:
+pytest puts tests/ on ``sys.path`` for tests/conftest.py, whatever part of the suite
+runs. Every wait is a bounded poll (``eventually``); no assertion depends on timing.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import aiomqtt
 import asyncpg
 import orjson
+from review_helpers import claim_and_approve
 
 from edgesync import governance, registry
 from edgesync.agent import Agent, load_config
@@ -58,43 +61,20 @@ def app(db: Path, *sql: str | tuple[str, Iterable[Any]]) -> None:
                 conn.execute(stmt)
 
 
-def sqlite_rows(db: Path, table: str, columns: list[str]) -> list[Row]:
-    cols = ", ".join(columns)
+def sqlite_rows(db: Path, sql: str) -> list[Row]:
     with contextlib.closing(sqlite3.connect(db, timeout=10)) as conn:
-        return [tuple(r) for r in conn.execute(
-            f"SELECT {cols} FROM {table} ORDER BY {columns[0]}").fetchall()]
+        return [tuple(r) for r in conn.execute(sql).fetchall()]
 
 
-def journal_count(db: Path, table: str | None = None) -> int:
-    with contextlib.closing(sqlite3.connect(db, timeout=10)) as conn:
-        if table is None:
-            n = conn.execute("SELECT count(*) FROM __edgesync_journal").fetchone()[0]
-        else:
-            n = conn.execute("SELECT count(*) FROM __edgesync_journal WHERE table_name = ?",
-                             (table,)).fetchone()[0]
-    return int(n)
+def sqlite_table(db: Path, table: str, columns: list[str]) -> list[Row]:
+    """``columns`` of every row of ``table``, ordered by the first column."""
+    return sqlite_rows(db, f"SELECT {', '.join(columns)} FROM {table} ORDER BY {columns[0]}")
 
 
-def agent_table_state(state_db: Path, table: str) -> dict[str, Any] | None:
-    """The agent's own record of a table in state.db (paused, watermark, cursor)."""
-    if not state_db.exists():
-        return None
-    with contextlib.closing(sqlite3.connect(state_db, timeout=10)) as conn:
-        conn.row_factory = sqlite3.Row
-        row = conn.execute("SELECT * FROM tables WHERE source_table = ?", (table,)).fetchone()
-    return dict(row) if row is not None else None
-
-
-def agent_meta_int(state_db: Path, key: str) -> int:
-    with contextlib.closing(sqlite3.connect(state_db, timeout=10)) as conn:
-        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-    return int(row[0]) if row is not None else 0
-
-
-def agent_knows_control(state_db: Path, control_id: str) -> bool:
-    with contextlib.closing(sqlite3.connect(state_db, timeout=10)) as conn:
-        return conn.execute("SELECT 1 FROM controls WHERE control_id = ?",
-                            (control_id,)).fetchone() is not None
+def utc(text: str) -> datetime:
+    """A SQLite ISO 8601 timestamp (no offset means UTC) as an aware datetime."""
+    value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 # ------------------------------------------------------------------ a device
@@ -119,17 +99,20 @@ class Device:
 
 async def register(pool: asyncpg.Pool, tmp_path: Path, mqtt_url: str, unique: str, *,
                    tag: str = "d", policy: dict[str, Any] | None = None,
+                   telemetry: dict[str, str] | None = None,
                    signed_token: str | None = None, token_env: str | None = None,
                    **replication: str | int | bool) -> Device:
     """A registered device in its own project (policy per test), an empty application
-    database (WAL) and the agent's YAML. ``replication`` adds keys of the
-    ``sqlite-replication`` section (``confirm_timeout="2s"``, ...). With ``signed_token``
-    the device record requires signed controls and the agent verifies them, reading the
-    token from the environment variable ``token_env`` (the caller sets it)."""
+    database (WAL) and the agent's YAML. ``telemetry`` maps table → ts_column;
+    ``replication`` adds keys of the ``sqlite-replication`` section
+    (``confirm_timeout="2s"``, ...). With ``signed_token`` the device record requires
+    signed controls and the agent verifies them, reading the token from the environment
+    variable ``token_env`` (the caller sets it)."""
     async with pool.acquire() as conn:
         scope = await registry.add_device(conn, project=f"e2e-{tag}-{unique}",
                                           name=f"dev-{tag}-{unique}",
                                           topic_slug=f"e2e-{tag}-{unique}")
+        # Before the device's first message: the worker caches scopes (and policy).
         if policy:
             await conn.execute("UPDATE edge_projects SET policy = $2 WHERE id = $1",
                                scope.project_id, policy)
@@ -151,6 +134,9 @@ async def register(pool: asyncpg.Pool, tmp_path: Path, mqtt_url: str, unique: st
         assert token_env is not None
         security = (f"security:\n  auth_token_env: {token_env}\n"
                     "  signed_control:\n    enabled: true\n")
+    strategies = "".join(
+        f"    {table}:\n      strategy: telemetry\n      ts_column: {ts}\n"
+        for table, ts in (telemetry or {}).items())
     config = home / "agent.yaml"
     config.write_text(
         "connection:\n  transport: mqtt\n"
@@ -159,7 +145,8 @@ async def register(pool: asyncpg.Pool, tmp_path: Path, mqtt_url: str, unique: st
         + security +
         "sqlite-replication:\n"
         f"  source_db_path: {db}\n  state_db_path: {home / 'state.db'}\n"
-        + "".join(f"  {k}: {_yaml(v)}\n" for k, v in options.items()))
+        + "".join(f"  {k}: {_yaml(v)}\n" for k, v in options.items())
+        + ("  table_strategies:\n" + strategies if strategies else ""))
     return Device(scope, home, db, config, home / "state.db", options)
 
 
@@ -232,70 +219,109 @@ async def wait_lineage(pool: asyncpg.Pool, device: Device, table: str,
     return rec
 
 
-async def approve(pool: asyncpg.Pool, device: Device, table: str, *,
-                  sync_authority: str | None = None, limit: float = 30.0) -> None:
-    """Wait for the table's queued review, claim it and approve every column."""
-    async def queued() -> dict[str, Any] | None:
-        async with pool.acquire() as conn:
-            found = [r for r in await governance.list_reviews(conn, status="queued")
-                     if r["device_id"] == device.id and r["source_table"] == table]
-        return found[0] if found else None
-
-    review = await eventually(queued, limit, f"queued review of {table}")
-    extra = {"sync_authority": sync_authority} if sync_authority else {}
-    async with pool.acquire() as conn:
-        claimed = await governance.claim_review(conn, review["id"], actor="op",
-                                                action_version=review["action_version"])
-        await governance.approve_review(conn, review["id"], actor="op",
-                                        action_version=claimed["action_version"],
-                                        column_actions=None, **extra)
-
-
 async def target_of(pool: asyncpg.Pool, device: Device, table: str) -> str:
     rec = await wait_lineage(pool, device, table, lambda r: r["target_table"] is not None,
                              "target provisioned")
     return str(rec["target_table"])
 
 
-async def cloud_rows(pool: asyncpg.Pool, target: str, device: Device,
-                     columns: list[str]) -> list[Row]:
-    """Live (not tombstoned) rows of an ``edge_state_*`` target for one device."""
+# ------------------------------------------------------------------ reviews
+
+async def reviews(pool: asyncpg.Pool, device: Device, *, status: str | None = None
+                  ) -> dict[str, dict[str, Any]]:
+    """Reviews of the device by source table (the newest when several)."""
+    async with pool.acquire() as conn:
+        found = await governance.list_reviews(conn, project_id=device.scope.project_id,
+                                              status=status)
+    return {r["source_table"]: r for r in found if r["device_id"] == device.id}
+
+
+async def wait_reviews(pool: asyncpg.Pool, device: Device, tables: set[str],
+                       status: str = "queued", limit: float = 30.0
+                       ) -> dict[str, dict[str, Any]]:
+    async def probe() -> dict[str, dict[str, Any]] | None:
+        found = await reviews(pool, device, status=status)
+        return found if tables <= set(found) else None
+
+    found: dict[str, dict[str, Any]] = await eventually(probe, limit,
+                                                        f"{status} reviews {tables}")
+    return found
+
+
+async def approve(pool: asyncpg.Pool, device: Device, table: str, *,
+                  sync_authority: str | None = None, limit: float = 30.0) -> None:
+    """Wait for the table's queued review, claim it and approve every column."""
+    queued = await wait_reviews(pool, device, {table}, limit=limit)
+    await claim_and_approve(pool, queued[table], None, sync_authority=sync_authority)
+
+
+def actions(**by_column: str | tuple[str, str]) -> list[dict[str, Any]]:
+    """``actions(id="mirror", kind=("mirror", "event_kind"), note="ignore")``."""
+    out = []
+    for name, spec in by_column.items():
+        if isinstance(spec, tuple):
+            out.append({"source_column_name": name, "action": spec[0],
+                        "mirror_column_name": spec[1]})
+        else:
+            out.append({"source_column_name": name, "action": spec})
+    return out
+
+
+# ------------------------------------------------------------------ the cloud's rows
+
+async def state_rows(pool: asyncpg.Pool, target: str, device: Device, columns: list[str],
+                     order: str | None = None) -> list[Row]:
+    """Live (not tombstoned) rows of an ``edge_state_*`` target for one device, ordered
+    by ``order`` (default: the first column)."""
     cols = ", ".join(quote_ident(c) for c in columns)
     rows = await pool.fetch(f"SELECT {cols} FROM {quote_ident(target)} WHERE device_id = $1 "
-                            f"AND NOT _edge_deleted ORDER BY {quote_ident(columns[0])}",
+                            f"AND NOT _edge_deleted ORDER BY {quote_ident(order or columns[0])}",
                             device.id)
     return [tuple(r) for r in rows]
 
 
-async def wait_equal(pool: asyncpg.Pool, device: Device, table: str, columns: list[str],
-                     limit: float = 40.0) -> list[Row]:
-    """Nothing lost, nothing doubled: wait until the cloud's live rows of ``table`` equal
-    SQLite's row for row; on timeout show the difference."""
-    target = await target_of(pool, device, table)
+async def ts_rows(pool: asyncpg.Pool, target: str, device: Device, columns: list[str]
+                  ) -> list[Row]:
+    """Rows of an ``edge_ts_*`` target for one device: ``(event_ts, *columns)``."""
+    cols = "".join(f", {quote_ident(c)}" for c in columns)
+    rows = await pool.fetch(f"SELECT event_ts{cols} FROM {quote_ident(target)} "
+                            "WHERE device_id = $1 ORDER BY event_ts, row_id", device.id)
+    return [tuple(r) for r in rows]
+
+
+async def wait_rows(fetch: Callable[[], Awaitable[list[Row]]],
+                    expected: list[Row] | Callable[[], list[Row]], what: str,
+                    limit: float = 30.0) -> list[Row]:
+    """Nothing lost, nothing doubled: wait until the cloud (``fetch``) shows ``expected``
+    (a callable is read again at every poll, for a SQLite still changing); on timeout
+    show the difference."""
     last: list[Row] = []
-    expected: list[Row] = []
+    want: list[Row] = []
 
     async def probe() -> bool:
-        nonlocal last, expected
-        expected = sqlite_rows(device.db, table, columns)
-        last = await cloud_rows(pool, target, device, columns)
-        return last == expected
+        nonlocal last, want
+        want = expected() if callable(expected) else expected
+        last = await fetch()
+        return last == want
 
     try:
-        await eventually(probe, limit, f"{table}: cloud equals SQLite")
+        await eventually(probe, limit, what)
     except AssertionError:
-        missing = [r for r in expected if r not in last][:5]
-        extra = [r for r in last if r not in expected][:5]
-        raise AssertionError(f"{table}: cloud has {len(last)} rows, SQLite {len(expected)}; "
+        missing = [r for r in want if r not in last][:5]
+        extra = [r for r in last if r not in want][:5]
+        raise AssertionError(f"{what}: cloud has {len(last)} rows, SQLite {len(want)}; "
                              f"missing e.g. {missing}; unexpected e.g. {extra}") from None
-    return expected
+    return want
 
 
-async def pending_controls(pool: asyncpg.Pool, device: Device, kind: str
-                           ) -> list[asyncpg.Record]:
-    return list(await pool.fetch(
-        "SELECT id, status, body, attempts FROM edge_pending_controls WHERE device_id = $1 "
-        "AND control_kind = $2 ORDER BY created_at", device.id, kind))
+async def wait_equal(pool: asyncpg.Pool, device: Device, table: str, columns: list[str],
+                     limit: float = 40.0) -> list[Row]:
+    """Wait until the cloud's live rows of a state table equal SQLite's (all of them
+    mirrored under their own names) row for row."""
+    target = await target_of(pool, device, table)
+    return await wait_rows(lambda: state_rows(pool, target, device, columns),
+                           lambda: sqlite_table(device.db, table, columns),
+                           f"{table}: cloud equals SQLite", limit)
 
 
 # ------------------------------------------------------------------ the wire
@@ -341,28 +367,22 @@ class Wire:
         return any(d.get("control_id") == control_id for d in self.docs("/sync/ingest/ack"))
 
     def batches(self, table: str) -> list[dict[str, Any]]:
+        """Row batches of ``table`` as sent, a batch sent again included again."""
         return [d for d in self.docs("/sync/rows/batch") if d.get("source_table") == table]
+
+    def distinct_batches(self, kind: str) -> list[tuple[str, bytes]]:
+        """``sync/{kind}/batch`` messages, one per batch_id (the agent may send a batch
+        again under the same id; the first copy is kept)."""
+        seen: set[str] = set()
+        out = []
+        for topic, payload in self.messages:
+            if topic.endswith(f"/sync/{kind}/batch"):
+                batch_id = orjson.loads(payload)["batch_id"]
+                if batch_id not in seen:
+                    seen.add(batch_id)
+                    out.append((topic, payload))
+        return out
 
     async def publish_control(self, doc: dict[str, Any]) -> None:
         await self._client.publish(f"{self.root}/sync/ingest/control", orjson.dumps(doc),
                                    qos=1)
-
-
-async def control_status(pool: asyncpg.Pool, control_id: uuid.UUID, status: str) -> bool:
-    return bool(await pool.fetchval(
-        "SELECT status = $2 FROM edge_pending_controls WHERE id = $1", control_id, status))
-
-
-async def device_paused(state_db: Path, table: str) -> bool:
-    st = agent_table_state(state_db, table)
-    return st is not None and bool(st["paused"])
-
-
-async def device_resumed(state_db: Path, table: str) -> bool:
-    st = agent_table_state(state_db, table)
-    return st is not None and not st["paused"]
-
-
-async def journal_drained(db: Path) -> bool:
-    """Every journaled change was confirmed (the journal's top row always stays)."""
-    return journal_count(db) <= 1

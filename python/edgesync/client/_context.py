@@ -1,0 +1,94 @@
+"""What every operator command over the HTTP API works with: the parsed arguments, the
+project's API, and the output (tables for people, or JSON); and what the device and the
+registry review commands show and decide alike."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from typing import IO, Any
+
+from edgesync.client._actions import column_actions, resolve_map_specs
+from edgesync.client._client import ApiClient, ProjectApi
+from edgesync.client._format import print_fields, print_json, print_table
+from edgesync.errors import ConfigError
+
+__all__ = ["Ctx", "flagged_actions", "write_review_head"]
+
+_SCHEMA_COLUMNS = [("name", "name"), ("decl_type", "declared type"),
+                   ("decl_type_affinity", "affinity"), ("pk_ordinal", "pk"),
+                   ("not_null", "not null")]
+
+
+class Ctx:
+    def __init__(self, args: argparse.Namespace, out: IO[str]) -> None:
+        self.args = args
+        self.out = out
+        self.json = args.output == "json"
+        if not args.token:
+            raise ConfigError("--token", "an API token is needed (or env EDGESYNC_TOKEN)")
+        if not args.org_id:
+            raise ConfigError("--org-id", "the organization id is needed "
+                                          "(or env EDGESYNC_ORG_ID)")
+        project = args.project or os.environ.get("EDGESYNC_PROJECT")
+        if not project:
+            raise ConfigError("--project", "the project id is needed (or env EDGESYNC_PROJECT)")
+        self.client = ApiClient(args.api_url, token=args.token, org_id=args.org_id)
+        self.api: ProjectApi = self.client.project(project)
+
+    def paging(self) -> dict[str, Any]:
+        return {"page": self.args.page, "limit": self.args.limit}
+
+    def page(self, doc: dict[str, Any], columns: list[tuple[str, str]]) -> None:
+        if self.json:
+            print_json(doc, self.out)
+            return
+        print_table(doc["data"], columns, self.out)
+        meta = doc.get("meta") or {}
+        if meta and meta.get("total", 0) > len(doc["data"]):
+            self.out.write(f"(page {meta['page']}, {len(doc['data'])} of {meta['total']}; "
+                           "--page/--limit for more)\n")
+
+    def item(self, data: Any, fields: list[str], title: str | None = None) -> None:
+        if self.json:
+            print_json({"data": data}, self.out)
+            return
+        if title:
+            self.out.write(title + "\n")
+        print_fields(data, fields, self.out)
+
+    def detail(self, data: dict[str, Any],
+               write: Callable[[Ctx, dict[str, Any]], None]) -> None:
+        """One object in several sections: JSON as the API sent it, else ``write``."""
+        if self.json:
+            print_json({"data": data}, self.out)
+            return
+        write(self, data)
+
+    def section(self, title: str, rows: list[dict[str, Any]],
+                columns: list[tuple[str, str]]) -> None:
+        self.out.write(f"\n{title}\n")
+        print_table(rows, columns, self.out)
+
+
+def _schema_columns(review: dict[str, Any]) -> list[dict[str, Any]]:
+    columns: list[dict[str, Any]] = (review.get("schema_columns") or {}).get("columns", [])
+    return columns
+
+
+def write_review_head(ctx: Ctx, review: dict[str, Any], fields: list[str]) -> None:
+    """A schema review's fields and the columns of its schema."""
+    print_fields(review, fields, ctx.out)
+    ctx.section("columns", _schema_columns(review), _SCHEMA_COLUMNS)
+
+
+def flagged_actions(ctx: Ctx, review: dict[str, Any], defer: list[str]
+                    ) -> list[dict[str, Any]] | None:
+    """The column actions an approval's flags (``--actions``, ``--mirror``, ...) give the
+    review's schema columns."""
+    a = ctx.args
+    return column_actions([str(c["name"]) for c in _schema_columns(review)],
+                          actions_file=a.actions, mirror=a.mirror, ignore=a.ignore,
+                          defer=defer, map_=resolve_map_specs(ctx.api, a.map),
+                          auto_map=a.auto_map)
