@@ -17,6 +17,9 @@ use pyo3::types::{PyBytes, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use errors::IntoPyResult;
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Bytes of a `bytes`, `bytearray`, `memoryview` or other byte buffer argument.
 /// `bytes` is borrowed without copying; other buffers are copied so the GIL
 /// can be released safely while the bytes are read.
