@@ -398,6 +398,24 @@ pub(crate) fn write_fields(
     Ok(())
 }
 
+/// The `value_type_mismatch` rejection of column `slot` in row op `i` (its `part`:
+/// `row`, or `pk` for deletes).
+pub(crate) fn row_mismatch(
+    columns: &[(String, PgType)],
+    slot: usize,
+    i: usize,
+    part: &str,
+    commit_seq: i64,
+    why: Mismatch,
+) -> CoreError {
+    let (name, ty) = &columns[slot];
+    CoreError::rejected(
+        "value_type_mismatch",
+        Some(format!("rows[{i}].{part}.{name}")),
+        format!("commit_seq {commit_seq}: column {name:?} expects {ty}: {why}"),
+    )
+}
+
 impl RowBatch {
     /// Rows as COPY text for a state table with the given `(column, type)` list.
     ///
@@ -424,19 +442,8 @@ impl RowBatch {
             } else {
                 &mut finder_pk
             };
-            write_fields(self.text(), entries, columns, finder, &mut out).map_err(
-                |(slot, why)| {
-                    let (name, ty) = &columns[slot];
-                    CoreError::rejected(
-                        "value_type_mismatch",
-                        Some(format!("rows[{i}].{part}.{name}")),
-                        format!(
-                            "commit_seq {}: column {name:?} expects {ty}: {why}",
-                            r.commit_seq
-                        ),
-                    )
-                },
-            )?;
+            write_fields(self.text(), entries, columns, finder, &mut out)
+                .map_err(|(slot, why)| row_mismatch(columns, slot, i, part, r.commit_seq, why))?;
             out.push(b'\n');
         }
         Ok(out)

@@ -11,7 +11,8 @@
 use serde_json::Value;
 
 use crate::copy::{
-    bigint_of, contains_nul, is_blob_object, json_kind, Mismatch, PgType, SlotFinder, NO_SLOT,
+    bigint_of, contains_nul, is_blob_object, json_kind, row_mismatch, Mismatch, PgType, SlotFinder,
+    NO_SLOT,
 };
 use crate::error::CoreError;
 use crate::rawjson::{is_plain_integer, Entry};
@@ -267,19 +268,8 @@ impl RowBatch {
             } else {
                 &mut finder_pk
             };
-            write_fields(self.text(), entries, columns, finder, &mut chosen, &mut out).map_err(
-                |(slot, why)| {
-                    let (name, ty) = &columns[slot];
-                    CoreError::rejected(
-                        "value_type_mismatch",
-                        Some(format!("rows[{i}].{part}.{name}")),
-                        format!(
-                            "commit_seq {}: column {name:?} expects {ty}: {why}",
-                            r.commit_seq
-                        ),
-                    )
-                },
-            )?;
+            write_fields(self.text(), entries, columns, finder, &mut chosen, &mut out)
+                .map_err(|(slot, why)| row_mismatch(columns, slot, i, part, r.commit_seq, why))?;
         }
         out.extend_from_slice(&(-1i16).to_be_bytes());
         Ok(out)
