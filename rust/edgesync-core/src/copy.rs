@@ -435,8 +435,7 @@ impl RowBatch {
             out.push(b'\t');
             out.extend_from_slice(num.format(r.commit_seq).as_bytes());
             out.extend_from_slice(if deleted { b"\tt" } else { b"\tf" });
-            let (range, part) = self.value_range(r);
-            let entries = &self.all_entries()[range.start as usize..range.end as usize];
+            let (entries, part) = self.values(r);
             let finder = if part == "row" {
                 &mut finder
             } else {

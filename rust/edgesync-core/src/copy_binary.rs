@@ -261,8 +261,7 @@ impl RowBatch {
             fixed(&epoch, &mut out);
             fixed(&r.commit_seq.to_be_bytes(), &mut out);
             fixed(&[u8::from(r.op == Op::Delete)], &mut out);
-            let (range, part) = self.value_range(r);
-            let entries = &self.all_entries()[range.start as usize..range.end as usize];
+            let (entries, part) = self.values(r);
             let finder = if part == "row" {
                 &mut finder
             } else {

@@ -161,20 +161,22 @@ impl RowBatch {
         &self.text
     }
 
-    pub(crate) fn all_entries(&self) -> &[Entry] {
-        &self.entries
-    }
-
-    /// Entry index range of the values a row op writes: `row`, or `pk` for deletes.
-    pub(crate) fn value_range(&self, r: &Row) -> (Range<u32>, &'static str) {
-        match &r.row {
-            Some(range) if r.op != Op::Delete => (range.clone(), "row"),
-            _ => (r.pk.clone(), "pk"),
-        }
+    /// The entries of the values a row op writes, and where they are: `row`, or
+    /// `pk` for deletes.
+    pub(crate) fn values(&self, r: &Row) -> (&[Entry], &'static str) {
+        let (range, part) = match &r.row {
+            Some(range) if r.op != Op::Delete => (range, "row"),
+            _ => (&r.pk, "pk"),
+        };
+        (
+            &self.entries[range.start as usize..range.end as usize],
+            part,
+        )
     }
 }
 
 /// A row op as parsed: raw fields, validated as soon as the object ends.
+#[derive(Default)]
 struct RawRowOp<'a> {
     commit_seq: Option<&'a str>,
     lkcv: Option<&'a str>,
@@ -216,13 +218,7 @@ impl<'de> RowSink<'de> for RowOpSink<'de> {
     }
 
     fn read_object<A: MapAccess<'de>>(&mut self, mut map: A) -> Result<RawRowOp<'de>, A::Error> {
-        let mut out = RawRowOp {
-            commit_seq: None,
-            lkcv: None,
-            op: None,
-            pk: None,
-            row: None,
-        };
+        let mut out = RawRowOp::default();
         while let Some(key) = map.next_key::<Key<'de>>()? {
             let seed = ObjSeed {
                 base: self.text,
@@ -241,13 +237,7 @@ impl<'de> RowSink<'de> for RowOpSink<'de> {
     }
 
     fn scan_object(&mut self, sc: &mut Scanner<'de>) -> Scan<RawRowOp<'de>> {
-        let mut out = RawRowOp {
-            commit_seq: None,
-            lkcv: None,
-            op: None,
-            pk: None,
-            row: None,
-        };
+        let mut out = RawRowOp::default();
         let entries = &mut self.entries;
         sc.object(|sc, key| {
             match key.0.as_ref() {
