@@ -34,13 +34,20 @@ echo "== static checks"
 (cd /tmp && "$root/.venv-test/bin/python" -m mypy.stubtest edgesync._core \
    --allowlist "$root/tests/stubtest-allowlist.txt")
 
+# Each run is bounded: a hang fails CI in minutes with a dump of the stuck test (its
+# asyncio tasks, then its threads) instead of using up the whole CI time.
+bounded() { timeout --kill-after=30 1500 "$@"; }
+
 echo "== pytest"
 # Run from the tests' point of view with the installed package, never the source tree.
 cd "$root"
-.venv-test/bin/python -m pytest -p no:cacheprovider "$@"
+bounded .venv-test/bin/python -m pytest -p no:cacheprovider "$@"
 
 echo "== pytest on uvloop"
-EDGESYNC_TEST_UVLOOP=1 .venv-test/bin/python -m pytest -p no:cacheprovider -q "$@"
+# uvloop runs Python signal handlers from inside its loop callbacks, where the exception
+# pytest-timeout's SIGALRM raises is swallowed; its thread method always ends the run.
+EDGESYNC_TEST_UVLOOP=1 bounded .venv-test/bin/python -m pytest -p no:cacheprovider -q \
+  --timeout-method=thread "$@"
 
 echo "== benchmark smoke"
 .venv-test/bin/python -m pytest -p no:cacheprovider -q \

@@ -9,12 +9,16 @@ A missing server fails the run: these tests never skip for lack of a service.
 from __future__ import annotations
 
 import asyncio
+import gc
+import io
 import os
 import shutil
 import socket
+import sys
 import tempfile
+import threading
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +43,33 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item
 
         return {"uvloop": uvloop.new_event_loop}
     return {"asyncio": asyncio.new_event_loop}
+
+
+def _dump_tasks(nodeid: str) -> None:
+    """What every pending asyncio task awaits: printed shortly before pytest-timeout
+    stops a hung test, whose own report shows threads only."""
+    out = io.StringIO()
+    print(f"\n==== asyncio tasks still pending in {nodeid}", file=out)
+    for task in [o for o in gc.get_objects() if isinstance(o, asyncio.Task)]:
+        if not task.done():
+            print(f"-- {task.get_name()}: {task!r:.200}", file=out)
+            task.print_stack(limit=25, file=out)
+    sys.__stderr__.write(out.getvalue())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    limit = float(item.config.getoption("timeout", None) or item.config.getini("timeout") or 0)
+    watchdog = None
+    if limit > 0:
+        watchdog = threading.Timer(limit * 0.9, _dump_tasks, args=(item.nodeid,))
+        watchdog.daemon = True
+        watchdog.start()
+    try:
+        return (yield)
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
 
 
 def _with_db(url: str, name: str) -> str:

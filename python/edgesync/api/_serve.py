@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 from collections.abc import Iterator
 
@@ -11,6 +12,8 @@ import uvicorn
 from fastapi import FastAPI
 
 __all__ = ["ApiServer", "bind_socket"]
+
+_log = logging.getLogger(__name__)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -56,9 +59,21 @@ class ApiServer:
             await asyncio.shield(task)
         except asyncio.CancelledError:
             self._server.should_exit = True
-            with contextlib.suppress(TimeoutError):
-                # uvicorn gives open connections 2 s; past 5 s, stop it hard.
-                await asyncio.wait_for(task, 5)
+            # uvicorn gives open connections 2 s. Past 5 s it is stopped hard, and past
+            # 10 s left behind: never wait on it without a bound (asyncio.wait_for would,
+            # after its timeout, wait for the cancelled server to finish).
+            if not await _finished(task, 5):
+                self._server.force_exit = True
+                task.cancel()
+                if not await _finished(task, 5):
+                    _log.error("the HTTP API did not stop within 10 s; leaving it")
             raise
         finally:
             self.sock.close()
+
+
+async def _finished(task: asyncio.Future[None], limit: float) -> bool:
+    done, _ = await asyncio.wait({task}, timeout=limit)
+    if done and not task.cancelled() and (exc := task.exception()) is not None:
+        _log.warning("the HTTP API stopped with an error: %r", exc)
+    return bool(done)

@@ -52,8 +52,11 @@ class ControlSender:
                         await self.send_due()
                     except (OSError, asyncpg.PostgresError, BrokerError) as exc:
                         _log.warning("control sender: %s", exc)
+                    # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a
+                    # cancellation that comes as the wake-up does, and the loop would never stop.
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), self._poll)
+                        async with asyncio.timeout(self._poll):
+                            await self._wake.wait()
                     self._wake.clear()
             finally:
                 await listener.remove_listener(CONTROL_CHANNEL, self._on_notify)

@@ -64,6 +64,7 @@ class MqttIngest:
             raise_if_cancelling()  # a stop that arrived while connecting
             for topic_filter in worker_subscriptions(self._shared_group):
                 await client.subscribe(topic_filter, qos=1)
+            raise_if_cancelling()  # one that aiomqtt's wait_for dropped while subscribing
             self.connected.set()
             backoff.reset()
             _log.info("ingest subscribed on %s", self._url)

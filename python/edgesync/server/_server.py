@@ -39,6 +39,15 @@ __all__ = ["Server", "ServerSettings", "default_data_dir"]
 _log = logging.getLogger(__name__)
 
 
+async def _close_pool(pool: asyncpg.Pool) -> None:
+    """Close gracefully, but never hang a stop on a connection something still holds."""
+    try:
+        async with asyncio.timeout(10):
+            await pool.close()  # on cancellation asyncpg terminates the connections
+    except TimeoutError:
+        _log.warning("database connections still in use after 10 s; closed them")
+
+
 def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("edgesync"))
 
@@ -85,7 +94,7 @@ class Server:
                 self.database_url = await self._stack.enter_async_context(
                     embedded_postgres(s.data_dir))
             self.pool = await create_pool(self.database_url)
-            self._stack.push_async_callback(self.pool.close)
+            self._stack.push_async_callback(_close_pool, self.pool)
             async with self.pool.acquire() as conn:
                 ran = await migrate(conn)
             _log.info("database ready (%d migration(s) applied)", ran)
@@ -141,6 +150,7 @@ class Server:
 
     async def wait_ready(self, limit: float = 30.0) -> None:
         assert self.ingest
-        await asyncio.wait_for(self.ingest.connected.wait(), limit)
+        async with asyncio.timeout(limit):
+            await self.ingest.connected.wait()
 
 
