@@ -6,6 +6,8 @@ with its reference in one run (interleaved batch by batch, so drift hits both):
 * state upserts (50% updates) through the pipeline vs COPY into a temp table plus one
   ``INSERT … ON CONFLICT DO UPDATE`` of the same rows;
 * a redelivery storm (every batch again) vs the fresh-batch rate;
+* state batches into a target that already holds 100k rows of the device vs into a
+  nearly empty one;
 * the pipeline vs the same work in plain Python (orjson + asyncpg
   ``copy_records_to_table``).
 
@@ -51,6 +53,8 @@ COLUMNS = [("id", "INTEGER", 1, True), ("seq", "INTEGER", 0, False),
            ("ok", "INTEGER", 0, False), ("note", "TEXT", 0, False)]
 PG_TYPES = {"INTEGER": "bigint", "REAL": "double precision", "TEXT": "text"}
 ROWS_PER_BATCH = 2000
+# Rows already in the target of the second state device (the table-size figure).
+BIG_STATE = 100_000
 # Every batch is sent again this many times (the redelivery storm).
 STORMS = 3
 
@@ -248,7 +252,21 @@ async def bench_state(pool: asyncpg.Pool, scope: registry.DeviceScope,
     table = await approve_first(pool, pipe, topic, warm)
     mirrors = [(c[0], PG_TYPES[c[1]]) for c in COLUMNS]
     names = [c for c, _ in mirrors]
+    # A second device whose target already holds BIG_STATE rows: its batches should cost
+    # what the first device's do (the upsert probes keys; it never reads all the rows).
     async with pool.acquire() as conn:
+        big = await registry.add_device(conn, project="bench", name="bench-gw-big",
+                                        topic_slug="bench")
+    big_topic = f"{big.root_topic}/sync/rows/batch"
+    big_warm, *big_batches = row_batches(n_batches + 1, rows, "state")
+    big_table = await approve_first(pool, pipe, big_topic, big_warm)
+    async with pool.acquire() as conn:
+        await conn.execute(
+            f"INSERT INTO {quote_ident(big_table)} (device_id, _edge_pk_hash, "
+            "_edge_journal_epoch, _edge_commit_seq, id, note) "
+            "SELECT $1, md5(g::text) || md5((-g)::text), $2, 0, -g, 'older row' "
+            "FROM generate_series(1, $3) g", big.device_id, uuid.uuid4(), BIG_STATE)
+        await conn.execute(f"ANALYZE {quote_ident(big_table)}")
         for clone in ("bench_state_plain", "bench_state_python", "bench_state_floor"):
             await clone_table(conn, table, clone)
             await conn.execute(f"INSERT INTO {clone} SELECT * FROM {quote_ident(table)}")
@@ -262,40 +280,27 @@ async def bench_state(pool: asyncpg.Pool, scope: registry.DeviceScope,
     select_cols = ", ".join(["$1::uuid", "_edge_pk_hash", "_edge_epoch", "_edge_seq",
                              "_edge_deleted", *map(quote_ident, names)])
 
-    merge_set = ", ".join(f"{t} = n.{f}" for t, f in [
-        ("_edge_journal_epoch", "_edge_epoch"), ("_edge_commit_seq", "_edge_seq"),
-        ("_edge_deleted", "_edge_deleted"), *((quote_ident(c),) * 2 for c in names)])
-    merge_values = ", ".join(["$1::uuid", "n._edge_pk_hash", "n._edge_epoch", "n._edge_seq",
-                              "n._edge_deleted", *(f"n.{quote_ident(c)}" for c in names)])
-
     async def upsert(conn: asyncpg.Connection, target: str, fill: Callable[[], Awaitable[Any]],
                      *, as_pipeline: bool) -> None:
         """The reference: COPY into a temp table, one INSERT … ON CONFLICT DO UPDATE. With
-        ``as_pipeline``, the statement ``StateTarget.apply`` runs for a batch of distinct
-        keys (the Python side checks that itself): MERGE, applied only when newer."""
+        ``as_pipeline``, what ``StateTarget.apply`` runs for a live batch of distinct keys
+        (the Python side checks that itself): its kept staging table, applied only when
+        newer."""
         ddl = (f"(_edge_pk_hash text, _edge_epoch uuid, _edge_seq bigint, _edge_deleted "
                f"boolean, {tmp_cols})")
-        if as_pipeline:  # StateTarget's staging table: kept per connection, drained
-            await conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS bench_in_kept {ddl} "
+        source = "bench_in_kept" if as_pipeline else "bench_in"
+        if as_pipeline:  # StateTarget's staging table: kept per connection
+            await conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {source} {ddl} "
                                "ON COMMIT DELETE ROWS")
         else:
-            await conn.execute(f"CREATE TEMP TABLE bench_in {ddl} ON COMMIT DROP")
+            await conn.execute(f"CREATE TEMP TABLE {source} {ddl} ON COMMIT DROP")
         await fill()
-        if as_pipeline:
-            await conn.execute(
-                "WITH s AS (DELETE FROM bench_in_kept RETURNING *) "
-                f"MERGE INTO {target} AS t USING s AS n "
-                "ON t.device_id = $1 AND t._edge_pk_hash = n._edge_pk_hash "
-                "WHEN MATCHED AND (t._edge_journal_epoch, t._edge_commit_seq) "
-                "< (n._edge_epoch, n._edge_seq) "
-                f"THEN UPDATE SET {merge_set}, _edge_synced_at = now() "
-                f"WHEN NOT MATCHED THEN INSERT ({insert_cols}) VALUES ({merge_values})",
-                scope.device_id)
-        else:
-            await conn.execute(
-                f"INSERT INTO {target} ({insert_cols}) SELECT {select_cols} FROM bench_in "
-                f"ON CONFLICT (device_id, _edge_pk_hash) DO UPDATE SET {set_list}",
-                scope.device_id)
+        newer = (", _edge_synced_at = now() WHERE (t._edge_journal_epoch, t._edge_commit_seq) "
+                 "< (EXCLUDED._edge_journal_epoch, EXCLUDED._edge_commit_seq)")
+        await conn.execute(
+            f"INSERT INTO {target} AS t ({insert_cols}) SELECT {select_cols} FROM {source} "
+            f"ON CONFLICT (device_id, _edge_pk_hash) DO UPDATE SET {set_list}"
+            f"{newer if as_pipeline else ''}", scope.device_id)
 
     async def plain(copy: bytes) -> None:
         async with pool.acquire() as conn, conn.transaction():
@@ -312,7 +317,8 @@ async def bench_state(pool: asyncpg.Pool, scope: registry.DeviceScope,
             row = r["row"] or r["pk"]
             records.append((pk, epoch, r["commit_seq"], r["op"] == "delete",
                             *(row.get(c) for c in names)))
-        assert len({rec[0] for rec in records}) == len(records)  # MERGE needs distinct keys
+        # One INSERT … ON CONFLICT may not touch a row twice: keys must be distinct.
+        assert len({rec[0] for rec in records}) == len(records)
         async with pool.acquire() as conn, conn.transaction():
             await conn.execute(
                 "INSERT INTO edge_export_segments (device_id, batch_id, topic_kind, "
@@ -337,8 +343,10 @@ async def bench_state(pool: asyncpg.Pool, scope: registry.DeviceScope,
                 format="binary"), as_pipeline=True)
 
     timer = Timer()
-    for p, copy, binary in zip(batches, copies, binaries, strict=True):
+    for p, copy, binary, p_big in zip(batches, copies, binaries, big_batches, strict=True):
         out = await timer.time("pipeline", pipe.handle(topic, p))
+        assert out.status is OutcomeStatus.MATERIALIZED, out
+        out = await timer.time("pipeline_big", pipe.handle(big_topic, p_big))
         assert out.status is OutcomeStatus.MATERIALIZED, out
         await timer.time("plain", plain(copy))
         await timer.time("python", python_path(p))
@@ -356,6 +364,9 @@ async def bench_state(pool: asyncpg.Pool, scope: registry.DeviceScope,
         "state_speedup_vs_python": m("python") / m("pipeline"),
         # The most any client could gain over the Python path: its SQL alone.
         "state_python_over_sql_floor": m("python") / m("floor"),
+        # A batch into a target already holding BIG_STATE rows of the device, over one
+        # into a nearly empty target: about 1 when the cost does not grow with the table.
+        "state_big_table_cost_ratio": m("pipeline_big") / m("pipeline"),
         "state_redelivered_batches_per_s": 1 / m("redelivery"),
         "state_redelivery_speedup": m("pipeline") / m("redelivery"),
     }

@@ -104,7 +104,7 @@ class IngestPipeline:
         if adm.target is not None:
             if write_error is None:
                 try:
-                    await adm.target.apply(conn, scope.device_id, batch)
+                    await adm.target.apply(conn, scope.device_id, batch, alone=True)
                 except BatchRejected as exc:  # a value that does not fit: before any write
                     write_error = str(exc)
                 else:

@@ -82,10 +82,16 @@ class StateTarget:
                 f"ALTER TABLE {q} ADD COLUMN IF NOT EXISTS {quote_ident(col.target)} {col.pg_type}"
             )
 
-    async def apply(self, conn: Conn, device_id: uuid.UUID, batch: RowBatch) -> int:
+    async def apply(self, conn: Conn, device_id: uuid.UUID, batch: RowBatch, *,
+                    alone: bool = False) -> int:
         """Upsert one batch; returns how many target rows changed. Runs inside the caller's
-        transaction (the ledger row commits with it)."""
-        staging = f"_edge_in_{next(_temp_names)}"
+        transaction (the ledger row commits with it). ``alone``: the transaction writes no
+        other batch, so the rows of the kept staging table can simply go at commit.
+
+        ``INSERT … ON CONFLICT`` probes the primary key once per row, so a batch costs the
+        same however many rows the device already has. (A MERGE joins the batch to the
+        target instead, and PostgreSQL may then hash every row of the device: over three
+        times slower on a target of 100k rows, see docs/benchmarks.md.)"""
         columns = ([(c.source, c.pg_type) for c in self.columns]
                    + [(m.source, m.pg_type) for m in self.mapped])
         # The temp table has exactly these types, so binary values always fit it; the
@@ -97,8 +103,8 @@ class StateTarget:
                f"{cols_ddl}{temp_columns_ddl(self.mapped)})")
         plain = not self.mapped and not self.cloud_authoritative
         if plain:
-            # One staging table per column layout and connection, emptied by the upsert
-            # that reads it (and at commit): no catalog churn per batch.
+            # One staging table per column layout and connection, emptied at commit (or
+            # by the upsert that reads it): no catalog churn per batch.
             staging = "_edge_in_" + hashlib.sha256(ddl.encode()).hexdigest()[:16]
             await conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {staging} {ddl} "
                                "ON COMMIT DELETE ROWS")
@@ -119,18 +125,17 @@ class StateTarget:
         updates = ", ".join(
             f"{c} = EXCLUDED.{c}" for c in
             ["_edge_journal_epoch", "_edge_commit_seq", "_edge_deleted", *targets])
-        q = quote_ident(self.table)
         if self.cloud_authoritative:
             written = await self._apply_cloud_authoritative(
                 conn, device_id, batch, staging, insert_cols, select_cols, updates)
-        elif plain and conn.get_server_version().major >= 15:
-            written = await self._merge(conn, device_id, batch, staging, insert_cols, targets)
         else:
-            drain = f"WITH s AS (DELETE FROM {staging} RETURNING *) " if plain else ""
+            source, drain = staging, ""
+            if plain and not alone:
+                source, drain = "s", f"WITH s AS (DELETE FROM {staging} RETURNING *) "
             written = await self._upsert(
                 conn, staging,
-                f"{drain}INSERT INTO {q} AS t ({insert_cols}) "
-                f"SELECT {select_cols} FROM {_newest('s' if plain else staging, batch)} AS n "
+                f"{drain}INSERT INTO {quote_ident(self.table)} AS t ({insert_cols}) "
+                f"SELECT {select_cols} FROM {_newest(source, batch)} AS n "
                 f"ON CONFLICT (device_id, _edge_pk_hash) DO UPDATE SET {updates}, "
                 "_edge_synced_at = now() "
                 "WHERE (t._edge_journal_epoch, t._edge_commit_seq) "
@@ -140,30 +145,6 @@ class StateTarget:
         if not plain:
             await conn.execute(f"DROP TABLE IF EXISTS {staging}")
         return written
-
-    async def _merge(self, conn: Conn, device_id: uuid.UUID, batch: RowBatch, staging: str,
-                     insert_cols: str, targets: list[str]) -> int:
-        """The live path: one MERGE reads and empties the staging table. It joins the
-        batch to the target instead of ``INSERT … ON CONFLICT``'s speculative insert and
-        tuple lock per row (~20% less server time for a batch of updates and inserts).
-        MERGE does not guard against another transaction inserting the same key
-        meanwhile, but every writer of a lineage's rows holds its lineage row lock; were
-        that ever bypassed, the unique violation stages the batch (nothing is lost)."""
-        platform = [("_edge_journal_epoch", "_edge_epoch"), ("_edge_commit_seq", "_edge_seq"),
-                    ("_edge_deleted", "_edge_deleted")]
-        sets = ", ".join(f"{t} = n.{s}" for t, s in [*platform, *zip(targets, targets,
-                                                                     strict=True)])
-        values = ", ".join(["$1::uuid", "n._edge_pk_hash", "n._edge_epoch", "n._edge_seq",
-                            "n._edge_deleted", *(f"n.{c}" for c in targets)])
-        status: str = await conn.execute(
-            f"WITH s AS (DELETE FROM {staging} RETURNING *) "
-            f"MERGE INTO {quote_ident(self.table)} AS t USING {_newest('s', batch)} AS n "
-            "ON t.device_id = $1 AND t._edge_pk_hash = n._edge_pk_hash "
-            "WHEN MATCHED AND (t._edge_journal_epoch, t._edge_commit_seq) "
-            "< (n._edge_epoch, n._edge_seq) "
-            f"THEN UPDATE SET {sets}, _edge_synced_at = now() "
-            f"WHEN NOT MATCHED THEN INSERT ({insert_cols}) VALUES ({values})", device_id)
-        return int(status.rsplit(" ", 1)[-1])
 
     async def _upsert(self, conn: Conn, staging: str, sql: str, *args: object) -> int:
         """Run the upsert; with mapped columns, also record the values of the rows it
