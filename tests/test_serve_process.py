@@ -79,3 +79,24 @@ def test_embedded_defaults_keep_data_across_restarts(embedded_dir: Path, unique:
             proc.kill()
     # The embedded server stopped with the worker: no postmaster left on that data dir.
     assert not (data / "postgres" / "postmaster.pid").exists()
+
+
+def test_two_workers_on_one_host_with_their_own_client_ids(database_url: str, mqtt_url: str,
+                                                          unique: str) -> None:
+    """With the default id (edgesync-worker-<hostname>) a second worker on the host would
+    take the first one's MQTT session; ``--client-id`` keeps them apart."""
+    procs = [start("--database-url", database_url, "--mqtt-url", mqtt_url,
+                   "--client-id", f"worker-{n}-{unique}", "--shared-group", f"g-{unique}")
+             for n in (1, 2)]
+    try:
+        logs = [wait_serving(p) for p in procs]
+        for n, log in enumerate(logs, start=1):
+            assert f"as worker-{n}-{unique}" in log
+        time.sleep(3)  # a taken-over session shows as a disconnect right away
+        outs = [stop(p, signal.SIGTERM) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for out in outs:
+        assert "reconnecting" not in out, out

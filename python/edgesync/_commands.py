@@ -28,8 +28,10 @@ async def serve(args: argparse.Namespace) -> None:
         embedded_mqtt_port=args.embedded_mqtt_port or None,
         shared_group=args.shared_group, tls=tls, api_host=args.api_host,
         api_port=args.api_port, public_url=args.public_url)
+    if args.client_id:
+        settings.client_id = args.client_id
     async with Server(settings) as server:
-        _log.info("serving: broker %s", server.broker)
+        _log.info("serving: broker %s as %s", server.broker, settings.client_id)
         await server.run()
 
 

@@ -51,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--mqtt-ca", type=Path, help="CA certificate for a TLS broker")
     serve.add_argument("--mqtt-cert", type=Path, help="client certificate for mTLS")
     serve.add_argument("--mqtt-key", type=Path, help="client key for mTLS")
+    serve.add_argument("--client-id", default=os.environ.get("EDGESYNC_MQTT_CLIENT_ID"),
+                       help="MQTT client id of this worker (env EDGESYNC_MQTT_CLIENT_ID; "
+                            "default edgesync-worker-<hostname>). Keep it stable across "
+                            "restarts (the broker keeps its session and queued messages) and "
+                            "distinct per worker (a broker drops a client when another "
+                            "connects with its id)")
     serve.add_argument("--shared-group", default=None,
                        help="consume through MQTT shared subscriptions of this group, so "
                             "several workers split the load")
