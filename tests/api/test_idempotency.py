@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import timedelta
 
 import asyncpg
 import httpx
+
+from edgesync.api._idempotency import RETENTION
 
 
 async def test_missing_key_is_a_400(client: httpx.AsyncClient, tenant,
@@ -99,3 +102,41 @@ async def test_concurrent_retries_apply_once(client: httpx.AsyncClient, tenant,
     assert len({r.text for r in results}) == 1
     assert await pool.fetchval("SELECT count(*) FROM edge_devices WHERE project_id = $1",
                                tenant.project_id) == 1
+
+
+async def test_a_key_is_free_again_after_the_retention(client: httpx.AsyncClient, tenant,
+                                                       pool: asyncpg.Pool) -> None:
+    headers = tenant.headers(**{"Idempotency-Key": "daily-1"})
+    assert (await client.post(tenant.url("/devices"), headers=headers,
+                              json={"name": "gw-old"})).status_code == 201
+    await pool.execute("UPDATE edge_idempotency_keys SET created_at = now() - $1::interval "
+                       "WHERE idempotency_key = 'daily-1'", RETENTION + timedelta(minutes=1))
+    r = await client.post(tenant.url("/devices"), headers=headers, json={"name": "gw-new"})
+    assert r.status_code == 201 and "Idempotent-Replayed" not in r.headers
+    # The record now is the new request's: a retry of it replays, the old one is a 422.
+    again = await client.post(tenant.url("/devices"), headers=headers, json={"name": "gw-new"})
+    assert again.headers["Idempotent-Replayed"] == "true" and again.json() == r.json()
+    old = await client.post(tenant.url("/devices"), headers=headers, json={"name": "gw-old"})
+    assert old.status_code == 422
+
+
+async def test_mutations_sweep_expired_records(client: httpx.AsyncClient, tenant,
+                                               pool: asyncpg.Pool) -> None:
+    principal = await pool.fetchval("SELECT principal_id FROM edge_idempotency_keys LIMIT 1")
+    await pool.execute(
+        "INSERT INTO edge_idempotency_keys (principal_id, idempotency_key, request_hash, "
+        "method, path, status_code, response_body, created_at) "
+        "SELECT $1, 'expired-' || g, '\\x00', 'POST', '/x', 201, '{}', now() - $2::interval "
+        "FROM generate_series(1, 150) g", principal, RETENTION + timedelta(hours=1))
+
+    async def expired() -> int:
+        return int(await pool.fetchval(
+            "SELECT count(*) FROM edge_idempotency_keys WHERE created_at <= now() - $1::interval",
+            RETENTION))
+
+    assert await expired() >= 150
+    for n in range(3):
+        r = await client.post(tenant.url("/devices"), json={"name": f"gw-sweep-{n}"},
+                              headers=tenant.headers(**{"Idempotency-Key": str(uuid.uuid4())}))
+        assert r.status_code == 201
+    assert await expired() == 0

@@ -6,12 +6,17 @@ mutation's own writes: a retry finds the record and gets the stored response wit
 anything running twice, and a crash leaves neither. Concurrent requests with one key
 are serialized by a transaction-scoped advisory lock. Reusing a key for a different
 request is a 422.
+
+A record is kept for ``RETENTION`` (24 hours, long enough for any client's retries).
+After that the key is free again, and each mutation deletes a few expired records, so
+the table stays the size of a day's mutations without a background job.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Annotated
 
 import orjson
@@ -23,7 +28,11 @@ from edgesync.api._errors import ApiError, describe
 from edgesync.errors import EdgesyncError
 from edgesync.store import Conn
 
-__all__ = ["IdempotencyKey", "Work", "idempotent"]
+__all__ = ["RETENTION", "IdempotencyKey", "Work", "idempotent"]
+
+RETENTION = timedelta(hours=24)
+# Expired records removed per mutation: more than are written, so they never pile up.
+_SWEEP = 100
 
 IdempotencyKey = Annotated[
     str | None,
@@ -64,7 +73,9 @@ async def idempotent(conn: Conn, access: Access, request: Request, key: str | No
                            f"edgesync-idempotency:{principal_id}:{key}")
         stored = await conn.fetchrow(
             "SELECT request_hash, status_code, response_body FROM edge_idempotency_keys "
-            "WHERE principal_id = $1 AND idempotency_key = $2", principal_id, key)
+            "WHERE principal_id = $1 AND idempotency_key = $2 "
+            "AND created_at > now() - $3::interval",
+            principal_id, key, RETENTION)
         if stored is not None:
             if bytes(stored["request_hash"]) != fingerprint:
                 raise ApiError(422, "IDEMPOTENCY_KEY_REUSED",
@@ -80,8 +91,17 @@ async def idempotent(conn: Conn, access: Access, request: Request, key: str | No
             if status >= 500:
                 raise
         content = body.model_dump_json().encode()
+        # An expired record of this key is replaced.
         await conn.execute(
             "INSERT INTO edge_idempotency_keys (principal_id, idempotency_key, request_hash, "
-            "method, path, status_code, response_body) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "method, path, status_code, response_body) VALUES ($1, $2, $3, $4, $5, $6, $7) "
+            "ON CONFLICT (principal_id, idempotency_key) DO UPDATE SET "
+            "request_hash = EXCLUDED.request_hash, method = EXCLUDED.method, "
+            "path = EXCLUDED.path, status_code = EXCLUDED.status_code, "
+            "response_body = EXCLUDED.response_body, created_at = now()",
             principal_id, key, fingerprint, request.method, request.url.path, status, content)
+        await conn.execute(
+            "DELETE FROM edge_idempotency_keys WHERE ctid = ANY(ARRAY("
+            "SELECT ctid FROM edge_idempotency_keys WHERE created_at <= now() - $1::interval "
+            "ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED))", RETENTION, _SWEEP)
     return _response(status, content, replayed=False)
