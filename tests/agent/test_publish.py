@@ -14,8 +14,7 @@ import orjson
 
 from edgesync.agent import Agent, AgentConfig
 from edgesync.agent._config import ConnectionConfig, ReplicationConfig
-from edgesync.agent._publisher import Backoff
-from edgesync.protocol import mqtt_client, parse_broker_url
+from edgesync.protocol import Backoff, mqtt_client, parse_broker_url
 
 MQTT_URL = os.environ.get("EDGESYNC_TEST_MQTT_URL", "mqtt://127.0.0.1:1883")
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Awaitable, Callable
 from typing import NoReturn
 
@@ -20,41 +19,13 @@ import aiomqtt
 
 from edgesync.agent._config import ConnectionConfig
 from edgesync.errors import BrokerError
-from edgesync.protocol import TopicKind, mqtt_client, topic_for
+from edgesync.protocol import Backoff, TopicKind, mqtt_client, raise_if_cancelling, topic_for
 
-__all__ = ["Backoff", "MqttLink", "raise_if_cancelling"]
+__all__ = ["MqttLink"]
 
 log = logging.getLogger("edgesync.agent")
 
 ControlHandler = Callable[[bytes], Awaitable[None]]
-
-
-def raise_if_cancelling() -> None:
-    """Re-raise a cancellation that was swallowed on the way.
-
-    On Python 3.11 ``asyncio.wait_for`` (used by aiomqtt) drops a cancellation that
-    arrives just as the awaited operation completes; loops call this so that a
-    cancelled task still stops.
-    """
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
-
-
-class Backoff:
-    """Exponential backoff with jitter: the n-th delay is uniform in [d/2, d],
-    d = min(cap, base * 2**n)."""
-
-    def __init__(self, base: float = 0.5, cap: float = 60.0) -> None:
-        self.base, self.cap, self.attempt = base, cap, 0
-
-    def next_delay(self) -> float:
-        d = min(self.cap, self.base * 2.0**self.attempt)
-        self.attempt = min(self.attempt + 1, 30)
-        return d / 2 + random.uniform(0, d / 2)
-
-    def reset(self) -> None:
-        self.attempt = 0
 
 
 class MqttLink:

@@ -31,7 +31,7 @@ from edgesync.agent._downlink import Extras, execute_control
 from edgesync.agent._http_put import put_file
 from edgesync.agent._inbox import Accepted, ControlInbox
 from edgesync.agent._progress import resend_unconfirmed
-from edgesync.agent._publisher import MqttLink, raise_if_cancelling
+from edgesync.agent._publisher import MqttLink
 from edgesync.agent._retention import JournalBudget
 from edgesync.agent._state import StateStore
 from edgesync.agent._telemetry import TelemetryCapture
@@ -40,7 +40,7 @@ from edgesync.agent._triggers import install_triggers
 from edgesync.agent._uploads import Upload, Uploads
 from edgesync.agent._writeback import CloudVersions
 from edgesync.errors import BrokerError, ConfigError
-from edgesync.protocol import TopicKind, topic_for
+from edgesync.protocol import TopicKind, raise_if_cancelling, topic_for
 
 __all__ = ["Agent"]
 
