@@ -34,8 +34,9 @@ echo "== static checks"
 (cd /tmp && "$root/.venv-test/bin/python" -m mypy.stubtest edgesync._core \
    --allowlist "$root/tests/stubtest-allowlist.txt")
 
-# Each run is bounded: a hang fails CI in minutes with a dump of the stuck test (its
-# asyncio tasks, then its threads) instead of using up the whole CI time.
+# Each run is bounded (a pytest run takes ~3 min here; 25 min is far beyond that): a hang
+# fails CI with a dump of the stuck test (its asyncio tasks, then its threads) instead of
+# using up the whole CI time.
 bounded() { timeout --kill-after=30 1500 "$@"; }
 
 echo "== pytest"
@@ -50,5 +51,5 @@ EDGESYNC_TEST_UVLOOP=1 bounded .venv-test/bin/python -m pytest -p no:cacheprovid
   --timeout-method=thread "$@"
 
 echo "== benchmark smoke"
-.venv-test/bin/python -m pytest -p no:cacheprovider -q \
+bounded .venv-test/bin/python -m pytest -p no:cacheprovider -q \
   --benchmark-disable benches

@@ -57,9 +57,21 @@ def _dump_tasks(nodeid: str) -> None:
     sys.__stderr__.write(out.getvalue())
 
 
+def _timeout_of(item: pytest.Item) -> float:
+    """The limit pytest-timeout applies to this test: its marker, else the option/ini."""
+    marker = item.get_closest_marker("timeout")
+    if marker is not None:
+        value = marker.kwargs.get("timeout", marker.args[0] if marker.args else None)
+        if value is not None:
+            return float(value)
+    return float(item.config.getoption("timeout", None) or item.config.getini("timeout") or 0)
+
+
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
-    limit = float(item.config.getoption("timeout", None) or item.config.getini("timeout") or 0)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None
+                            ) -> Generator[None, Any, Any]:
+    # Timed like pytest-timeout (setup, call and teardown), and due just before it.
+    limit = _timeout_of(item)
     watchdog = None
     if limit > 0:
         watchdog = threading.Timer(limit * 0.9, _dump_tasks, args=(item.nodeid,))

@@ -20,6 +20,16 @@ from edgesync.protocol import uuid7
 COLUMNS = [MirrorColumn("id", "id", "bigint"), MirrorColumn("v", "v", "text")]
 
 
+async def staged_left(conn: asyncpg.Connection) -> int:
+    """Rows in this connection's kept staging tables (``_edge_in_*``)."""
+    names = await conn.fetch(
+        "SELECT relname FROM pg_class WHERE relnamespace = pg_my_temp_schema() "
+        "AND relkind = 'r' AND relname LIKE '\\_edge\\_in\\_%'")
+    assert names, "the kept staging table exists"
+    return sum([await conn.fetchval(f"SELECT count(*) FROM pg_temp.{quote_ident(r[0])}")
+                for r in names])
+
+
 def batch(epoch: str, ops: list[tuple[int, str, int, str | None]]) -> bytes:
     rows = [{"commit_seq": seq, "op": op, "pk": {"id": key},
              "row": None if op == "delete" else {"id": key, "v": v}}
@@ -53,11 +63,14 @@ async def test_live_and_replay_paths_agree(pool: asyncpg.Pool, unique: str, seed
                 for p in deliveries:
                     async with conn.transaction():
                         await target.apply(conn, device, _core.decode_row_batch(p), alone=True)
+                    assert await staged_left(conn) == 0  # gone at commit
             else:
                 async with conn.transaction():
                     for p in deliveries:
                         async with conn.transaction():  # a savepoint per batch, as replay
                             await target.apply(conn, device, _core.decode_row_batch(p))
+                        # Emptied as read, or the next batch would carry this one's rows.
+                        assert await staged_left(conn) == 0
             rows = await conn.fetch(
                 f"SELECT id, v, _edge_deleted, _edge_commit_seq FROM {quote_ident(target.table)} "
                 "ORDER BY _edge_pk_hash")

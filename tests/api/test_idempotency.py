@@ -122,7 +122,12 @@ async def test_a_key_is_free_again_after_the_retention(client: httpx.AsyncClient
 
 async def test_mutations_sweep_expired_records(client: httpx.AsyncClient, tenant,
                                                pool: asyncpg.Pool) -> None:
-    principal = await pool.fetchval("SELECT principal_id FROM edge_idempotency_keys LIMIT 1")
+    key = str(uuid.uuid4())
+    r = await client.post(tenant.url("/devices"), json={"name": "gw-sweep"},
+                          headers=tenant.headers(**{"Idempotency-Key": key}))
+    assert r.status_code == 201
+    principal = await pool.fetchval(
+        "SELECT principal_id FROM edge_idempotency_keys WHERE idempotency_key = $1", key)
     await pool.execute(
         "INSERT INTO edge_idempotency_keys (principal_id, idempotency_key, request_hash, "
         "method, path, status_code, response_body, created_at) "

@@ -24,7 +24,7 @@ import orjson
 from edgesync.control._sender import Publisher
 from edgesync.control._signer import sign_for_device
 from edgesync.errors import BrokerError, ConfigError
-from edgesync.protocol import TopicKind, topic_for
+from edgesync.protocol import TopicKind, raise_if_cancelling, topic_for
 
 __all__ = ["ProgressReporter"]
 
@@ -50,6 +50,9 @@ class ProgressReporter:
                 await self.report()
             except (OSError, asyncpg.PostgresError, BrokerError) as exc:
                 _log.warning("progress reporter: %s", exc)
+            # aiomqtt's wait_for may have dropped a stop as a PUBACK came; raising it only
+            # now, after the round committed, keeps the signed sequence of what was sent.
+            raise_if_cancelling()
             await asyncio.sleep(self._interval)
 
     async def report(self) -> int:

@@ -55,4 +55,3 @@ class MqttPublisher:
         except aiomqtt.MqttError as exc:
             raise_if_cancelling()
             raise BrokerError(f"publishing on {topic} failed: {exc}") from exc
-        raise_if_cancelling()  # one that aiomqtt's wait_for dropped as the PUBACK came

@@ -20,7 +20,7 @@ import orjson
 from edgesync.control._outbox import CONTROL_CHANNEL
 from edgesync.control._signer import sign_for_device
 from edgesync.errors import BrokerError, ConfigError
-from edgesync.protocol import TopicKind, topic_for
+from edgesync.protocol import TopicKind, raise_if_cancelling, topic_for
 
 __all__ = ["ControlSender", "Publisher"]
 
@@ -52,6 +52,9 @@ class ControlSender:
                         await self.send_due()
                     except (OSError, asyncpg.PostgresError, BrokerError) as exc:
                         _log.warning("control sender: %s", exc)
+                    # A stop aiomqtt's wait_for dropped during a publish: raised after the
+                    # round committed, so a control on the wire keeps its signed sequence.
+                    raise_if_cancelling()
                     # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a
                     # cancellation that comes as the wake-up does, and the loop would never stop.
                     with contextlib.suppress(TimeoutError):
