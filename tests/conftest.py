@@ -45,6 +45,22 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item
     return {"asyncio": asyncio.new_event_loop}
 
 
+def _await_chain(task: asyncio.Task[Any]) -> list[str]:
+    """Where a task waits, outermost first: each coroutine it is awaiting in turn
+    (``Task.print_stack`` shows only the outermost one)."""
+    lines, obj = [], task.get_coro()
+    while obj is not None:
+        frame = getattr(obj, "cr_frame", None) or getattr(obj, "ag_frame", None) \
+            or getattr(obj, "gi_frame", None)
+        if frame is None:
+            lines.append(f"    awaiting {obj!r:.160}")
+            break
+        lines.append(f"    {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+        obj = getattr(obj, "cr_await", None) or getattr(obj, "ag_await", None) \
+            or getattr(obj, "gi_yieldfrom", None)
+    return lines
+
+
 def _dump_tasks(nodeid: str) -> None:
     """What every pending asyncio task awaits: printed shortly before pytest-timeout
     stops a hung test, whose own report shows threads only."""
@@ -53,7 +69,7 @@ def _dump_tasks(nodeid: str) -> None:
     for task in [o for o in gc.get_objects() if isinstance(o, asyncio.Task)]:
         if not task.done():
             print(f"-- {task.get_name()}: {task!r:.200}", file=out)
-            task.print_stack(limit=25, file=out)
+            print("\n".join(_await_chain(task)), file=out)
     sys.__stderr__.write(out.getvalue())
 
 

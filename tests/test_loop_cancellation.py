@@ -1,16 +1,19 @@
-"""The server's polling loops stop when cancelled, even when a wake-up (a NOTIFY) comes
-in the same turn of the event loop as the cancellation. On Python 3.11,
-``asyncio.wait_for`` returns the wake-up and drops the cancellation there, and a loop
-built on it would run on forever (it hung ``edgesync serve``'s stop in CI)."""
+"""The server's loops stop when cancelled even when Python 3.11's ``asyncio.wait_for``
+drops the cancellation: it returns a result that comes in the same turn (a NOTIFY
+waking a poll loop, a PUBACK in aiomqtt) and forgets the cancel. That hung
+``edgesync serve``'s stop in CI: the progress reporter, its stop dropped during one
+publish, then waited in the next for a connection the stopped publisher never made."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import asyncpg
 import pytest
 
-from edgesync.control import ControlSender
+from edgesync.control import ControlSender, MqttPublisher
+from edgesync.protocol import parse_broker_url
 from edgesync.staging import Replayer
 
 
@@ -59,3 +62,24 @@ async def test_a_wake_up_does_not_swallow_the_stop(pool: asyncpg.Pool, make: typ
         task.cancel()
         await asyncio.wait({task}, timeout=5)
     assert stopped, "the loop went on after being cancelled"
+
+
+async def test_a_dropped_stop_does_not_wait_for_a_stopped_publisher(mqtt_url: str) -> None:
+    publisher = MqttPublisher(parse_broker_url(mqtt_url), client_id="never-connects")
+
+    async def stop_dropped_then_publish() -> None:
+        me = asyncio.current_task()
+        assert me is not None
+        me.cancel()
+        # What wait_for does with the cancel when the result comes in the same turn:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(0)
+        await publisher.publish("t/sync/ingest/control", b"{}")
+
+    task = asyncio.create_task(stop_dropped_then_publish())
+    await asyncio.wait({task}, timeout=10)  # bounded: the old publish waited forever
+    stopped = task.cancelled()
+    if not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=5)
+    assert stopped, "publish waited for a connection while its task was being cancelled"

@@ -50,9 +50,7 @@ class ProgressReporter:
                 await self.report()
             except (OSError, asyncpg.PostgresError, BrokerError) as exc:
                 _log.warning("progress reporter: %s", exc)
-            # aiomqtt's wait_for may have dropped a stop as a PUBACK came; raising it only
-            # now, after the round committed, keeps the signed sequence of what was sent.
-            raise_if_cancelling()
+            raise_if_cancelling()  # a stop dropped in a round that then failed
             await asyncio.sleep(self._interval)
 
     async def report(self) -> int:
@@ -92,6 +90,9 @@ class ProgressReporter:
                         _log.error("progress for %s not sent: %s", name, exc)
                         break
                     sent += 1
+                    # A stop aiomqtt's wait_for dropped as the PUBACK came: raised once
+                    # that control's transaction committed (its sig_seq is on the wire).
+                    raise_if_cancelling()
             self._after = int(seen[-1]["seen_seq"])
             return sent
 

@@ -48,6 +48,9 @@ class MqttPublisher:
                 self._client = None
 
     async def publish(self, topic: str, payload: bytes) -> None:
+        # A stop dropped earlier (aiomqtt's wait_for) must not start a wait for a
+        # connection that the stopped publisher will never make again.
+        raise_if_cancelling()
         await self.connected.wait()
         assert self._client is not None
         try:

@@ -52,9 +52,7 @@ class ControlSender:
                         await self.send_due()
                     except (OSError, asyncpg.PostgresError, BrokerError) as exc:
                         _log.warning("control sender: %s", exc)
-                    # A stop aiomqtt's wait_for dropped during a publish: raised after the
-                    # round committed, so a control on the wire keeps its signed sequence.
-                    raise_if_cancelling()
+                    raise_if_cancelling()  # a stop dropped in a round that then failed
                     # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a
                     # cancellation that comes as the wake-up does, and the loop would never stop.
                     with contextlib.suppress(TimeoutError):
@@ -102,4 +100,7 @@ class ControlSender:
                                       TopicKind.INGEST_CONTROL)
                     await self._publisher.publish(topic, orjson.dumps(body))
                 sent += 1
+                # A stop aiomqtt's wait_for dropped as the PUBACK came: raised once this
+                # control's transaction committed (its sig_seq is on the wire).
+                raise_if_cancelling()
         return sent
