@@ -83,6 +83,7 @@ class MqttLink:
 
     async def publish(self, topic: str, payload: bytes) -> None:
         """Publish at QoS 1 and wait for the PUBACK; BrokerError when that fails."""
+        raise_if_cancelling()  # never wait for a connection a stopping link will not make
         await self.connected.wait()
         client = self._client
         if client is None:
