@@ -15,7 +15,7 @@ import orjson
 
 from edgesync.errors import EdgesyncError
 
-__all__ = ["configure_logging", "main"]
+__all__ = ["main"]
 
 # Libraries whose INFO lines are chatter to an operator (the embedded PostgreSQL's whole
 # initdb and pg_ctl output, the embedded broker's state machine): shown from DEBUG only.
@@ -148,7 +148,7 @@ def _print_json(doc: Any) -> None:
     sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
 
 
-def configure_logging(level_name: str) -> None:
+def _configure_logging(level_name: str) -> None:
     level: int = logging.getLevelNamesMapping()[level_name.upper()]
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if level > logging.DEBUG:
@@ -158,7 +158,7 @@ def configure_logging(level_name: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    configure_logging(args.log_level)
+    _configure_logging(args.log_level)
     try:
         return _dispatch(args)
     except EdgesyncError as exc:

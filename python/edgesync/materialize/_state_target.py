@@ -90,8 +90,8 @@ class StateTarget:
 
         ``INSERT … ON CONFLICT`` probes the primary key once per row, so a batch costs the
         same however many rows the device already has. (A MERGE joins the batch to the
-        target instead, and PostgreSQL may then hash every row of the device: over three
-        times slower on a target of 100k rows, see docs/benchmarks.md.)"""
+        target instead, and PostgreSQL may then hash every row of the device: 2.5 times
+        the cost per batch on a target of 100k rows, see docs/benchmarks.md.)"""
         columns = ([(c.source, c.pg_type) for c in self.columns]
                    + [(m.source, m.pg_type) for m in self.mapped])
         # The temp table has exactly these types, so binary values always fit it; the
