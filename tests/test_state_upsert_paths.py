@@ -1,8 +1,8 @@
-"""StateTarget's two ways to read its kept staging table give the same table for the same
-deliveries (repeated keys inside a batch, batches out of order, redelivery, deletes that
-leave tombstones): the live path, one batch per transaction whose staged rows go at
-commit, and the replay path, many batches in one transaction, each emptying the staging
-table as it is read."""
+"""StateTarget's ways to write give the same table for the same deliveries (repeated keys
+inside a batch, batches out of order, redelivery, deletes that leave tombstones): one
+batch per transaction, whose staged rows go at commit; one group of every batch in one
+COPY and one upsert; and several groups in one transaction, each emptying the staging
+table the one before it left filled."""
 
 from __future__ import annotations
 
@@ -55,28 +55,35 @@ async def test_live_and_replay_paths_agree(pool: asyncpg.Pool, unique: str, seed
     device = uuid.uuid4()
     tables = {}
     async with pool.acquire() as conn:
-        for name in ("live", "replay"):
+        for name in ("single", "group", "groups"):
             target = StateTarget(f"edge_state_paths_{name}_{unique}_{seed}", COLUMNS)
             async with conn.transaction():
                 await target.provision(conn)
-            if name == "live":
-                for p in deliveries:
+            decoded = [_core.decode_row_batch(p) for p in deliveries]
+            parts = [(b, target.encode(device, b)) for b in decoded]
+            if name == "single":
+                for b in decoded:
                     async with conn.transaction():
-                        await target.apply(conn, device, _core.decode_row_batch(p), alone=True)
+                        await target.apply(conn, device, b)
                     assert await staged_left(conn) == 0  # gone at commit
-            else:
+            elif name == "group":
                 async with conn.transaction():
-                    for p in deliveries:
-                        async with conn.transaction():  # a savepoint per batch, as replay
-                            await target.apply(conn, device, _core.decode_row_batch(p))
-                        # Emptied as read, or the next batch would carry this one's rows.
-                        assert await staged_left(conn) == 0
+                    await target.write_group(conn, parts, set())
+                assert await staged_left(conn) == 0
+            else:
+                used: set[str] = set()
+                async with conn.transaction():
+                    for part in parts:
+                        await target.write_group(conn, [part], used)
+                        # Only this group's rows: the one before was emptied first.
+                        assert await staged_left(conn) == part[0].row_count
+                assert await staged_left(conn) == 0
             rows = await conn.fetch(
                 f"SELECT id, v, _edge_deleted, _edge_commit_seq FROM {quote_ident(target.table)} "
                 "ORDER BY _edge_pk_hash")
             tables[name] = sorted(tuple(r) for r in rows)
-    assert tables["live"] == tables["replay"]
-    assert tables["live"] == [(1, "a2", False, 3), (2, "b-again", False, 6),
+    assert tables["single"] == tables["group"] == tables["groups"]
+    assert tables["single"] == [(1, "a2", False, 3), (2, "b-again", False, 6),
                               (3, None, True, 8), (4, "d", False, 9)]
     assert not _core.decode_row_batch(payloads[0]).keys_are_unique
     assert _core.decode_row_batch(payloads[1]).keys_are_unique

@@ -109,7 +109,8 @@ class RowBatch:
         """True when no two row ops share a primary key."""
 
     def encode_state_copy(
-        self, columns: Sequence[tuple[str, str]], *, binary: bool = False
+        self, columns: Sequence[tuple[str, str]], *, binary: bool = False,
+        device_id: str | None = None,
     ) -> bytes:
         """Rows as PostgreSQL COPY text format, one line per row op, releasing the GIL.
 
@@ -119,12 +120,14 @@ class RowBatch:
 
         ``columns`` is ``(source_column, pg_type)`` with pg_type one of ``bigint``,
         ``double precision``, ``text``, ``bytea``, ``numeric``, ``jsonb``, ``boolean``.
-        Each line: pk_hash, journal_epoch, commit_seq, deleted (t/f), then one
-        field per requested column (from ``row``; from ``pk`` for deletes; NULL when
+        Each line: [device_id,] pk_hash, journal_epoch, commit_seq, deleted (t/f), then
+        one field per requested column (from ``row``; from ``pk`` for deletes; NULL when
         absent). Raises BatchRejected(code="value_type_mismatch") naming the column
         and commit_seq when a value cannot be written as its pg_type (field
-        ``rows[i].row.<column>``, or ``rows[i].pk.<column>`` for deletes), and
-        SchemaError for an unknown pg_type.
+        ``rows[i].row.<column>``, or ``rows[i].pk.<column>`` for deletes),
+        SchemaError for an unknown pg_type, ValueError when ``device_id`` (given:
+        every row starts with it, so batches of many devices share one COPY) is not
+        a hyphenated UUID.
         """
 
 def decode_row_batch(

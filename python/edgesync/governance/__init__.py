@@ -1,7 +1,7 @@
 """Schema governance: lineages, schema versions, classification, reviews, bindings."""
 
 from edgesync.governance._admission import Admission, admit
-from edgesync.governance._bindings import REPLAY_CHANNEL, load_state_target
+from edgesync.governance._bindings import REPLAY_CHANNEL, load_state_target, load_state_targets
 from edgesync.governance._classify import SchemaDiff, classify
 from edgesync.governance._coalesced import (
     get_coalesced_mirror,
@@ -21,6 +21,7 @@ from edgesync.governance._lineages import (
     Lineage,
     get_lineage_for_update,
     lock_lineage,
+    lock_lineages,
     pause_lineage,
     resume_lineage,
 )
@@ -72,7 +73,9 @@ __all__ = [
     "list_registry_reviews",
     "list_reviews",
     "load_state_target",
+    "load_state_targets",
     "lock_lineage",
+    "lock_lineages",
     "pause_lineage",
     "read_data_point_values",
     "reject_registry_review",

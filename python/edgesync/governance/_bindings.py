@@ -15,6 +15,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
+import orjson
+
 from edgesync.errors import ConflictError, IdentifierError, InvalidRequestError
 from edgesync.governance._events import emit
 from edgesync.governance._lineages import Lineage, resume_lineage
@@ -34,6 +37,7 @@ from edgesync.materialize import (
 from edgesync.store import Conn
 
 __all__ = ["REPLAY_CHANNEL", "ColumnAction", "approve_schema", "load_state_target",
+           "load_state_targets",
            "mirror_all_actions", "plan_columns", "provision_target"]
 
 REPLAY_CHANNEL = "edge_replay"
@@ -151,6 +155,47 @@ async def load_state_target(conn: Conn, lineage: Lineage, schema_hash: str, *,
         "WHERE b.lineage_id = $1 AND b.schema_hash = $2 "
         "AND b.action IN ('mirror', 'map', 'auto_create_and_map') ORDER BY b.id",
         lineage.id, schema_hash, lineage.target_table, fill_schema_columns)
+    return _target(lineage, list(rows))
+
+
+async def load_state_targets(conn: Conn, wanted: list[tuple[Lineage, str]], *,
+                             fill_schema_columns: dict[uuid.UUID, dict[str, Any]] | None = None
+                             ) -> dict[uuid.UUID, StateTarget]:
+    """``load_state_target`` for many ``(lineage, schema_hash)`` in one round trip (two
+    when ``fill_schema_columns``, by lineage id, has versions to fill); keyed by lineage
+    id. Lineages without a target are left out."""
+    wanted = [(lin, h) for lin, h in wanted if lin.target_table is not None]
+    if not wanted:
+        return {}
+    fill = fill_schema_columns or {}
+    if fill:
+        await conn.execute(
+            "UPDATE edge_schema_versions v SET schema_columns = f.cols::jsonb "
+            "FROM unnest($1::uuid[], $2::text[], $3::text[]) AS f(lineage_id, hash, cols) "
+            "WHERE v.lineage_id = f.lineage_id AND v.schema_hash = f.hash "
+            "AND v.schema_columns IS NULL",
+            [lin.id for lin, _ in wanted if lin.id in fill],
+            [h for lin, h in wanted if lin.id in fill],
+            [orjson.dumps(fill[lin.id]).decode() for lin, _ in wanted if lin.id in fill])
+    rows = await conn.fetch(
+        "SELECT w.lineage_id, b.source_column_name, b.action, b.mirror_column_name, "
+        "b.target_type, b.device_data_point_id, "
+        "format_type(a.atttypid, a.atttypmod) AS stored_type "
+        "FROM unnest($1::uuid[], $2::text[], $3::text[]) AS w(lineage_id, hash, tbl) "
+        "JOIN edge_column_bindings b ON b.lineage_id = w.lineage_id AND b.schema_hash = w.hash "
+        "LEFT JOIN pg_attribute a ON a.attrelid = to_regclass(quote_ident(w.tbl)) "
+        "AND a.attname = b.mirror_column_name AND a.attnum > 0 AND NOT a.attisdropped "
+        "WHERE b.action IN ('mirror', 'map', 'auto_create_and_map') ORDER BY b.id",
+        [lin.id for lin, _ in wanted], [h for _, h in wanted],
+        [lin.target_table for lin, _ in wanted])
+    by_lineage: dict[uuid.UUID, list[asyncpg.Record]] = {lin.id: [] for lin, _ in wanted}
+    for r in rows:
+        by_lineage[r["lineage_id"]].append(r)
+    return {lin.id: _target(lin, by_lineage[lin.id]) for lin, _ in wanted}
+
+
+def _target(lineage: Lineage, rows: list[asyncpg.Record]) -> StateTarget:
+    assert lineage.target_table is not None
     cols = [MirrorColumn(r["source_column_name"], r["mirror_column_name"], r["target_type"],
                          r["stored_type"])
             for r in rows if r["action"] == "mirror"]

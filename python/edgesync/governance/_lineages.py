@@ -11,7 +11,8 @@ from edgesync.governance._events import emit
 from edgesync.registry import DeviceScope
 from edgesync.store import Conn
 
-__all__ = ["Lineage", "get_lineage_for_update", "lock_lineage", "pause_lineage", "resume_lineage"]
+__all__ = ["Lineage", "get_lineage_for_update", "lock_lineage", "lock_lineages", "pause_lineage",
+           "resume_lineage"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,3 +82,36 @@ async def resume_lineage(conn: Conn, lineage: Lineage) -> None:
         "updated_at = now() WHERE id = $1", lineage.id)
     await emit(conn, lineage.project_id, "integration.edge_table_lineage.ingestion_resumed.v1",
                lineage.id, {"lineage_id": str(lineage.id)})
+
+
+async def lock_lineages(conn: Conn, wanted: list[tuple[DeviceScope, str, str]]
+                        ) -> dict[tuple[uuid.UUID, str], Lineage]:
+    """``lock_lineage`` for many ``(scope, source_table, pipeline)`` at once: two round
+    trips, three when some lineages are new. Rows are locked in ``id`` order (and new
+    keys inserted in key order), so two groups sharing lineages never deadlock."""
+    keys = sorted({(s.device_id, table): (s, pipeline) for s, table, pipeline in wanted}.items(),
+                  key=lambda kv: (kv[0][0].bytes, kv[0][1]))
+    devices = [k[0] for k, _ in keys]
+    tables = [k[1] for k, _ in keys]
+    found = {(r["device_id"], r["source_table"]): Lineage.from_record(r)
+             for r in await conn.fetch(_LOCK_MANY, devices, tables)}
+    missing = [(k, v) for k, v in keys if k not in found]
+    if missing:
+        await conn.execute(
+            "INSERT INTO edge_table_lineages (id, project_id, fleet_id, device_id, "
+            "source_table, pipeline) SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], "
+            "$4::uuid[], $5::text[], $6::text[]) ON CONFLICT (device_id, source_table) DO NOTHING",
+            [uuid.uuid4() for _ in missing], [s.project_id for _, (s, _) in missing],
+            [s.fleet_id for _, (s, _) in missing], [k[0] for k, _ in missing],
+            [k[1] for k, _ in missing], [p for _, (_, p) in missing])
+        found.update({(r["device_id"], r["source_table"]): Lineage.from_record(r)
+                      for r in await conn.fetch(_LOCK_MANY, [k[0] for k, _ in missing],
+                                                [k[1] for k, _ in missing])})
+    return found
+
+
+_LOCK_MANY = (
+    "SELECT l.* FROM edge_table_lineages l "
+    "JOIN unnest($1::uuid[], $2::text[]) AS k(device_id, source_table) "
+    "ON l.device_id = k.device_id AND l.source_table = k.source_table "
+    "ORDER BY l.id FOR UPDATE OF l")

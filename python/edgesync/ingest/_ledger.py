@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -13,8 +14,9 @@ from edgesync._core import RowBatch
 from edgesync.errors import BatchRejected
 from edgesync.store import Conn
 
-__all__ = ["claim_batch", "mark_seen_again", "record_rejection", "redelivered",
-           "settle_batch"]
+__all__ = ["Claim", "SegmentKey", "claim_batch", "claim_many", "mark_seen_again",
+           "record_rejection", "redelivered", "redelivered_many", "settle_batch", "settle_many",
+           "taken_batch_seqs"]
 
 
 async def claim_batch(conn: Conn, device_id: uuid.UUID, topic_kind: str,
@@ -100,3 +102,92 @@ async def record_rejection(conn: Conn, device_id: uuid.UUID, topic_kind: str,
         device_id, lineage_id, meta.get("batch_id"), topic_kind, meta.get("source_table"),
         rej.code, rej.field, rej.detail[:2000], len(payload))
     return lineage_id if isinstance(lineage_id, uuid.UUID) else None
+
+
+# --- many batches at once: the group writer's statements ------------------------------
+
+SegmentKey = tuple[uuid.UUID, uuid.UUID]  # (device_id, batch_id)
+
+
+async def redelivered_many(conn: Conn, keys: list[SegmentKey]) -> set[SegmentKey]:
+    """Which of ``keys`` were accepted already; those take a new seen_seq (see
+    ``mark_seen_again``). One statement for the whole group, outside any transaction."""
+    if not keys:
+        return set()
+    rows = await conn.fetch(
+        "UPDATE edge_export_segments s SET seen_seq = nextval('edge_export_segments_seen_seq') "
+        "FROM unnest($1::uuid[], $2::uuid[]) AS k(device_id, batch_id) "
+        "WHERE s.device_id = k.device_id AND s.batch_id = k.batch_id "
+        "AND s.outcome <> 'rejected' RETURNING s.device_id, s.batch_id",
+        [k[0] for k in keys], [k[1] for k in keys])
+    return {(r["device_id"], r["batch_id"]) for r in rows}
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A ledger row to insert for an accepted batch (outcome settled later)."""
+
+    device_id: uuid.UUID
+    lineage_id: uuid.UUID
+    batch_id: uuid.UUID
+    topic_kind: str
+    source_table: str
+    schema_hash: str
+    row_count: int
+    payload_bytes: int
+    journal_epoch: uuid.UUID | None = None
+    first_commit_seq: int | None = None
+    last_commit_seq: int | None = None
+    batch_seq: int | None = None
+
+
+async def claim_many(conn: Conn, claims: list[Claim]) -> dict[SegmentKey, int]:
+    """Insert the ledger rows of a group (outcome ``staged`` until ``settle_many``);
+    returns the segment id of each batch not accepted before. Runs in the transaction
+    that writes the batches' rows, under their lineages' locks."""
+    if not claims:
+        return {}
+    cols = list(zip(*[(c.device_id, c.lineage_id, c.batch_id, c.topic_kind, c.source_table,
+                       c.schema_hash, c.journal_epoch, c.first_commit_seq, c.last_commit_seq,
+                       c.batch_seq, c.row_count, c.payload_bytes) for c in claims], strict=True))
+    rows = await conn.fetch(
+        "INSERT INTO edge_export_segments (device_id, lineage_id, batch_id, topic_kind, "
+        "source_table, outcome, schema_hash, journal_epoch, first_commit_seq, last_commit_seq, "
+        "batch_seq, row_count, payload_bytes) "
+        "SELECT d, l, b, k, t, 'staged', h, e, f, z, q, r, p FROM unnest($1::uuid[], "
+        "$2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::uuid[], $8::bigint[], "
+        "$9::bigint[], $10::bigint[], $11::int[], $12::int[]) AS c(d, l, b, k, t, h, e, f, z, "
+        "q, r, p) "
+        "ON CONFLICT (device_id, batch_id) WHERE outcome <> 'rejected' DO NOTHING "
+        "RETURNING id, device_id, batch_id", *(list(c) for c in cols))
+    return {(r["device_id"], r["batch_id"]): r["id"] for r in rows}
+
+
+async def taken_batch_seqs(conn: Conn, keys: list[tuple[uuid.UUID, str, int, uuid.UUID]]
+                           ) -> set[tuple[uuid.UUID, str, int]]:
+    """Which ``(device_id, source_table, batch_seq)`` were accepted with another
+    batch_id than the one given (``duplicate_batch_seq``)."""
+    if not keys:
+        return set()
+    rows = await conn.fetch(
+        "SELECT s.device_id, s.source_table, s.batch_seq FROM edge_export_segments s "
+        "JOIN unnest($1::uuid[], $2::text[], $3::bigint[], $4::uuid[]) AS k(d, t, q, b) "
+        "ON s.device_id = k.d AND s.source_table = k.t AND s.batch_seq = k.q "
+        "WHERE s.batch_seq IS NOT NULL AND s.outcome <> 'rejected' AND s.batch_id <> k.b",
+        *(list(c) for c in zip(*keys, strict=True)))
+    return {(r["device_id"], r["source_table"], r["batch_seq"]) for r in rows}
+
+
+async def settle_many(conn: Conn, materialized: list[tuple[int, uuid.UUID, int]]) -> None:
+    """Mark ``(segment_id, lineage_id, rows)`` materialized and count the rows on their
+    lineages, in one statement."""
+    if not materialized:
+        return
+    seg_ids, lineage_ids, rows = (list(c) for c in zip(*materialized, strict=True))
+    await conn.execute(
+        "WITH seg AS (UPDATE edge_export_segments SET outcome = 'materialized' "
+        "  WHERE id = ANY($1::bigint[])), "
+        "per AS (SELECT l, sum(n) AS n FROM unnest($2::uuid[], $3::bigint[]) AS x(l, n) "
+        "  GROUP BY l) "
+        "UPDATE edge_table_lineages t SET materialized_rows = materialized_rows + per.n, "
+        "updated_at = now() FROM per WHERE t.id = per.l", seg_ids, lineage_ids, rows)

@@ -12,11 +12,12 @@ import hashlib
 import itertools
 import uuid
 from dataclasses import dataclass
+from typing import Literal
 
 from edgesync._core import RowBatch
 from edgesync.materialize._data_points import MappedColumn, state_values_sql, temp_columns_ddl
 from edgesync.materialize._identifiers import quote_ident
-from edgesync.materialize._types import copy_format
+from edgesync.materialize._types import copy_format, join_copy
 from edgesync.store import Conn
 
 __all__ = ["MirrorColumn", "StateTarget"]
@@ -34,13 +35,13 @@ class MirrorColumn:
     stored_type: str | None = None
 
 
-def _newest(source: str, batch: RowBatch) -> str:
-    """The rows of ``source`` that can win: the newest change of each key. A batch whose
-    keys are all distinct (the Rust decoder tells) needs no sort to find them."""
-    if batch.keys_are_unique:
+def _newest(source: str, keys_unique: bool) -> str:
+    """The rows of ``source`` that can win: the newest change of each (device, key). A
+    single batch whose keys are all distinct (the Rust decoder tells) needs no sort."""
+    if keys_unique:
         return source
-    return (f"(SELECT DISTINCT ON (_edge_pk_hash) * FROM {source} "
-            "ORDER BY _edge_pk_hash, _edge_epoch DESC, _edge_seq DESC)")
+    return (f"(SELECT DISTINCT ON (_edge_device, _edge_pk_hash) * FROM {source} "
+            "ORDER BY _edge_device, _edge_pk_hash, _edge_epoch DESC, _edge_seq DESC)")
 
 
 class StateTarget:
@@ -82,44 +83,115 @@ class StateTarget:
                 f"ALTER TABLE {q} ADD COLUMN IF NOT EXISTS {quote_ident(col.target)} {col.pg_type}"
             )
 
-    async def apply(self, conn: Conn, device_id: uuid.UUID, batch: RowBatch, *,
-                    alone: bool = False) -> int:
+    @property
+    def plain(self) -> bool:
+        """Only mirrored columns, device-authoritative: batches of many devices can then
+        share one COPY and one upsert (``write_group``)."""
+        return not self.mapped and not self.cloud_authoritative
+
+    def _copy_columns(self) -> list[tuple[str, str]]:
+        return ([(c.source, c.pg_type) for c in self._ordered]
+                + [(m.source, m.pg_type) for m in self.mapped])
+
+    @property
+    def _ordered(self) -> list[MirrorColumn]:
+        # The staging table's layout depends on the columns, never on the order their
+        # bindings were read in: one temp table per layout and connection, however many
+        # lineages (devices) share the layout.
+        return sorted(self.columns, key=lambda c: (c.target, c.pg_type))
+
+    @property
+    def layout(self) -> str:
+        """The staging table's columns: targets with equal layouts can share a COPY."""
+        return self._staging_ddl()
+
+    def _staging_ddl(self) -> str:
+        cols_ddl = "".join(f", {quote_ident(c.target)} {c.pg_type}" for c in self._ordered)
+        return ("(_edge_device uuid, _edge_pk_hash text, _edge_epoch uuid, _edge_seq bigint, "
+                f"_edge_deleted boolean{cols_ddl}{temp_columns_ddl(self.mapped)})")
+
+    @property
+    def copy_format(self) -> Literal["binary", "text"]:
+        return copy_format(self._copy_columns())
+
+    def encode(self, device_id: uuid.UUID, batch: RowBatch) -> bytes:
+        """The batch's rows as COPY data for the staging table (device id first). Raises
+        BatchRejected for a value that does not fit its column: before anything is
+        written, so the caller can stage that batch alone."""
+        return batch.encode_state_copy(self._copy_columns(),
+                                       binary=self.copy_format == "binary",
+                                       device_id=str(device_id))
+
+    async def apply(self, conn: Conn, device_id: uuid.UUID, batch: RowBatch) -> int:
         """Upsert one batch; returns how many target rows changed. Runs inside the caller's
-        transaction (the ledger row commits with it). ``alone``: the transaction writes no
-        other batch, so the rows of the kept staging table can simply go at commit.
+        transaction (the ledger row commits with it)."""
+        if self.plain:
+            return await self.write_group(conn, [(batch, self.encode(device_id, batch))],
+                                          set())
+        return await self.apply_encoded(conn, device_id, batch, self.encode(device_id, batch))
+
+    async def write_group(self, conn: Conn, parts: list[tuple[RowBatch, bytes]],
+                          used: set[str]) -> int:
+        """Upsert the batches of many devices (``parts``: each batch with its ``encode``
+        output) with one COPY and one statement; returns the target rows changed. Only
+        for ``plain`` targets. ``used``: the staging tables this transaction has filled
+        already (it is emptied first when used again before the commit empties it).
 
         ``INSERT … ON CONFLICT`` probes the primary key once per row, so a batch costs the
         same however many rows the device already has. (A MERGE joins the batch to the
         target instead, and PostgreSQL may then hash every row of the device: 2.5 times
         the cost per batch on a target of 100k rows, see docs/benchmarks.md.)"""
-        columns = ([(c.source, c.pg_type) for c in self.columns]
-                   + [(m.source, m.pg_type) for m in self.mapped])
-        # The temp table has exactly these types, so binary values always fit it; the
-        # upsert then converts them as SQL would.
-        fmt = copy_format(columns)
-        copy = batch.encode_state_copy(columns, binary=fmt == "binary")
-        cols_ddl = "".join(f", {quote_ident(c.target)} {c.pg_type}" for c in self.columns)
-        ddl = (f"(_edge_pk_hash text, _edge_epoch uuid, _edge_seq bigint, _edge_deleted boolean"
-               f"{cols_ddl}{temp_columns_ddl(self.mapped)})")
-        plain = not self.mapped and not self.cloud_authoritative
-        if plain:
-            # One staging table per column layout and connection, emptied at commit (or
-            # by the upsert that reads it): no catalog churn per batch.
-            staging = "_edge_in_" + hashlib.sha256(ddl.encode()).hexdigest()[:16]
+        assert self.plain
+        ddl = self.layout
+        # One staging table per column layout and connection, emptied at commit: no
+        # catalog churn per batch, and one truncation per layout at commit.
+        staging = "_edge_in_" + hashlib.sha256(ddl.encode()).hexdigest()[:16]
+        if staging in used:
+            await conn.execute(f"DELETE FROM {staging}")
+        else:
             await conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {staging} {ddl} "
                                "ON COMMIT DELETE ROWS")
-        else:
-            staging = f"_edge_in_{next(_temp_names)}"
-            await conn.execute(f"CREATE TEMP TABLE {staging} {ddl} ON COMMIT DROP")
-        # A memoryview: asyncpg would take plain bytes for a file path.
-        await conn.copy_to_table(staging, source=memoryview(copy),  # type: ignore[arg-type]
-                                 format=fmt)
+            used.add(staging)
+        fmt = self.copy_format
+        await conn.copy_to_table(staging, format=fmt,
+                                 source=join_copy([c for _, c in parts], fmt))  # type: ignore[arg-type]
+        keys_unique = len(parts) == 1 and parts[0][0].keys_are_unique
+        status: str = await conn.execute(self._upsert_sql(
+            _newest(staging, keys_unique), "n._edge_device"))
+        return int(status.rsplit(" ", 1)[-1])
+
+    def _upsert_sql(self, source: str, device: str) -> str:
         targets = [quote_ident(c.target) for c in self.columns]
         insert_cols = ", ".join(
             ["device_id", "_edge_pk_hash", "_edge_journal_epoch", "_edge_commit_seq",
              "_edge_deleted", *targets])
         # Platform columns of the temp table use the reserved _edge_ prefix, so no mirrored
         # column (never _edge_*) can collide with them.
+        select_cols = ", ".join([device, "_edge_pk_hash", "_edge_epoch", "_edge_seq",
+                                 "_edge_deleted", *targets])
+        updates = ", ".join(
+            f"{c} = EXCLUDED.{c}" for c in
+            ["_edge_journal_epoch", "_edge_commit_seq", "_edge_deleted", *targets])
+        return (f"INSERT INTO {quote_ident(self.table)} AS t ({insert_cols}) "
+                f"SELECT {select_cols} FROM {source} AS n "
+                f"ON CONFLICT (device_id, _edge_pk_hash) DO UPDATE SET {updates}, "
+                "_edge_synced_at = now() "
+                "WHERE (t._edge_journal_epoch, t._edge_commit_seq) "
+                "< (EXCLUDED._edge_journal_epoch, EXCLUDED._edge_commit_seq)")
+
+    async def apply_encoded(self, conn: Conn, device_id: uuid.UUID, batch: RowBatch,
+                            copy: bytes) -> int:
+        """One batch (``copy`` from ``encode``) of a target with mapped columns or cloud
+        authority: its own temp table, dropped at the end."""
+        staging = f"_edge_in_{next(_temp_names)}"
+        await conn.execute(f"CREATE TEMP TABLE {staging} {self._staging_ddl()} ON COMMIT DROP")
+        # A memoryview: asyncpg would take plain bytes for a file path.
+        await conn.copy_to_table(staging, source=memoryview(copy),  # type: ignore[arg-type]
+                                 format=self.copy_format)
+        targets = [quote_ident(c.target) for c in self.columns]
+        insert_cols = ", ".join(
+            ["device_id", "_edge_pk_hash", "_edge_journal_epoch", "_edge_commit_seq",
+             "_edge_deleted", *targets])
         select_cols = ", ".join(["$1::uuid", "_edge_pk_hash", "_edge_epoch", "_edge_seq",
                                  "_edge_deleted", *targets])
         updates = ", ".join(
@@ -129,21 +201,11 @@ class StateTarget:
             written = await self._apply_cloud_authoritative(
                 conn, device_id, batch, staging, insert_cols, select_cols, updates)
         else:
-            source, drain = staging, ""
-            if plain and not alone:
-                source, drain = "s", f"WITH s AS (DELETE FROM {staging} RETURNING *) "
             written = await self._upsert(
                 conn, staging,
-                f"{drain}INSERT INTO {quote_ident(self.table)} AS t ({insert_cols}) "
-                f"SELECT {select_cols} FROM {_newest(source, batch)} AS n "
-                f"ON CONFLICT (device_id, _edge_pk_hash) DO UPDATE SET {updates}, "
-                "_edge_synced_at = now() "
-                "WHERE (t._edge_journal_epoch, t._edge_commit_seq) "
-                "< (EXCLUDED._edge_journal_epoch, EXCLUDED._edge_commit_seq)",
-                device_id,
-            )
-        if not plain:
-            await conn.execute(f"DROP TABLE IF EXISTS {staging}")
+                self._upsert_sql(_newest(staging, batch.keys_are_unique), "$1::uuid"),
+                device_id)
+        await conn.execute(f"DROP TABLE IF EXISTS {staging}")
         return written
 
     async def _upsert(self, conn: Conn, staging: str, sql: str, *args: object) -> int:

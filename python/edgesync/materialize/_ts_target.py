@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from typing import Literal
 
 from edgesync._core import TelemetryBatch
 from edgesync.materialize._data_points import (
@@ -30,10 +32,10 @@ from edgesync.materialize._data_points import (
 )
 from edgesync.materialize._identifiers import MAX_IDENT_BYTES, quote_ident, target_table_name
 from edgesync.materialize._state_target import MirrorColumn
-from edgesync.materialize._types import copy_format
+from edgesync.materialize._types import copy_format, join_copy
 from edgesync.store import Conn
 
-__all__ = ["TS_PLATFORM_COLUMNS", "TsTarget", "ts_table_name"]
+__all__ = ["TS_PLATFORM_COLUMNS", "TsRows", "TsTarget", "ts_table_name"]
 
 TS_PLATFORM_COLUMNS = ("device_id", "event_ts", "row_id")
 # A batch spanning more days than this gets partitions for its first and last day
@@ -43,6 +45,16 @@ _MAX_SPAN_DAYS = 8
 # Partitions known to exist (this process saw them in the catalog): most batches then
 # need no catalog query at all.
 _seen_partitions: set[str] = set()
+
+
+@dataclass(frozen=True, slots=True)
+class TsRows:
+    """One telemetry batch encoded for its target."""
+
+    device_id: uuid.UUID
+    batch: TelemetryBatch
+    copy: bytes
+    values: bytes | None
 
 
 def ts_table_name(project_id: uuid.UUID, source_table: str) -> str:
@@ -148,24 +160,39 @@ class TsTarget:
         await conn.execute(f"ALTER TABLE {q} ATTACH PARTITION {part} {bounds}")
         return 1
 
+    @property
+    def copy_format(self) -> Literal["binary", "text"]:
+        # Binary values go straight into the table: only when each column is known to
+        # have the type they are encoded for (text input would be converted instead).
+        columns = [(c.source, c.pg_type) for c in self.columns]
+        checked = all(c.stored_type == c.pg_type for c in self.columns)
+        return copy_format(columns) if checked else "text"
+
+    def encode(self, device_id: uuid.UUID, batch: TelemetryBatch) -> TsRows:
+        """The batch as COPY data (and its mapped values). Raises BatchRejected for a value
+        that does not fit, before anything is written."""
+        copy = batch.encode_telemetry_copy([(c.source, c.pg_type) for c in self.columns],
+                                           device_id=str(device_id),
+                                           binary=self.copy_format == "binary")
+        values = encode_telemetry_values(batch, self.mapped) if self.mapped else None
+        return TsRows(device_id, batch, copy, values)
+
     async def apply(self, conn: Conn, device_id: uuid.UUID, batch: TelemetryBatch) -> int:
         """Append one batch; returns the number of rows. Runs inside the caller's
         transaction (the ledger row commits with it)."""
-        # Encode first: a value that does not fit is refused before anything is written.
-        columns = [(c.source, c.pg_type) for c in self.columns]
-        # Binary values go straight into the table: only when each column is known to
-        # have the type they are encoded for (text input would be converted instead).
-        checked = all(c.stored_type == c.pg_type for c in self.columns)
-        fmt = copy_format(columns) if checked else "text"
-        copy = batch.encode_telemetry_copy(columns, device_id=str(device_id),
-                                           binary=fmt == "binary")
-        values = encode_telemetry_values(batch, self.mapped) if self.mapped else None
-        await self.ensure_partitions(conn, datetime.fromisoformat(batch.first_event_ts),
-                                     datetime.fromisoformat(batch.last_event_ts))
-        # A memoryview: asyncpg would take plain bytes for a file path.
+        return await self.write_group(conn, [self.encode(device_id, batch)])
+
+    async def write_group(self, conn: Conn, parts: list[TsRows]) -> int:
+        """Append the batches of many devices with one COPY; returns the rows written."""
+        for part in parts:  # known partitions cost nothing (see ensure_partitions)
+            await self.ensure_partitions(conn, datetime.fromisoformat(part.batch.first_event_ts),
+                                         datetime.fromisoformat(part.batch.last_event_ts))
+        fmt = self.copy_format
         await conn.copy_to_table(
-            self.table, source=memoryview(copy),  # type: ignore[arg-type]
+            self.table, source=join_copy([p.copy for p in parts], fmt),  # type: ignore[arg-type]
             columns=[*TS_PLATFORM_COLUMNS, *(c.target for c in self.columns)], format=fmt)
-        if values is not None:
-            await write_telemetry_values(conn, device_id, batch, self.mapped, values)
-        return batch.row_count
+        for part in parts:
+            if part.values is not None:
+                await write_telemetry_values(conn, part.device_id, part.batch, self.mapped,
+                                             part.values)
+        return sum(p.batch.row_count for p in parts)

@@ -2,10 +2,13 @@
 
 from edgesync.staging._replayer import Replayer
 from edgesync.staging._staged import (
+    StagedBatch,
     list_staged_rows,
+    stage_many,
     stage_row_batch,
     stage_telemetry_batch,
     unstage,
 )
 
-__all__ = ["Replayer", "list_staged_rows", "stage_row_batch", "stage_telemetry_batch", "unstage"]
+__all__ = ["Replayer", "StagedBatch", "list_staged_rows", "stage_many", "stage_row_batch",
+           "stage_telemetry_batch", "unstage"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -17,7 +18,8 @@ from edgesync._core import RowBatch, TelemetryBatch
 from edgesync.control import check_backpressure
 from edgesync.store import Conn
 
-__all__ = ["list_staged_rows", "stage_row_batch", "stage_telemetry_batch", "unstage"]
+__all__ = ["StagedBatch", "list_staged_rows", "stage_many", "stage_row_batch",
+           "stage_telemetry_batch", "unstage"]
 
 
 async def stage_row_batch(conn: Conn, *, lineage_id: uuid.UUID,
@@ -94,3 +96,52 @@ async def _iter_staged(conn: Conn, lineage_id: uuid.UUID
             "SELECT id, staging_reason, schema_hash, blob FROM edge_staged_rows "
             "WHERE lineage_id = $1 ORDER BY id", lineage_id):
             yield rec
+
+
+@dataclass(frozen=True, slots=True)
+class StagedBatch:
+    """A batch to hold in staging: its ledger row, lineage and why it waits."""
+
+    lineage_id: uuid.UUID
+    device_id: uuid.UUID
+    segment_id: int
+    batch: RowBatch | TelemetryBatch
+    payload: bytes
+    reason: str
+
+
+async def stage_many(conn: Conn, staged: list[StagedBatch]) -> list[uuid.UUID]:
+    """Stage the batches of a group (two statements); returns the lineages whose backlog
+    grew, for the caller's backpressure check."""
+    if not staged:
+        return []
+    rows: list[tuple[object, ...]] = []
+    for s in staged:
+        b = s.batch
+        if isinstance(b, TelemetryBatch):
+            rows.append((s.lineage_id, s.device_id, s.segment_id, b.source_table, s.reason,
+                         b.schema_hash, "telemetry", b.batch_seq,
+                         datetime.fromisoformat(b.first_event_ts),
+                         datetime.fromisoformat(b.last_event_ts), None, None, None,
+                         b.row_count, len(s.payload), _core.compress_blob(s.payload)))
+        else:
+            rows.append((s.lineage_id, s.device_id, s.segment_id, b.source_table, s.reason,
+                         b.schema_hash, "rows", None, None, None, uuid.UUID(b.journal_epoch),
+                         b.first_commit_seq, b.last_commit_seq, b.row_count, len(s.payload),
+                         _core.compress_blob(s.payload)))
+    await conn.execute(
+        "INSERT INTO edge_staged_rows (lineage_id, device_id, segment_id, source_table, "
+        "staging_reason, schema_hash, pipeline, batch_seq, first_event_ts, last_event_ts, "
+        "journal_epoch, first_commit_seq, last_commit_seq, row_count, byte_count, blob) "
+        "SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::text[], $5::text[], "
+        "$6::text[], $7::text[], $8::bigint[], $9::timestamptz[], $10::timestamptz[], "
+        "$11::uuid[], $12::bigint[], $13::bigint[], $14::int[], $15::int[], $16::bytea[])",
+        *(list(c) for c in zip(*rows, strict=True)))
+    await conn.execute(
+        "WITH per AS (SELECT l, sum(r) AS r, sum(b) AS b FROM unnest($1::uuid[], $2::bigint[], "
+        "  $3::bigint[]) AS x(l, r, b) GROUP BY l) "
+        "UPDATE edge_table_lineages t SET staged_rows = staged_rows + per.r, "
+        "staged_bytes = staged_bytes + per.b, updated_at = now() FROM per WHERE t.id = per.l",
+        [s.lineage_id for s in staged], [s.batch.row_count for s in staged],
+        [len(s.payload) for s in staged])
+    return list(dict.fromkeys(s.lineage_id for s in staged))

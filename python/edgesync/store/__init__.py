@@ -5,9 +5,11 @@ from edgesync.store._connect import open_database
 from edgesync.store._embedded import embedded_postgres
 from edgesync.store._migrations import KNOWN_VERSION, applied_version, migrate
 from edgesync.store._pool import create_pool
+from edgesync.store._transient import TRANSIENT_ERRORS
 
 __all__ = [
     "KNOWN_VERSION",
+    "TRANSIENT_ERRORS",
     "Conn",
     "applied_version",
     "create_pool",

@@ -421,14 +421,24 @@ impl RowBatch {
     ///
     /// Values come from `row` (from `pk` for deletes); absent keys and JSON
     /// null are NULL. A value that cannot be written as its type is rejected
-    /// with `value_type_mismatch`.
-    pub fn encode_state_copy(&self, columns: &[(String, PgType)]) -> Result<Vec<u8>, CoreError> {
-        let mut out = Vec::with_capacity(self.text().len() + self.rows.len() * 110);
+    /// with `value_type_mismatch`. With `device_id` (a hyphenated UUID, checked by
+    /// the caller) each line starts with it: batches of many devices then share one
+    /// COPY stream.
+    pub fn encode_state_copy(
+        &self,
+        columns: &[(String, PgType)],
+        device_id: Option<&str>,
+    ) -> Result<Vec<u8>, CoreError> {
+        let mut out = Vec::with_capacity(self.text().len() + self.rows.len() * 150);
         let mut finder = SlotFinder::new(columns);
         let mut finder_pk = SlotFinder::new(columns);
         let mut num = itoa::Buffer::new();
         for (i, r) in self.rows.iter().enumerate() {
             let deleted = r.op == Op::Delete;
+            if let Some(d) = device_id {
+                out.extend_from_slice(d.as_bytes());
+                out.push(b'\t');
+            }
             out.extend_from_slice(r.pk_hash().as_bytes());
             out.push(b'\t');
             out.extend_from_slice(self.journal_epoch.as_bytes());
@@ -476,7 +486,7 @@ pub(crate) mod tests {
         let b = batch_with_rows(json!([
             {"commit_seq": 1, "op": "insert", "pk": {"id": 1}, "row": {"id": 1, "v": value}}
         ]));
-        let out = b.encode_state_copy(&cols(&[("v", ty)]))?;
+        let out = b.encode_state_copy(&cols(&[("v", ty)]), None)?;
         let line = String::from_utf8(out).unwrap();
         let field = line.trim_end_matches('\n').rsplit('\t').next().unwrap();
         Ok(field.to_owned())
@@ -503,12 +513,15 @@ pub(crate) mod tests {
     fn full_batch_byte_for_byte() {
         let b = decode_row_batch(&serde_json::to_vec(&valid()).unwrap()).unwrap();
         let out = b
-            .encode_state_copy(&cols(&[
-                ("id", "bigint"),
-                ("mode", "text"),
-                ("setpoint", "double precision"),
-                ("missing", "jsonb"),
-            ]))
+            .encode_state_copy(
+                &cols(&[
+                    ("id", "bigint"),
+                    ("mode", "text"),
+                    ("setpoint", "double precision"),
+                    ("missing", "jsonb"),
+                ]),
+                None,
+            )
             .unwrap();
         let h = crate::pk_hash_json(b"{\"id\":1}").unwrap();
         let expected = format!(
@@ -517,6 +530,21 @@ pub(crate) mod tests {
              {h}\t{EPOCH}\t103\tt\t1\t\\N\t\\N\t\\N\n"
         );
         assert_eq!(String::from_utf8(out).unwrap(), expected);
+    }
+
+    #[test]
+    fn device_id_leads_each_line() {
+        let b = decode_row_batch(&serde_json::to_vec(&valid()).unwrap()).unwrap();
+        let dev = "0190a000-0000-7000-8000-000000000001";
+        let plain = b
+            .encode_state_copy(&cols(&[("id", "bigint")]), None)
+            .unwrap();
+        let with = b
+            .encode_state_copy(&cols(&[("id", "bigint")]), Some(dev))
+            .unwrap();
+        let plain = String::from_utf8(plain).unwrap();
+        let expected: String = plain.lines().map(|l| format!("{dev}\t{l}\n")).collect();
+        assert_eq!(String::from_utf8(with).unwrap(), expected);
     }
 
     #[test]
@@ -611,12 +639,14 @@ pub(crate) mod tests {
             {"commit_seq": 2, "op": "delete", "pk": {"id": "x"}}
         ]));
         let out = b
-            .encode_state_copy(&cols(&[("site", "text"), ("other", "text")]))
+            .encode_state_copy(&cols(&[("site", "text"), ("other", "text")]), None)
             .unwrap();
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].ends_with("\t1\tt\ta\t\\N"), "{}", lines[0]);
-        let err = b.encode_state_copy(&cols(&[("id", "bigint")])).unwrap_err();
+        let err = b
+            .encode_state_copy(&cols(&[("id", "bigint")]), None)
+            .unwrap_err();
         assert_eq!(err.field(), Some("rows[1].pk.id"));
     }
 

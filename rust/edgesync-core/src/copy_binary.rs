@@ -242,10 +242,22 @@ fn write_fields(
 }
 
 impl RowBatch {
-    /// [`RowBatch::encode_state_copy`] in COPY binary format: `pk_hash text,
-    /// journal_epoch uuid, commit_seq bigint, deleted boolean`, then the columns.
-    pub fn encode_state_binary(&self, columns: &[(String, PgType)]) -> Result<Vec<u8>, CoreError> {
+    /// [`RowBatch::encode_state_copy`] in COPY binary format: `[device_id uuid,]
+    /// pk_hash text, journal_epoch uuid, commit_seq bigint, deleted boolean`, then the
+    /// columns.
+    pub fn encode_state_binary(
+        &self,
+        columns: &[(String, PgType)],
+        device_id: Option<&str>,
+    ) -> Result<Vec<u8>, CoreError> {
         check_supported(columns)?;
+        let device = match device_id {
+            Some(d) => Some(uuid_bytes(d.as_bytes()).ok_or_else(|| {
+                CoreError::Schema(format!("device_id is not a hyphenated UUID: {d:?}"))
+            })?),
+            None => None,
+        };
+        let platform = 4 + usize::from(device.is_some());
         let mut out = header(self.text().len() + self.rows.len() * 140);
         let epoch = uuid_bytes(self.journal_epoch.as_bytes()).ok_or_else(|| {
             CoreError::Schema(format!(
@@ -256,7 +268,10 @@ impl RowBatch {
         let (mut finder, mut finder_pk) = (SlotFinder::new(columns), SlotFinder::new(columns));
         let mut chosen = Vec::with_capacity(columns.len());
         for (i, r) in self.rows.iter().enumerate() {
-            field_count(4 + columns.len(), &mut out)?;
+            field_count(platform + columns.len(), &mut out)?;
+            if let Some(d) = &device {
+                fixed(d, &mut out);
+            }
             fixed(r.pk_hash().as_bytes(), &mut out);
             fixed(&epoch, &mut out);
             fixed(&r.commit_seq.to_be_bytes(), &mut out);
@@ -435,8 +450,8 @@ mod tests {
         .into_iter()
         .map(|(n, t)| (n.to_owned(), t))
         .collect();
-        let text = String::from_utf8(b.encode_state_copy(&cols).unwrap()).unwrap();
-        let rows = parse(&b.encode_state_binary(&cols).unwrap());
+        let text = String::from_utf8(b.encode_state_copy(&cols, None).unwrap()).unwrap();
+        let rows = parse(&b.encode_state_binary(&cols, None).unwrap());
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(rows.len(), lines.len());
         for (row, line) in rows.iter().zip(lines) {
@@ -471,14 +486,14 @@ mod tests {
         v.as_object_mut().unwrap().remove("schema_columns");
         let b = decode_row_batch(&serde_json::to_vec(&v).unwrap()).unwrap();
         let err = b
-            .encode_state_binary(&[("v".to_owned(), PgType::Bigint)])
+            .encode_state_binary(&[("v".to_owned(), PgType::Bigint)], None)
             .unwrap_err();
         assert_eq!(err.code(), Some("value_type_mismatch"));
         assert_eq!(err.field(), Some("rows[0].row.v"));
         let cols = [("v".to_owned(), PgType::Numeric)];
         assert!(!binary_supported(&cols));
         assert!(matches!(
-            b.encode_state_binary(&cols),
+            b.encode_state_binary(&cols, None),
             Err(CoreError::Schema(_))
         ));
     }

@@ -1244,7 +1244,7 @@ pub(crate) mod tests {
                         .iter()
                         .map(|t| ("mode".to_owned(), *t))
                         .collect();
-                    let _ = b.encode_state_copy(&cols);
+                    let _ = b.encode_state_copy(&cols, None);
                 }
                 Ok(Err(CoreError::Rejected { .. })) => {}
                 Ok(Err(other)) => panic!("non-rejection error {other:?} for {p:?}"),

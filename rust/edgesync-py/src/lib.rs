@@ -196,21 +196,23 @@ impl PyRowBatch {
 
     /// Rows as PostgreSQL COPY text (or, with `binary`, binary) format, one row per
     /// row op, releasing the GIL.
-    #[pyo3(signature = (columns, *, binary = false))]
+    #[pyo3(signature = (columns, *, binary = false, device_id = None))]
     fn encode_state_copy<'py>(
         &self,
         py: Python<'py>,
         columns: Vec<(String, String)>,
         binary: bool,
+        device_id: Option<String>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let columns = parse_columns(columns)?;
-        let inner = &self.inner;
+        check_device_id(device_id.as_deref())?;
+        let (inner, device_id) = (&self.inner, device_id.as_deref());
         let out = py
             .detach(|| {
                 if binary {
-                    inner.encode_state_binary(&columns)
+                    inner.encode_state_binary(&columns, device_id)
                 } else {
-                    inner.encode_state_copy(&columns)
+                    inner.encode_state_copy(&columns, device_id)
                 }
             })
             .into_py_result()?;

@@ -1,0 +1,257 @@
+"""Accepting a group of decoded batches in one transaction: admit → materialize or
+stage → settle.
+
+Every batch message — of any device, lineage or kind — takes this path, alone or with
+the others of its group (see ``_group``). In the caller's transaction:
+
+1. the lineages of the group are locked (get-or-create, in id order);
+2. telemetry ``batch_seq`` rules: a new batch_id whose batch_seq was already accepted
+   (or is taken by another batch of the group) is rejected ``duplicate_batch_seq``;
+   nothing else about the order of batches matters (docs/protocol.md);
+3. one multi-row ledger insert claims every batch; one accepted before is a duplicate
+   (its progress confirmation is queued again);
+4. admission per (lineage, schema hash): approved and active lineages load their
+   targets in one query, the others go through governance one at a time;
+5. batches are encoded first (a value that does not fit stages that batch alone), then
+   written with one COPY per target table and layout;
+6. the rest is staged with its reason (one insert), backpressure checked per lineage;
+7. the ledger rows of materialized batches settle with their lineages' counters.
+
+A PostgreSQL error while writing (step 5) aborts the whole transaction: the group
+writer splits the group and tries again, down to the one batch, which is then accepted
+with ``write_error`` set (staged ``materialization_failed``), so a poisoned batch never
+rolls back or loses its neighbours.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import orjson
+
+from edgesync._core import RowBatch, TelemetryBatch
+from edgesync.control import (
+    check_backpressure,
+    record_materialization_failure,
+    resend_cloud_rows,
+)
+from edgesync.errors import BatchRejected
+from edgesync.governance import Admission, Lineage, admit, load_state_targets, lock_lineages
+from edgesync.ingest._ledger import (
+    Claim,
+    SegmentKey,
+    claim_many,
+    record_rejection,
+    redelivered_many,
+    settle_many,
+    taken_batch_seqs,
+)
+from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
+from edgesync.materialize import StateTarget, TsTarget
+from edgesync.materialize._ts_target import TsRows
+from edgesync.protocol import TopicKind
+from edgesync.registry import DeviceScope
+from edgesync.staging import StagedBatch, stage_many
+from edgesync.store import Conn
+
+__all__ = ["Work", "accept_group"]
+
+_log = logging.getLogger("edgesync.ingest")
+
+
+@dataclass(slots=True, eq=False)
+class Work:
+    """One decoded batch message on its way through a group."""
+
+    scope: DeviceScope
+    kind: TopicKind
+    payload: bytes
+    batch: RowBatch | TelemetryBatch
+    # Set when writing this batch failed before (alone): it is staged, not written.
+    write_error: str | None = None
+    outcome: IngestOutcome | None = None
+    lineage: Lineage | None = field(default=None, repr=False)
+
+    @property
+    def key(self) -> SegmentKey:
+        return (self.scope.device_id, uuid.UUID(self.batch.batch_id))
+
+    @property
+    def pipeline(self) -> str:
+        return "telemetry" if isinstance(self.batch, TelemetryBatch) else "rows"
+
+
+async def accept_group(conn: Conn, works: list[Work]) -> None:
+    """Accept ``works`` in the caller's transaction; sets each one's ``outcome``."""
+    lineages = await lock_lineages(
+        conn, [(w.scope, w.batch.source_table, w.pipeline) for w in works])
+    for w in works:
+        w.lineage = lineages[(w.scope.device_id, w.batch.source_table)]
+    live = await _seq_rules(conn, works)
+    segments = await claim_many(conn, [_claim(w) for w in live])
+    claimed = []
+    for w in live:
+        if w.key in segments:
+            claimed.append(w)
+        else:  # accepted by another worker since the redelivery check
+            w.outcome = IngestOutcome(OutcomeStatus.DUPLICATE, None, w.batch.batch_id,
+                                      _lineage(w).id)
+    # A duplicate found only now had its ledger row before this transaction: re-queue
+    # its confirmation, as for any redelivery.
+    await redelivered_many(conn, [w.key for w in live if w.key not in segments])
+    if not claimed:
+        return
+    admissions = await _admit(conn, claimed)
+    staged: list[tuple[Work, str]] = []
+    materialized = await _materialize(conn, claimed, admissions, staged)
+    for w, error in [(w, w.write_error) for w, _ in staged if w.write_error]:
+        await record_materialization_failure(conn, _lineage(w).id, error)
+        _log.warning("batch %s staged: %s", w.batch.batch_id, error)
+    grown = await stage_many(conn, [
+        StagedBatch(_lineage(w).id, w.scope.device_id, segments[w.key], w.batch, w.payload,
+                    reason) for w, reason in staged])
+    for lineage_id in grown:
+        await check_backpressure(conn, lineage_id)
+    for w, reason in staged:
+        w.outcome = IngestOutcome(OutcomeStatus.STAGED, reason, None, _lineage(w).id,
+                                  w.batch.row_count)
+    await settle_many(conn, [(segments[w.key], _lineage(w).id, w.batch.row_count)
+                             for w in materialized])
+    for w in materialized:
+        w.outcome = IngestOutcome(OutcomeStatus.MATERIALIZED, None, None, _lineage(w).id,
+                                  w.batch.row_count)
+
+
+def _lineage(w: Work) -> Lineage:
+    assert w.lineage is not None
+    return w.lineage
+
+
+def _claim(w: Work) -> Claim:
+    b, lineage = w.batch, _lineage(w)
+    if isinstance(b, TelemetryBatch):
+        return Claim(w.scope.device_id, lineage.id, uuid.UUID(b.batch_id), w.kind.value,
+                     b.source_table, b.schema_hash, b.row_count, b.payload_size,
+                     batch_seq=b.batch_seq)
+    return Claim(w.scope.device_id, lineage.id, uuid.UUID(b.batch_id), w.kind.value,
+                 b.source_table, b.schema_hash, b.row_count, b.payload_size,
+                 uuid.UUID(b.journal_epoch), b.first_commit_seq, b.last_commit_seq)
+
+
+async def _seq_rules(conn: Conn, works: list[Work]) -> list[Work]:
+    """Reject telemetry batches whose batch_seq another batch_id holds; the rest go on."""
+    telemetry = [w for w in works if isinstance(w.batch, TelemetryBatch)]
+    if not telemetry:
+        return works
+    taken = await taken_batch_seqs(conn, [
+        (w.scope.device_id, w.batch.source_table, w.batch.batch_seq, w.key[1])
+        for w in telemetry if isinstance(w.batch, TelemetryBatch)])
+    holders: dict[tuple[uuid.UUID, str, int], uuid.UUID] = {}
+    live = []
+    for w in works:
+        b = w.batch
+        if not isinstance(b, TelemetryBatch):
+            live.append(w)
+            continue
+        seq_key = (w.scope.device_id, b.source_table, b.batch_seq)
+        holder = holders.setdefault(seq_key, w.key[1])
+        if seq_key not in taken and holder == w.key[1]:
+            live.append(w)
+            continue
+        rej = BatchRejected("duplicate_batch_seq", f"batch_seq {b.batch_seq} was already "
+                            "accepted with another batch_id", "batch_seq")
+        await record_rejection(conn, w.scope.device_id, w.kind.value, w.payload, rej)
+        w.outcome = IngestOutcome(OutcomeStatus.REJECTED, rej.code, rej.detail, _lineage(w).id)
+    return live
+
+
+async def _admit(conn: Conn, works: list[Work]) -> dict[tuple[uuid.UUID, str], Admission]:
+    """One admission per (lineage, schema hash) of the group."""
+    firsts: dict[tuple[uuid.UUID, str], Work] = {}
+    for w in works:
+        firsts.setdefault((_lineage(w).id, w.batch.schema_hash), w)
+    out: dict[tuple[uuid.UUID, str], Admission] = {}
+    current: dict[uuid.UUID, Lineage] = {}
+    # New hashes, new lineages, paused lineages: governance decides, one at a time.
+    for (lineage_id, schema_hash), w in firsts.items():
+        lineage = current.get(lineage_id, _lineage(w))
+        if lineage.approved_schema_hash == schema_hash and lineage.status == "active":
+            continue
+        adm = await admit(conn, w.scope, lineage, schema_hash, w.batch.schema_columns_json)
+        out[(lineage_id, schema_hash)] = adm
+        current[lineage_id] = adm.lineage
+    # The live path: approved and active; every target in one query.
+    fast = [(current.get(lid, _lineage(w)), h) for (lid, h), w in firsts.items()
+            if (lid, h) not in out]
+    fast = [(lin, h) for lin, h in fast if lin.approved_schema_hash == h
+            and lin.status == "active"]
+    fill = {}
+    for lin, h in fast:
+        raw = firsts[(lin.id, h)].batch.schema_columns_json
+        if raw:
+            fill[lin.id] = {"table_name": lin.source_table,
+                            "columns": orjson.loads(raw)["columns"]}
+    targets = await load_state_targets(conn, fast, fill_schema_columns=fill)
+    for lin, h in fast:
+        out[(lin.id, h)] = Admission(lin, target=targets.get(lin.id))
+    for (lid, h), w in firsts.items():  # paused since an earlier hash of the group
+        if (lid, h) not in out:
+            out[(lid, h)] = await admit(conn, w.scope, current[lid], h,
+                                        w.batch.schema_columns_json)
+    for w in works:
+        w.lineage = out[(_lineage(w).id, w.batch.schema_hash)].lineage
+    return out
+
+
+async def _materialize(conn: Conn, works: list[Work],
+                       admissions: dict[tuple[uuid.UUID, str], Admission],
+                       staged: list[tuple[Work, str]]) -> list[Work]:
+    """Write what can be written; append the rest to ``staged`` with its reason."""
+    state: dict[tuple[str, str], list[tuple[Work, StateTarget, bytes]]] = defaultdict(list)
+    telemetry: dict[tuple[object, ...], list[tuple[Work, TsTarget, TsRows]]] = defaultdict(list)
+    alone: list[tuple[Work, StateTarget, bytes]] = []
+    for w in works:
+        adm = admissions[(_lineage(w).id, w.batch.schema_hash)]
+        target = adm.target
+        if target is None:
+            assert adm.staging_reason is not None
+            staged.append((w, adm.staging_reason))
+            continue
+        if w.write_error is not None:
+            staged.append((w, "materialization_failed"))
+            continue
+        try:
+            if isinstance(w.batch, TelemetryBatch):
+                ts = TsTarget(target.table, sorted(target.columns, key=lambda c: c.target),
+                              target.mapped)
+                rows = ts.encode(w.scope.device_id, w.batch)
+                key = (ts.table, tuple(ts.columns), tuple(ts.mapped), ts.copy_format)
+                telemetry[key].append((w, ts, rows))
+            else:
+                copy = target.encode(w.scope.device_id, w.batch)
+                if target.plain:
+                    state[(target.table, target.layout)].append((w, target, copy))
+                else:
+                    alone.append((w, target, copy))
+        except BatchRejected as exc:  # a value that does not fit: nothing written yet
+            w.write_error = str(exc)
+            staged.append((w, "materialization_failed"))
+    used: set[str] = set()
+    done: list[Work] = []
+    for parts in state.values():
+        batches = [(p[0].batch, p[2]) for p in parts if isinstance(p[0].batch, RowBatch)]
+        await parts[0][1].write_group(conn, batches, used)
+        done.extend(p[0] for p in parts)
+    for tparts in telemetry.values():
+        await tparts[0][1].write_group(conn, [p[2] for p in tparts])
+        done.extend(p[0] for p in tparts)
+    for w, target, copy in alone:
+        assert isinstance(w.batch, RowBatch)
+        await target.apply_encoded(conn, w.scope.device_id, w.batch, copy)
+        if target.conflicts:
+            await resend_cloud_rows(conn, _lineage(w).id, w.scope.device_id, target.conflicts)
+        done.append(w)
+    return done

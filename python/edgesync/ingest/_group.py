@@ -1,0 +1,238 @@
+"""Group commit: batch messages handled concurrently share transactions.
+
+Every caller of ``GroupWriter.submit`` queues its message and waits for the outcome,
+which comes only once the transaction holding the message's effect has committed — so
+a consumer that acknowledges after ``submit`` returns acknowledges after commit. Up to
+``lanes`` callers at a time lead: a leader takes up to ``max_group`` queued messages
+(its own among them, sooner or later) and writes them in one transaction; the others
+wait for their outcome or for a free lane. No background task: the writer needs no
+start or stop, and a cancelled leader puts what it took back at the head of the queue.
+
+A group, in order:
+
+1. redeliveries of accepted batches are answered from the ledger in one statement,
+   before anything is decoded (their confirmation is queued again);
+2. the rest is decoded and validated (Rust); rejections are recorded;
+3. one transaction accepts the decoded batches (``_accept``).
+
+A PostgreSQL error of the data (``WRITE_ERRORS``) splits the group in two and tries each
+half, down to the one batch, which is then staged ``materialization_failed``. A lost
+connection or a concurrency conflict (``TRANSIENT_ERRORS``) retries the same group with
+backoff, for as long as it takes: the messages stay unacknowledged meanwhile, so the
+consumer's in-flight window fills and it stops taking more. Any other error splits the
+group too and fails only the one message that raises it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from edgesync import _core
+from edgesync.errors import BatchRejected
+from edgesync.ingest._accept import Work, accept_group
+from edgesync.ingest._ledger import SegmentKey, record_rejection, redelivered_many
+from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
+from edgesync.protocol import Backoff, TopicKind
+from edgesync.registry import DeviceScope
+from edgesync.store import TRANSIENT_ERRORS, Conn
+
+__all__ = ["WRITE_ERRORS", "GroupWriter"]
+
+_log = logging.getLogger("edgesync.ingest")
+
+WRITE_ERRORS = (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError,
+                asyncpg.UndefinedColumnError, asyncpg.UndefinedTableError,
+                asyncpg.WrongObjectTypeError)
+
+
+@dataclass(slots=True, eq=False)
+class _Entry:
+    scope: DeviceScope
+    kind: TopicKind
+    payload: bytes
+    max_payload_bytes: int | None
+    future: asyncio.Future[IngestOutcome]
+    write_error: str | None = None
+    # Taken from the queue by a leader (which resolves it, or puts it back).
+    taken: bool = False
+    work: Work | None = field(default=None, repr=False)
+
+    def resolve(self, outcome: IngestOutcome) -> None:
+        if not self.future.done():
+            self.future.set_result(outcome)
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.future.done():
+            self.future.set_exception(exc)
+
+
+class GroupWriter:
+    """Writes batch messages of any devices and lineages in shared transactions."""
+
+    def __init__(self, pool: asyncpg.Pool, *, max_group: int = 256, lanes: int = 2,
+                 linger: float = 0.002) -> None:
+        self._pool = pool
+        self._max_group = max_group
+        self._lanes = lanes
+        # Waiting for a group to fill is worth it only when groups are already being
+        # written (load); alone, a message is written at once.
+        self._linger = linger
+        self._pending: collections.deque[_Entry] = collections.deque()
+        self._leaders = 0
+        self._lane_freed: asyncio.Future[None] | None = None
+        # Sizes of the groups written, for metrics and tests.
+        self.group_sizes: collections.Counter[int] = collections.Counter()
+
+    @property
+    def queued(self) -> int:
+        return len(self._pending)
+
+    async def submit(self, scope: DeviceScope, kind: TopicKind, payload: bytes, *,
+                     max_payload_bytes: int | None = None) -> IngestOutcome:
+        """Accept one ``sync/rows/batch`` or ``sync/telemetry/batch`` message; returns
+        once its outcome is committed."""
+        entry = _Entry(scope, kind, payload, max_payload_bytes,
+                       asyncio.get_running_loop().create_future())
+        self._pending.append(entry)
+        try:
+            while not entry.future.done():
+                if not entry.taken and self._leaders < self._lanes:
+                    self._leaders += 1
+                    try:
+                        await self._lead(entry)
+                    finally:
+                        self._leaders -= 1
+                        self._free_lane()
+                else:
+                    waiters: list[asyncio.Future[Any]] = [entry.future, self._lane_waiter()]
+                    await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            if not entry.taken:  # nobody writes it now
+                self._pending.remove(entry)
+            raise
+        return entry.future.result()
+
+    def _lane_waiter(self) -> asyncio.Future[None]:
+        if self._lane_freed is None or self._lane_freed.done():
+            self._lane_freed = asyncio.get_running_loop().create_future()
+        return self._lane_freed
+
+    def _free_lane(self) -> None:
+        if self._lane_freed is not None and not self._lane_freed.done():
+            self._lane_freed.set_result(None)
+
+    async def _lead(self, own: _Entry) -> None:
+        while not own.taken:
+            if self._leaders > 1 and len(self._pending) < self._max_group:
+                await asyncio.sleep(self._linger)
+                if own.taken:  # by the other leader, meanwhile
+                    return
+            group = [self._pending.popleft()
+                     for _ in range(min(self._max_group, len(self._pending)))]
+            for e in group:
+                e.taken = True
+            try:
+                await self._write(group)
+            except BaseException:
+                # Stopped mid-group: the transaction rolled back; another caller
+                # leads the unresolved entries again.
+                back = [e for e in group if not e.future.done()]
+                for e in back:
+                    e.taken = False
+                self._pending.extendleft(reversed(back))
+                self._free_lane()
+                raise
+            self.group_sizes[len(group)] += 1
+
+    async def _write(self, group: list[_Entry]) -> None:
+        backoff = Backoff(base=0.1, cap=5.0)
+        while True:
+            try:
+                async with self._pool.acquire() as conn:
+                    await self._attempt(conn, group)
+                return
+            except TRANSIENT_ERRORS as exc:
+                wait = backoff.next_delay()
+                _log.warning("writing a group of %d batch(es) failed (%s: %s); retrying in "
+                             "%.1fs", len(group), type(exc).__name__, exc, wait)
+                await asyncio.sleep(wait)
+            except WRITE_ERRORS as exc:
+                if len(group) == 1:
+                    # The poisoned batch: accept it again, staged with the error.
+                    _log.warning("writing a batch from %s failed, staging it: %s",
+                                 group[0].scope.device_name, exc)
+                    group[0].write_error = str(exc)
+                    continue
+                await self._split(group)
+                return
+            except Exception as exc:
+                if len(group) == 1:
+                    _log.exception("ingest of a batch from %s failed",
+                                   group[0].scope.device_name)
+                    group[0].fail(exc)
+                    return
+                await self._split(group)
+                return
+
+    async def _split(self, group: list[_Entry]) -> None:
+        # Halves, not singles: one poisoned batch among n costs about 2·log2(n) groups.
+        mid = len(group) // 2
+        await self._write(group[:mid])
+        await self._write(group[mid:])
+
+    async def _attempt(self, conn: Conn, group: list[_Entry]) -> None:
+        todo = [e for e in group if not e.future.done()]
+        peeked: dict[SegmentKey, _Entry] = {}
+        for e in todo:
+            batch_id = _core.peek_batch_id(e.payload)
+            if batch_id is not None:
+                peeked.setdefault((e.scope.device_id, uuid.UUID(batch_id)), e)
+        seen = await redelivered_many(conn, list(peeked))
+        works: list[Work] = []
+        firsts: dict[SegmentKey, _Entry] = {}
+        for e in todo:
+            batch_id = _core.peek_batch_id(e.payload)
+            if batch_id is not None and (e.scope.device_id, uuid.UUID(batch_id)) in seen:
+                e.resolve(IngestOutcome(OutcomeStatus.DUPLICATE, None, batch_id))
+                continue
+            try:
+                batch = _decoder(e.kind, e.max_payload_bytes)(e.payload)
+            except BatchRejected as rej:
+                lineage_id = await record_rejection(conn, e.scope.device_id, e.kind.value,
+                                                    e.payload, rej)
+                _log.info("rejected %s from %s: %s", e.kind.value, e.scope.device_name, rej)
+                e.resolve(IngestOutcome(OutcomeStatus.REJECTED, rej.code, rej.detail,
+                                        lineage_id))
+                continue
+            e.work = Work(e.scope, e.kind, e.payload, batch, e.write_error)
+            first = firsts.setdefault(e.work.key, e)
+            if first is not e:  # the same batch twice in one group
+                continue
+            works.append(e.work)
+        if works:
+            async with conn.transaction():
+                await accept_group(conn, works)
+        for e in todo:
+            if e.work is None or e.future.done():
+                continue
+            first = firsts[e.work.key]
+            if first is e:
+                assert e.work.outcome is not None
+                e.resolve(e.work.outcome)
+            else:
+                e.resolve(IngestOutcome(OutcomeStatus.DUPLICATE, None, e.work.batch.batch_id))
+
+
+def _decoder(kind: TopicKind, max_payload_bytes: int | None
+             ) -> Callable[[bytes], _core.RowBatch | _core.TelemetryBatch]:
+    if kind is TopicKind.TELEMETRY_BATCH:
+        return _core.decode_telemetry_batch
+    return lambda p: _core.decode_row_batch(p, max_payload_bytes)
