@@ -1,4 +1,20 @@
-"""MQTT → ingest pipeline, with reconnects."""
+"""MQTT → ingest pipeline: concurrent, acknowledged after commit, bounded in memory.
+
+Each message is handed to the pipeline in its own task, so the batches of many
+devices meet in the group writer's shared transactions. A QoS 1 message is
+acknowledged (PUBACK) only once ``IngestPipeline.handle`` returned, i.e. once the
+transaction holding its effect committed; a worker killed before that leaves it
+unacknowledged, and the broker delivers it again — with Mosquitto, on the worker's own
+persistent session when the worker comes back (a shared subscription does not move
+in-flight messages to another member).
+
+At most ``window`` messages are in flight: past that the socket is not read (see
+``AckingClient``), so worker memory is bounded by the window, not by the broker's
+backlog. When the connection is lost, the messages in flight are abandoned
+unacknowledged (their acknowledgement could not reach the broker any more); the broker
+delivers them again on the next session, and the ledger makes that a no-op for any that
+had committed.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +22,10 @@ import asyncio
 import logging
 
 import aiomqtt
-import asyncpg
 
 from edgesync.ingest._pipeline import IngestPipeline
 from edgesync.protocol import (
+    AckingClient,
     Backoff,
     BrokerUrl,
     TlsFiles,
@@ -17,32 +33,33 @@ from edgesync.protocol import (
     raise_if_cancelling,
     worker_subscriptions,
 )
+from edgesync.store import TRANSIENT_ERRORS
 
 __all__ = ["MqttIngest"]
 
+# Messages other than batches (ACKs, observations, requests) are retried this often
+# on a transient database error; their senders repeat them anyway.
 _ATTEMPTS = 5
-_TRANSIENT = (
-    asyncpg.DeadlockDetectedError,
-    asyncpg.SerializationError,
-    asyncpg.ConnectionDoesNotExistError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.TooManyConnectionsError,
-    ConnectionError,
-    TimeoutError,
-)
 
 _log = logging.getLogger(__name__)
 
 
 class MqttIngest:
     def __init__(self, pipeline: IngestPipeline, url: BrokerUrl, *, client_id: str,
-                 tls: TlsFiles | None = None, shared_group: str | None = None) -> None:
+                 tls: TlsFiles | None = None, shared_group: str | None = None,
+                 window: int = 256) -> None:
+        if window < 1:
+            raise ValueError(f"window must be at least 1, got {window}")
         self._pipeline = pipeline
         self._url = url
         self._client_id = client_id
         self._tls = tls
         self._shared_group = shared_group
+        self._window = window
         self.connected = asyncio.Event()
+        self.in_flight = 0
+        # The most messages ever in flight at once (the window holds: tests, metrics).
+        self.max_in_flight = 0
 
     async def run(self) -> None:
         backoff = Backoff()
@@ -59,7 +76,8 @@ class MqttIngest:
 
     async def _consume(self, backoff: Backoff) -> None:
         client = mqtt_client(self._url, identifier=self._client_id, clean_session=False,
-                             tls=self._tls)
+                             tls=self._tls, client_type=AckingClient)
+        assert isinstance(client, AckingClient)
         async with client:
             raise_if_cancelling()  # a stop that arrived while connecting
             for topic_filter in worker_subscriptions(self._shared_group):
@@ -68,21 +86,45 @@ class MqttIngest:
             self.connected.set()
             backoff.reset()
             _log.info("ingest subscribed on %s", self._url)
-            async for message in client.messages:
-                payload = message.payload
-                if not isinstance(payload, bytes | bytearray):
-                    payload = str(payload).encode()
-                await self._handle(str(message.topic), bytes(payload))
+            tasks: set[asyncio.Task[None]] = set()
+            try:
+                async for message in client.messages:
+                    self.in_flight += 1
+                    self.max_in_flight = max(self.max_in_flight, self.in_flight)
+                    if self.in_flight >= self._window:
+                        client.pause_reading()
+                    task = asyncio.create_task(self._process(client, message))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+            finally:
+                # Abandoned unacknowledged: the broker sends them again (see above).
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _process(self, client: AckingClient, message: aiomqtt.Message) -> None:
+        try:
+            payload = message.payload
+            if not isinstance(payload, bytes | bytearray):
+                payload = str(payload).encode()
+            await self._handle(str(message.topic), bytes(payload))
+            client.ack(message)
+        finally:
+            self.in_flight -= 1
+            # Some hysteresis: resume once a quarter of the window is free again.
+            if client.reading_paused and self.in_flight <= self._window * 3 // 4:
+                client.resume_reading()
 
     async def _handle(self, topic: str, payload: bytes) -> None:
-        """Hand one message to the pipeline, retrying transient database failures
-        (deadlock, serialization failure, lost connection) with backoff. Anything that
-        still fails is logged: the device re-sends batches the cloud never confirmed."""
+        """Hand one message to the pipeline. Batches wait out database outages in the
+        group writer; other messages are retried a few times. An unexpected error is
+        logged and the message acknowledged: the device re-sends what the cloud never
+        confirmed."""
         backoff = Backoff(base=0.2, cap=5.0)
         for attempt in range(1, _ATTEMPTS + 1):
             try:
                 outcome = await self._pipeline.handle(topic, payload)
-            except _TRANSIENT as exc:
+            except TRANSIENT_ERRORS as exc:
                 if attempt == _ATTEMPTS:
                     _log.error("ingest of a message on %s failed %d times: %s", topic,
                                attempt, exc)

@@ -1,5 +1,6 @@
 """Wire protocol shared by the device agent and the cloud worker."""
 
+from edgesync.protocol._acking import AckingClient
 from edgesync.protocol._broker_url import BrokerUrl, parse_broker_url
 from edgesync.protocol._mqtt import TlsFiles, mqtt_client
 from edgesync.protocol._reconnect import Backoff, raise_if_cancelling
@@ -16,6 +17,7 @@ from edgesync.protocol._uuid7 import uuid7
 
 __all__ = [
     "DEVICE_TO_CLOUD",
+    "AckingClient",
     "Backoff",
     "BrokerUrl",
     "TlsFiles",

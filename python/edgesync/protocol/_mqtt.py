@@ -37,11 +37,12 @@ def mqtt_client(
     tls: TlsFiles | None = None,
     username: str | None = None,
     password: str | None = None,
+    client_type: type[aiomqtt.Client] = aiomqtt.Client,
 ) -> aiomqtt.Client:
     tls_context = None
     if url.tls:
         tls_context = (tls or TlsFiles()).context()
-    return aiomqtt.Client(
+    return client_type(
         url.host,
         url.port,
         identifier=identifier,

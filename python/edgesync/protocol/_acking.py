@@ -1,0 +1,86 @@
+"""An MQTT client that acknowledges a message only when told to, and can stop reading.
+
+aiomqtt acknowledges (PUBACK) each QoS 1 message as paho receives it, and queues what
+it reads without bound. A worker that must acknowledge only after its transaction
+committed, and hold no more than its in-flight window, needs both changed; aiomqtt has
+no public API for either, so this one class reaches into it (aiomqtt 2.x, paho 2.x):
+
+* paho's ``manual_ack`` is switched on before connecting; ``ack(message)`` sends the
+  PUBACK later;
+* the socket's reader callback is registered here (as aiomqtt does) and kept, so
+  ``pause_reading`` / ``resume_reading`` can take it off the event loop and put it
+  back. While paused the broker's messages wait in the broker (or in TCP buffers).
+  MQTT 3.1.1 has no receive maximum, so this is the only bound that holds with every
+  broker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import aiomqtt
+import paho.mqtt.client as paho
+
+__all__ = ["AckingClient"]
+
+
+class AckingClient(aiomqtt.Client):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._client.manual_ack_set(True)
+        self._reader: Callable[[], None] | None = None
+        self._fd = -1
+        self._paused = False
+
+    def ack(self, message: aiomqtt.Message) -> None:
+        """PUBACK ``message`` (QoS 1); a no-op for QoS 0."""
+        if message.qos > 0:
+            self._client.ack(message.mid, message.qos)
+
+    @property
+    def reading_paused(self) -> bool:
+        return self._paused
+
+    def pause_reading(self) -> None:
+        if not self._paused:
+            self._paused = True
+            if self._fd > -1:
+                self._loop.remove_reader(self._fd)
+
+    def resume_reading(self) -> None:
+        if self._paused:
+            self._paused = False
+            if self._fd > -1 and self._reader is not None:
+                self._loop.add_reader(self._fd, self._reader)
+
+    def _on_socket_open(self, client: paho.Client, userdata: Any,
+                        sock: Any) -> None:
+        def read() -> None:
+            # As aiomqtt's own callback: a read error means the connection broke.
+            try:
+                while True:
+                    client.loop_read()
+                    # An SSL socket may hold decoded bytes that loop_read left.
+                    pending = getattr(client._sock, "pending", None)
+                    if pending is not None and pending() > 0:
+                        continue
+                    break
+            except Exception as exc:
+                if not self._disconnected.done():
+                    self._disconnected.set_exception(exc)
+
+        def opened(fd: int) -> None:
+            self._fd, self._reader = fd, read
+            if not self._paused:
+                self._loop.add_reader(fd, read)
+            self._misc_task = self._loop.create_task(self._misc_loop())
+
+        # paho calls this from the thread that runs connect().
+        self._loop.call_soon_threadsafe(opened, sock.fileno())
+
+    def _on_socket_close(self, client: paho.Client, userdata: Any,
+                         sock: Any) -> None:
+        self._fd, self._reader = -1, None
+        super()._on_socket_close(client, userdata, sock)
+

@@ -1,0 +1,194 @@
+"""Group commit: the batches of many devices in shared transactions, a cost per batch
+that does not grow with the fleet (counted, not timed), and a poisoned batch that
+neither rolls back nor loses its neighbours."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import asyncpg
+import pytest
+
+from edgesync import governance, registry
+from edgesync.ingest import GroupWriter, IngestPipeline, OutcomeStatus
+from edgesync.materialize import quote_ident
+from edgesync.staging import Replayer
+from edgesync.store import create_pool
+
+COLUMNS = [("id", "INTEGER", 1, True), ("mode", "TEXT", 0, True), ("setpoint", "REAL", 0, False)]
+
+
+async def fleet(pool: asyncpg.Pool, batches: Any, unique: str, n: int
+                ) -> tuple[list[registry.DeviceScope], list[Any], str]:
+    """``n`` devices of one project with project coalescing, the table's schema approved
+    once in the registry: every later device is approved on arrival."""
+    async with pool.acquire() as conn:
+        scopes = [await registry.add_device(conn, project=f"gc-{unique}", name=f"d{i}-{unique}",
+                                            topic_slug=f"gc-{unique}") for i in range(n)]
+        await conn.execute("UPDATE edge_projects SET policy = policy || $2 WHERE id = $1",
+                           scopes[0].project_id, {"schema_coalescing_mode": "project"})
+    factories = [batches("device_state", COLUMNS) for _ in scopes]
+    pipe = IngestPipeline(pool)
+    first = await pipe.handle(topic(scopes[0]), factories[0].payload(
+        factories[0].rows(("insert", {"id": 0, "mode": "seed", "setpoint": 0.0}))))
+    async with pool.acquire() as conn:
+        (review,) = await governance.list_registry_reviews(conn, scopes[0].project_id)
+        claimed = await governance.claim_registry_review(
+            conn, review["id"], actor="t", action_version=review["action_version"])
+        await governance.approve_registry_review(
+            conn, review["id"], actor="t", action_version=claimed["action_version"],
+            column_actions=None)
+    await Replayer(pool).drain_pending(project_id=scopes[0].project_id)
+    table = await pool.fetchval("SELECT target_table FROM edge_table_lineages WHERE id = $1",
+                                first.lineage_id)
+    return scopes, factories, table
+
+
+def topic(scope: registry.DeviceScope) -> str:
+    return f"{scope.root_topic}/sync/rows/batch"
+
+
+def upserts(f: Any, step: int, n: int = 5) -> bytes:
+    return f.payload(f.rows(*[("insert" if step == 0 else "update",
+                               {"id": k, "mode": f"m{step}", "setpoint": float(step)})
+                              for k in range(1, n + 1)]), with_schema=step == 0)
+
+
+class Counted:
+    """A pipeline on its own two-connection pool whose statements are counted."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+        self.statements = 0
+        self.pipe = IngestPipeline(pool, writer=GroupWriter(pool))
+
+    @classmethod
+    async def open(cls, database_url: str) -> Counted:
+        pool = await create_pool(database_url, min_size=2, max_size=2)
+        me = cls(pool)
+        conns = [await pool.acquire() for _ in range(2)]
+        for conn in conns:
+            conn.add_query_logger(me._count)
+            await pool.release(conn)
+        return me
+
+    def _count(self, record: object) -> None:
+        self.statements += 1
+
+    async def temp_relations(self) -> int:
+        """Temporary relations on the pool's connections: each one left by an
+        ``ON COMMIT DELETE ROWS`` table is truncated at every commit."""
+        conns = [await self.pool.acquire() for _ in range(2)]
+        try:
+            return sum([await c.fetchval("SELECT count(*) FROM pg_class WHERE relnamespace = "
+                                         "pg_my_temp_schema() AND relkind = 'r'") for c in conns])
+        finally:
+            for c in conns:
+                await self.pool.release(c)
+
+
+async def round_of(pipe: IngestPipeline, scopes: list[registry.DeviceScope],
+                   factories: list[Any], step: int) -> list[Any]:
+    return await asyncio.gather(*[pipe.handle(topic(s), upserts(f, step))
+                                  for s, f in zip(scopes, factories, strict=True)])
+
+
+@pytest.mark.slow
+async def test_cost_per_batch_does_not_grow_with_devices(pool, database_url, batches, unique):
+    figures = {}
+    for n in (5, 500):
+        scopes, factories, _ = await fleet(pool, batches, f"{unique}{n}", n)
+        counted = await Counted.open(database_url)
+        try:
+            for step in range(3):  # lineage creation, then live batches
+                before = counted.statements
+                outcomes = await round_of(counted.pipe, scopes, factories, step)
+                assert {o.status for o in outcomes} == {OutcomeStatus.MATERIALIZED}
+            figures[n] = ((counted.statements - before) / n, await counted.temp_relations(),
+                          max(counted.pipe.writer.group_sizes))
+        finally:
+            await counted.pool.close()
+    (per_5, temps_5, _), (per_500, temps_500, biggest) = figures[5], figures[500]
+    # One staging table per column layout, whatever the number of lineages using it.
+    assert temps_500 == temps_5
+    # Statements per live batch: the group's statements are shared, so more devices
+    # sending at once never cost more per batch.
+    assert per_500 <= per_5
+    assert per_500 < 2, figures
+    assert biggest > 50, figures
+
+
+async def test_a_poisoned_batch_is_staged_alone_and_its_neighbours_materialize(
+        pool, batches, unique):
+    scopes, factories, table = await fleet(pool, batches, unique, 12)
+    pipe = IngestPipeline(pool, writer=GroupWriter(pool, lanes=1))
+    outcomes = await round_of(pipe, scopes, factories, 0)
+    assert {o.status for o in outcomes} == {OutcomeStatus.MATERIALIZED}
+    # An operator narrowed a column: one device's value no longer fits (PostgreSQL
+    # refuses it while writing the shared COPY's upsert).
+    await pool.execute(f"ALTER TABLE {quote_ident(table)} ALTER COLUMN mode TYPE varchar(8)")
+    bad = 7
+    payloads = [upserts(f, 1) for f in factories]
+    f = factories[bad]
+    payloads[bad] = f.payload(f.rows(("update", {"id": 1, "mode": "far-too-long-for-8",
+                                                 "setpoint": 9.0})), with_schema=False)
+    pipe.writer.group_sizes.clear()
+    outcomes = await asyncio.gather(*[pipe.handle(topic(s), p)
+                                      for s, p in zip(scopes, payloads, strict=True)])
+    assert max(pipe.writer.group_sizes) > 1  # they really shared a transaction
+    statuses = [(o.status, o.code) for o in outcomes]
+    assert statuses[bad] == (OutcomeStatus.STAGED, "materialization_failed")
+    assert statuses[:bad] + statuses[bad + 1:] == [(OutcomeStatus.MATERIALIZED, None)] * 11
+    rows = await pool.fetch(f"SELECT device_id, mode FROM {quote_ident(table)} WHERE id = 1")
+    modes = {r["device_id"]: r["mode"] for r in rows}
+    assert modes[scopes[bad].device_id] == "m0"
+    assert all(modes[s.device_id] == "m1" for i, s in enumerate(scopes) if i != bad)
+    lineage = await pool.fetchrow(
+        "SELECT last_error, staged_rows FROM edge_table_lineages WHERE id = $1",
+        outcomes[bad].lineage_id)
+    assert "value too long" in lineage["last_error"]
+    assert lineage["staged_rows"] == 1
+    ledger = await pool.fetch("SELECT outcome FROM edge_export_segments WHERE lineage_id = $1 "
+                              "ORDER BY id", outcomes[bad].lineage_id)
+    assert [r["outcome"] for r in ledger] == ["materialized", "staged"]
+
+
+async def test_redeliveries_in_and_across_groups_write_nothing_twice(pool, batches, unique):
+    scopes, factories, table = await fleet(pool, batches, unique, 6)
+    pipe = IngestPipeline(pool)
+    payloads = [(topic(s), upserts(f, 0)) for s, f in zip(scopes, factories, strict=True)]
+    # Every batch twice in one gathering (the second often in the same group), then again.
+    first = await asyncio.gather(*[pipe.handle(t, p) for t, p in payloads + payloads])
+    again = await asyncio.gather(*[pipe.handle(t, p) for t, p in payloads])
+    statuses = [o.status for o in first]
+    assert statuses.count(OutcomeStatus.MATERIALIZED) == 6
+    assert statuses.count(OutcomeStatus.DUPLICATE) == 6
+    assert {o.status for o in again} == {OutcomeStatus.DUPLICATE}
+    counts = await pool.fetch("SELECT count(*) AS n FROM edge_export_segments s JOIN "
+                              "unnest($1::uuid[]) AS d(id) ON s.device_id = d.id "
+                              "GROUP BY s.device_id", [s.device_id for s in scopes])
+    # This batch once per device, and the first device's seed.
+    assert sorted(r["n"] for r in counts) == [1] * 5 + [2]
+    materialized = await pool.fetchval(
+        "SELECT sum(materialized_rows) FROM edge_table_lineages WHERE device_id = ANY($1)",
+        [s.device_id for s in scopes])
+    assert materialized == 6 * 5 + 1
+    assert await pool.fetchval(f"SELECT count(*) FROM {quote_ident(table)}") == 6 * 5 + 1
+
+
+async def test_a_cancelled_leader_hands_its_group_to_the_others(pool, batches, unique):
+    scopes, factories, table = await fleet(pool, batches, unique, 8)
+    writer = GroupWriter(pool, lanes=1)
+    pipe = IngestPipeline(pool, writer=writer)
+    tasks = [asyncio.create_task(pipe.handle(topic(s), upserts(f, 0)))
+             for s, f in zip(scopes, factories, strict=True)]
+    await asyncio.sleep(0)  # all queued; the first task leads
+    tasks[0].cancel()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert isinstance(results[0], asyncio.CancelledError)
+    assert {r.status for r in results[1:]} == {OutcomeStatus.MATERIALIZED}
+    assert writer.queued == 0
+    rows = await pool.fetchval(f"SELECT count(DISTINCT device_id) FROM {quote_ident(table)} "
+                               "WHERE mode = 'm0'")
+    assert rows in (7, 8)  # the cancelled one may have committed before the cancel
