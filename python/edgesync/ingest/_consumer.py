@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 
 import aiomqtt
 
@@ -57,7 +58,6 @@ class MqttIngest:
         self._shared_group = shared_group
         self._window = window
         self.connected = asyncio.Event()
-        self.in_flight = 0
         # The most messages ever in flight at once (the window holds: tests, metrics).
         self.max_in_flight = 0
 
@@ -76,31 +76,35 @@ class MqttIngest:
 
     async def _consume(self, backoff: Backoff) -> None:
         client = mqtt_client(self._url, identifier=self._client_id, clean_session=False,
-                             tls=self._tls, client_type=AckingClient)
+                             tls=self._tls, client_type=AckingClient, window=self._window)
         assert isinstance(client, AckingClient)
         async with client:
             raise_if_cancelling()  # a stop that arrived while connecting
-            for topic_filter in worker_subscriptions(self._shared_group):
-                await client.subscribe(topic_filter, qos=1)
-            raise_if_cancelling()  # one that aiomqtt's wait_for dropped while subscribing
-            self.connected.set()
-            backoff.reset()
-            _log.info("ingest subscribed on %s", self._url)
             tasks: set[asyncio.Task[None]] = set()
+            # Reading starts before subscribing: a persistent session's messages arrive
+            # right after the CONNACK, and while they fill the window no SUBACK is read.
+            reader = asyncio.create_task(self._read(client, tasks))
             try:
-                async for message in client.messages:
-                    self.in_flight += 1
-                    self.max_in_flight = max(self.max_in_flight, self.in_flight)
-                    if self.in_flight >= self._window:
-                        client.pause_reading()
-                    task = asyncio.create_task(self._process(client, message))
-                    tasks.add(task)
-                    task.add_done_callback(tasks.discard)
+                for topic_filter in worker_subscriptions(self._shared_group):
+                    await client.subscribe(topic_filter, qos=1, timeout=math.inf)
+                raise_if_cancelling()  # one that aiomqtt's wait_for dropped
+                self.connected.set()
+                backoff.reset()
+                _log.info("ingest subscribed on %s", self._url)
+                await reader
             finally:
+                reader.cancel()
                 # Abandoned unacknowledged: the broker sends them again (see above).
                 for task in tasks:
                     task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+                await asyncio.gather(reader, *tasks, return_exceptions=True)
+
+    async def _read(self, client: AckingClient, tasks: set[asyncio.Task[None]]) -> None:
+        async for message in client.messages:
+            self.max_in_flight = max(self.max_in_flight, client.most_unfinished)
+            task = asyncio.create_task(self._process(client, message))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
 
     async def _process(self, client: AckingClient, message: aiomqtt.Message) -> None:
         try:
@@ -108,12 +112,10 @@ class MqttIngest:
             if not isinstance(payload, bytes | bytearray):
                 payload = str(payload).encode()
             await self._handle(str(message.topic), bytes(payload))
-            client.ack(message)
-        finally:
-            self.in_flight -= 1
-            # Some hysteresis: resume once a quarter of the window is free again.
-            if client.reading_paused and self.in_flight <= self._window * 3 // 4:
-                client.resume_reading()
+        except asyncio.CancelledError:
+            client.finished(message, ack=False)  # abandoned: the broker sends it again
+            raise
+        client.finished(message)
 
     async def _handle(self, topic: str, payload: bytes) -> None:
         """Hand one message to the pipeline. Batches wait out database outages in the

@@ -5,13 +5,16 @@ it reads without bound. A worker that must acknowledge only after its transactio
 committed, and hold no more than its in-flight window, needs both changed; aiomqtt has
 no public API for either, so this one class reaches into it (aiomqtt 2.x, paho 2.x):
 
-* paho's ``manual_ack`` is switched on before connecting; ``ack(message)`` sends the
-  PUBACK later;
-* the socket's reader callback is registered here (as aiomqtt does) and kept, so
-  ``pause_reading`` / ``resume_reading`` can take it off the event loop and put it
-  back. While paused the broker's messages wait in the broker (or in TCP buffers).
-  MQTT 3.1.1 has no receive maximum, so this is the only bound that holds with every
-  broker.
+* paho's ``manual_ack`` is switched on before connecting; ``finished(message)`` sends
+  the PUBACK later;
+* every message received counts as unfinished until ``finished``; at ``window``
+  unfinished, the socket's reader callback (registered here, as aiomqtt does, and
+  kept) is taken off the event loop — at once, as the message arrives — and put back
+  once a quarter of the window is free. Meanwhile the broker's messages wait in the
+  broker (or in TCP buffers). MQTT 3.1.1 has no receive maximum, so this is the only
+  bound that holds with every broker. While paused, no SUBACK is read either: a
+  persistent session's messages come right after the CONNACK, so subscribe while
+  consuming them (``MqttIngest`` does).
 """
 
 from __future__ import annotations
@@ -26,21 +29,35 @@ __all__ = ["AckingClient"]
 
 
 class AckingClient(aiomqtt.Client):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, window: int = 256, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._client.manual_ack_set(True)
+        self._window = window
         self._reader: Callable[[], None] | None = None
         self._fd = -1
         self._paused = False
+        self.unfinished = 0
+        self.most_unfinished = 0
 
-    def ack(self, message: aiomqtt.Message) -> None:
-        """PUBACK ``message`` (QoS 1); a no-op for QoS 0."""
-        if message.qos > 0:
+    def finished(self, message: aiomqtt.Message, *, ack: bool = True) -> None:
+        """Done with ``message``: PUBACK it (QoS 1; with ``ack``), and let the window
+        take another."""
+        if ack and message.qos > 0:
             self._client.ack(message.mid, message.qos)
+        self.unfinished -= 1
+        if self._paused and self.unfinished <= self._window * 3 // 4:
+            self.resume_reading()
 
     @property
     def reading_paused(self) -> bool:
         return self._paused
+
+    def _on_message(self, client: paho.Client, userdata: Any, message: Any) -> None:
+        super()._on_message(client, userdata, message)
+        self.unfinished += 1
+        self.most_unfinished = max(self.most_unfinished, self.unfinished)
+        if self.unfinished >= self._window:
+            self.pause_reading()
 
     def pause_reading(self) -> None:
         if not self._paused:

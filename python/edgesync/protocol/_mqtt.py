@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ssl
 from pathlib import Path
+from typing import Any
 
 import aiomqtt
 
@@ -38,7 +39,10 @@ def mqtt_client(
     username: str | None = None,
     password: str | None = None,
     client_type: type[aiomqtt.Client] = aiomqtt.Client,
+    **extra: Any,
 ) -> aiomqtt.Client:
+    """``client_type`` and ``extra`` (its own keyword arguments): another client class,
+    e.g. ``AckingClient`` with its ``window``."""
     tls_context = None
     if url.tls:
         tls_context = (tls or TlsFiles()).context()
@@ -54,4 +58,5 @@ def mqtt_client(
         # QoS 1 redeliveries of a persistent session must not be refused for lack of room.
         max_inflight_messages=64,
         max_queued_outgoing_messages=10_000,
+        **extra,
     )
