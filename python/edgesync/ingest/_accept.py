@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 import orjson
@@ -50,8 +49,7 @@ from edgesync.ingest._ledger import (
     taken_batch_seqs,
 )
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
-from edgesync.materialize import StateTarget, TsTarget
-from edgesync.materialize._ts_target import TsRows
+from edgesync.materialize import WriteItem, write_batches
 from edgesync.protocol import TopicKind
 from edgesync.registry import DeviceScope
 from edgesync.staging import StagedBatch, stage_many
@@ -210,48 +208,24 @@ async def _materialize(conn: Conn, works: list[Work],
                        admissions: dict[tuple[uuid.UUID, str], Admission],
                        staged: list[tuple[Work, str]]) -> list[Work]:
     """Write what can be written; append the rest to ``staged`` with its reason."""
-    state: dict[tuple[str, str], list[tuple[Work, StateTarget, bytes]]] = defaultdict(list)
-    telemetry: dict[tuple[object, ...], list[tuple[Work, TsTarget, TsRows]]] = defaultdict(list)
-    alone: list[tuple[Work, StateTarget, bytes]] = []
+    items: list[tuple[Work, WriteItem]] = []
     for w in works:
         adm = admissions[(_lineage(w).id, w.batch.schema_hash)]
-        target = adm.target
-        if target is None:
+        if adm.target is None:
             assert adm.staging_reason is not None
             staged.append((w, adm.staging_reason))
-            continue
-        if w.write_error is not None:
+        elif w.write_error is not None:
+            staged.append((w, "materialization_failed"))
+        else:
+            items.append((w, WriteItem(w.scope.device_id, w.batch, adm.target)))
+    await write_batches(conn, [item for _, item in items])
+    done = []
+    for w, item in items:
+        if item.error is not None:  # a value that does not fit: nothing written
+            w.write_error = item.error
             staged.append((w, "materialization_failed"))
             continue
-        try:
-            if isinstance(w.batch, TelemetryBatch):
-                ts = TsTarget(target.table, sorted(target.columns, key=lambda c: c.target),
-                              target.mapped)
-                rows = ts.encode(w.scope.device_id, w.batch)
-                key = (ts.table, tuple(ts.columns), tuple(ts.mapped), ts.copy_format)
-                telemetry[key].append((w, ts, rows))
-            else:
-                copy = target.encode(w.scope.device_id, w.batch)
-                if target.plain:
-                    state[(target.table, target.layout)].append((w, target, copy))
-                else:
-                    alone.append((w, target, copy))
-        except BatchRejected as exc:  # a value that does not fit: nothing written yet
-            w.write_error = str(exc)
-            staged.append((w, "materialization_failed"))
-    used: set[str] = set()
-    done: list[Work] = []
-    for parts in state.values():
-        batches = [(p[0].batch, p[2]) for p in parts if isinstance(p[0].batch, RowBatch)]
-        await parts[0][1].write_group(conn, batches, used)
-        done.extend(p[0] for p in parts)
-    for tparts in telemetry.values():
-        await tparts[0][1].write_group(conn, [p[2] for p in tparts])
-        done.extend(p[0] for p in tparts)
-    for w, target, copy in alone:
-        assert isinstance(w.batch, RowBatch)
-        await target.apply_encoded(conn, w.scope.device_id, w.batch, copy)
-        if target.conflicts:
-            await resend_cloud_rows(conn, _lineage(w).id, w.scope.device_id, target.conflicts)
+        if item.conflicts:
+            await resend_cloud_rows(conn, _lineage(w).id, w.scope.device_id, item.conflicts)
         done.append(w)
     return done

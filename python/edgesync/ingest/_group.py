@@ -16,7 +16,8 @@ A group, in order:
 3. one transaction accepts the decoded batches (``_accept``).
 
 A PostgreSQL error of the data (``WRITE_ERRORS``) splits the group in two and tries each
-half, down to the one batch, which is then staged ``materialization_failed``. A lost
+half (``split_on``), down to the one batch, which is then staged
+``materialization_failed``. A lost
 connection or a concurrency conflict (``TRANSIENT_ERRORS``) retries the same group with
 backoff, for as long as it takes: the messages stay unacknowledged meanwhile, so the
 consumer's in-flight window fills and it stops taking more. Any other error splits the
@@ -40,17 +41,15 @@ from edgesync.errors import BatchRejected
 from edgesync.ingest._accept import Work, accept_group
 from edgesync.ingest._ledger import SegmentKey, record_rejection, redelivered_many
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
+from edgesync.materialize import WRITE_ERRORS, split_on
 from edgesync.protocol import Backoff, TopicKind
 from edgesync.registry import DeviceScope
 from edgesync.store import TRANSIENT_ERRORS, Conn
 
-__all__ = ["WRITE_ERRORS", "GroupWriter"]
+__all__ = ["GroupWriter"]
 
 _log = logging.getLogger("edgesync.ingest")
 
-WRITE_ERRORS = (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError,
-                asyncpg.UndefinedColumnError, asyncpg.UndefinedTableError,
-                asyncpg.WrongObjectTypeError)
 
 
 @dataclass(slots=True, eq=False)
@@ -153,6 +152,10 @@ class GroupWriter:
             self.group_sizes[len(group)] += 1
 
     async def _write(self, group: list[_Entry]) -> None:
+        await split_on((Exception,), group, self._retrying, self._alone)
+
+    async def _retrying(self, group: list[_Entry]) -> None:
+        """One attempt at the group, repeated for as long as the database is away."""
         backoff = Backoff(base=0.1, cap=5.0)
         while True:
             try:
@@ -164,29 +167,17 @@ class GroupWriter:
                 _log.warning("writing a group of %d batch(es) failed (%s: %s); retrying in "
                              "%.1fs", len(group), type(exc).__name__, exc, wait)
                 await asyncio.sleep(wait)
-            except WRITE_ERRORS as exc:
-                if len(group) == 1:
-                    # The poisoned batch: accept it again, staged with the error.
-                    _log.warning("writing a batch from %s failed, staging it: %s",
-                                 group[0].scope.device_name, exc)
-                    group[0].write_error = str(exc)
-                    continue
-                await self._split(group)
-                return
-            except Exception as exc:
-                if len(group) == 1:
-                    _log.exception("ingest of a batch from %s failed",
-                                   group[0].scope.device_name)
-                    group[0].fail(exc)
-                    return
-                await self._split(group)
-                return
 
-    async def _split(self, group: list[_Entry]) -> None:
-        # Halves, not singles: one poisoned batch among n costs about 2·log2(n) groups.
-        mid = len(group) // 2
-        await self._write(group[:mid])
-        await self._write(group[mid:])
+    async def _alone(self, entry: _Entry, exc: Exception) -> None:
+        if isinstance(exc, WRITE_ERRORS) and entry.write_error is None:
+            # The poisoned batch: accept it again, staged with the error.
+            _log.warning("writing a batch from %s failed, staging it: %s",
+                         entry.scope.device_name, exc)
+            entry.write_error = str(exc)
+            await split_on((Exception,), [entry], self._retrying, self._alone)
+            return
+        _log.error("ingest of a batch from %s failed", entry.scope.device_name, exc_info=exc)
+        entry.fail(exc)
 
     async def _attempt(self, conn: Conn, group: list[_Entry]) -> None:
         todo = [e for e in group if not e.future.done()]

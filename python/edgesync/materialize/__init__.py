@@ -10,19 +10,24 @@ from edgesync.materialize._identifiers import (
 from edgesync.materialize._state_target import MirrorColumn, StateTarget
 from edgesync.materialize._ts_target import TS_PLATFORM_COLUMNS, TsTarget, ts_table_name
 from edgesync.materialize._types import PG_TYPES, pg_type_for
+from edgesync.materialize._writer import WRITE_ERRORS, WriteItem, split_on, write_batches
 
 __all__ = [
     "DATA_POINT_TYPES",
     "PG_TYPES",
     "PLATFORM_COLUMNS",
     "TS_PLATFORM_COLUMNS",
+    "WRITE_ERRORS",
     "MappedColumn",
     "MirrorColumn",
     "StateTarget",
     "TsTarget",
+    "WriteItem",
     "check_column_name",
     "pg_type_for",
     "quote_ident",
+    "split_on",
     "target_table_name",
     "ts_table_name",
+    "write_batches",
 ]

@@ -16,16 +16,25 @@ import uuid
 import asyncpg
 
 from edgesync import _core
+from edgesync._core import RowBatch, TelemetryBatch
 from edgesync.control import record_materialization_failure, resend_cloud_rows
 from edgesync.errors import BatchRejected
-from edgesync.governance import REPLAY_CHANNEL, emit, get_lineage_for_update, load_state_target
-from edgesync.materialize import TsTarget
-from edgesync.staging._staged import unstage
+from edgesync.governance import (
+    REPLAY_CHANNEL,
+    Lineage,
+    emit,
+    get_lineage_for_update,
+    load_state_target,
+)
+from edgesync.materialize import StateTarget, WriteItem, split_on, write_batches
+from edgesync.staging._staged import unstage_many
+from edgesync.store import Conn
 
 __all__ = ["Replayer"]
 
 _log = logging.getLogger(__name__)
-_CHUNK = 20
+# Staged batches per transaction (written with one COPY per target).
+_CHUNK = 200
 
 
 class Replayer:
@@ -100,36 +109,58 @@ class Replayer:
                         await emit(conn, lineage.project_id, "edgesync.replay.completed.v1",
                                    lineage.id, {"lineage_id": str(lineage.id)})
                     return replayed
-                for rec in staged:
-                    target = await load_state_target(conn, lineage, rec["schema_hash"])
-                    assert target is not None
-                    try:
-                        async with conn.transaction():
-                            payload = _core.decompress_blob(rec["blob"])
-                            if rec["pipeline"] == "telemetry":
-                                await TsTarget(target.table, target.columns, target.mapped).apply(
-                                    conn, lineage.device_id,
-                                    _core.decode_telemetry_batch(payload))
-                            else:
-                                # Accepted once already; chunks of uploads may be large.
-                                await target.apply(conn, lineage.device_id,
-                                                   _core.decode_row_batch(payload, 1 << 30))
-                                await resend_cloud_rows(conn, lineage_id, lineage.device_id,
-                                                        target.conflicts)
-                    except (BatchRejected, asyncpg.PostgresError) as exc:
-                        _log.warning("replay of staged batch %s failed: %s", rec["id"], exc)
-                        await conn.execute(
-                            "UPDATE edge_staged_rows "
-                            "SET staging_reason = 'materialization_failed' WHERE id = $1",
-                            rec["id"])
-                        await record_materialization_failure(conn, lineage_id, str(exc))
-                        continue
-                    await unstage(conn, rec["id"], lineage_id, rec["row_count"], rec["byte_count"])
-                    await conn.execute(
-                        "UPDATE edge_table_lineages SET materialized_rows = materialized_rows + $2 "
-                        "WHERE id = $1", lineage_id, rec["row_count"])
-                    await conn.execute(
-                        "UPDATE edge_replay_intents SET rows_replayed = rows_replayed + $2 "
-                        "WHERE lineage_id = $1 AND status = 'pending'",
-                        lineage_id, rec["row_count"])
-                    replayed += rec["row_count"]
+                replayed += await self._replay_chunk(conn, lineage, staged)
+
+    async def _replay_chunk(self, conn: Conn, lineage: Lineage,
+                            staged: list[asyncpg.Record]) -> int:
+        """Write a chunk of staged batches through the same group writer as live ingest
+        (one COPY per target); a batch PostgreSQL refuses is split out and marked
+        ``materialization_failed``, the others replay."""
+        targets: dict[str, StateTarget] = {}
+        items: list[tuple[asyncpg.Record, WriteItem]] = []
+        failed: list[tuple[asyncpg.Record, str]] = []
+        for rec in staged:
+            if rec["schema_hash"] not in targets:
+                target = await load_state_target(conn, lineage, rec["schema_hash"])
+                assert target is not None
+                targets[rec["schema_hash"]] = target
+            payload = _core.decompress_blob(rec["blob"])
+            try:
+                batch: RowBatch | TelemetryBatch = (
+                    _core.decode_telemetry_batch(payload) if rec["pipeline"] == "telemetry"
+                    # Accepted once already; chunks of uploads may be large.
+                    else _core.decode_row_batch(payload, 1 << 30))
+            except BatchRejected as exc:
+                failed.append((rec, str(exc)))
+                continue
+            items.append((rec, WriteItem(lineage.device_id, batch, targets[rec["schema_hash"]])))
+
+        async def attempt(part: list[tuple[asyncpg.Record, WriteItem]]) -> None:
+            async with conn.transaction():  # a savepoint: a failed part leaves no trace
+                await write_batches(conn, [item for _, item in part])
+
+        async def alone(one: tuple[asyncpg.Record, WriteItem], exc: Exception) -> None:
+            one[1].error = str(exc)
+
+        await split_on((asyncpg.PostgresError,), items, attempt, alone)
+        done = []
+        for rec, item in items:
+            if item.error is not None:
+                failed.append((rec, item.error))
+                continue
+            if item.conflicts:
+                await resend_cloud_rows(conn, lineage.id, lineage.device_id, item.conflicts)
+            done.append(rec)
+        for rec, error in failed:
+            _log.warning("replay of staged batch %s failed: %s", rec["id"], error)
+            await conn.execute("UPDATE edge_staged_rows "
+                               "SET staging_reason = 'materialization_failed' WHERE id = $1",
+                               rec["id"])
+            await record_materialization_failure(conn, lineage.id, error)
+        rows = await unstage_many(conn, lineage.id, [r["id"] for r in done])
+        await conn.execute(
+            "WITH l AS (UPDATE edge_table_lineages SET materialized_rows = materialized_rows + $2 "
+            "  WHERE id = $1) "
+            "UPDATE edge_replay_intents SET rows_replayed = rows_replayed + $2 "
+            "WHERE lineage_id = $1 AND status = 'pending'", lineage.id, rows)
+        return rows

@@ -19,7 +19,7 @@ from edgesync.control import check_backpressure
 from edgesync.store import Conn
 
 __all__ = ["StagedBatch", "list_staged_rows", "stage_many", "stage_row_batch",
-           "stage_telemetry_batch", "unstage"]
+           "stage_telemetry_batch", "unstage", "unstage_many"]
 
 
 async def stage_row_batch(conn: Conn, *, lineage_id: uuid.UUID,
@@ -67,6 +67,23 @@ async def unstage(conn: Conn, staged_id: int, lineage_id: uuid.UUID,
         "UPDATE edge_table_lineages SET staged_rows = greatest(staged_rows - $2, 0), "
         "staged_bytes = greatest(staged_bytes - $3, 0), updated_at = now() WHERE id = $1",
         lineage_id, row_count, byte_count)
+
+
+async def unstage_many(conn: Conn, lineage_id: uuid.UUID, staged_ids: list[int]) -> int:
+    """Remove staged batches of one lineage (replayed); returns their rows."""
+    if not staged_ids:
+        return 0
+    rec = await conn.fetchrow(
+        "WITH gone AS (DELETE FROM edge_staged_rows WHERE id = ANY($2::bigint[]) "
+        "  AND lineage_id = $1 RETURNING row_count, byte_count), "
+        "sums AS (SELECT coalesce(sum(row_count), 0) AS r, coalesce(sum(byte_count), 0) AS b "
+        "  FROM gone), "
+        "upd AS (UPDATE edge_table_lineages SET staged_rows = greatest(staged_rows - sums.r, 0), "
+        "  staged_bytes = greatest(staged_bytes - sums.b, 0), updated_at = now() FROM sums "
+        "  WHERE id = $1) "
+        "SELECT r FROM sums", lineage_id, staged_ids)
+    assert rec is not None
+    return int(rec["r"])
 
 
 async def list_staged_rows(conn: Conn, lineage_id: uuid.UUID, *,
