@@ -1,6 +1,7 @@
 """Schema governance: lineages, schema versions, classification, reviews, bindings."""
 
 from edgesync.governance._admission import Admission, admit
+from edgesync.governance._arrivals import Arrival, admit_arrivals
 from edgesync.governance._bindings import REPLAY_CHANNEL, load_state_target, load_state_targets
 from edgesync.governance._classify import SchemaDiff, classify
 from edgesync.governance._coalesced import (
@@ -49,10 +50,12 @@ __all__ = [
     "EVENT_CHANNEL",
     "REPLAY_CHANNEL",
     "Admission",
+    "Arrival",
     "Lineage",
     "SchemaDiff",
     "abandon_registry_review",
     "admit",
+    "admit_arrivals",
     "approve_registry_review",
     "approve_review",
     "claim_registry_review",

@@ -251,31 +251,37 @@ def plan_columns(columns: list[dict[str, Any]], actions: list[ColumnAction]
 async def provision_target(conn: Conn, pipeline: str, table: str,
                            mirrors: list[MirrorColumn]) -> None:
     """Create the target (or add the columns a newer schema brings); refuses a column
-    that exists with another type."""
+    that exists with another type. A target that has every column already is left
+    alone: no DDL, so no exclusive lock on a table many devices write (a coalesced
+    target, each new device's approval)."""
     if pipeline == "telemetry":
         for mc in mirrors:
             if mc.target in TS_PLATFORM_COLUMNS:
                 raise InvalidRequestError("column_actions", f"column {mc.target!r} is reserved "
                                           "in telemetry targets; give it a mirror_column_name")
-        await _check_existing_types(conn, table, mirrors)
+    existing = await _check_existing_types(conn, table, mirrors)
+    if existing and all(m.target in existing for m in mirrors):
+        return
+    if pipeline == "telemetry":
         await TsTarget(table, mirrors).provision(conn)
     else:
-        await _check_existing_types(conn, table, mirrors)
         await StateTarget(table, mirrors).provision(conn)
 
 
 async def _check_existing_types(conn: Conn, table: str,
-                                mirrors: list[MirrorColumn]) -> None:
+                                mirrors: list[MirrorColumn]) -> dict[str, str]:
+    """The target's columns and types (empty when there is no such table)."""
     rows = await conn.fetch(
         "SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS t FROM pg_attribute a "
         "WHERE a.attrelid = to_regclass(quote_ident($1)) AND a.attnum > 0 AND NOT a.attisdropped",
         table)
-    existing = {r["attname"]: r["t"] for r in rows}
+    existing: dict[str, str] = {r["attname"]: r["t"] for r in rows}
     for m in mirrors:
         if m.target in existing and existing[m.target] != m.pg_type:
             raise ConflictError(
                 f"{table}.{m.target} already exists as {existing[m.target]}, not {m.pg_type}; "
                 "choose another mirror_column_name or target_type")
+    return existing
 
 
 async def approve_schema(conn: Conn, lineage: Lineage, version_id: uuid.UUID,
@@ -303,19 +309,21 @@ async def approve_schema(conn: Conn, lineage: Lineage, version_id: uuid.UUID,
             raise ConflictError(f"target table {table} already belongs to lineage {owner}")
     await provision_target(conn, lineage.pipeline, table, mirrors)
     by_source = {m.source: m for m in mirrors}
-    for act in actions:
-        m = by_source.get(act.source_column_name)
-        await conn.execute(
-            "INSERT INTO edge_column_bindings (id, lineage_id, schema_hash, source_column_name, "
-            "action, mirror_column_name, target_type, device_data_point_id) "
-            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
-            "ON CONFLICT (lineage_id, schema_hash, source_column_name) DO UPDATE SET "
-            "action = EXCLUDED.action, mirror_column_name = EXCLUDED.mirror_column_name, "
-            "target_type = EXCLUDED.target_type, "
-            "device_data_point_id = EXCLUDED.device_data_point_id",
-            uuid.uuid4(), lineage.id, schema_hash, act.source_column_name, act.action,
-            m.target if m else None, m.pg_type if m else act.target_type,
-            act.device_data_point_id)
+    rows = [(uuid.uuid4(), act.source_column_name, act.action,
+             (m := by_source.get(act.source_column_name)) and m.target,
+             m.pg_type if m else act.target_type, act.device_data_point_id) for act in actions]
+    await conn.execute(
+        "INSERT INTO edge_column_bindings (id, lineage_id, schema_hash, source_column_name, "
+        "action, mirror_column_name, target_type, device_data_point_id) "
+        "SELECT b.id, $1, $2, b.src, b.act, b.mirror, b.typ, b.dp FROM unnest($3::uuid[], "
+        "$4::text[], $5::text[], $6::text[], $7::text[], $8::uuid[]) AS b(id, src, act, mirror, "
+        "typ, dp) "
+        "ON CONFLICT (lineage_id, schema_hash, source_column_name) DO UPDATE SET "
+        "action = EXCLUDED.action, mirror_column_name = EXCLUDED.mirror_column_name, "
+        "target_type = EXCLUDED.target_type, "
+        "device_data_point_id = EXCLUDED.device_data_point_id",
+        lineage.id, schema_hash, *(list(c) for c in zip(*rows, strict=True))
+        if rows else ([], [], [], [], [], []))
     await conn.execute("UPDATE edge_schema_versions SET status = 'approved' WHERE id = $1",
                        version_id)
     await conn.execute(

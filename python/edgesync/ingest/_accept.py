@@ -38,7 +38,15 @@ from edgesync.control import (
     resend_cloud_rows,
 )
 from edgesync.errors import BatchRejected
-from edgesync.governance import Admission, Lineage, admit, load_state_targets, lock_lineages
+from edgesync.governance import (
+    Admission,
+    Arrival,
+    Lineage,
+    admit,
+    admit_arrivals,
+    load_state_targets,
+    lock_lineages,
+)
 from edgesync.ingest._ledger import (
     Claim,
     SegmentKey,
@@ -172,8 +180,11 @@ async def _admit(conn: Conn, works: list[Work]) -> dict[tuple[uuid.UUID, str], A
     for w in works:
         firsts.setdefault((_lineage(w).id, w.batch.schema_hash), w)
     out: dict[tuple[uuid.UUID, str], Admission] = {}
-    current: dict[uuid.UUID, Lineage] = {}
-    # New hashes, new lineages, paused lineages: governance decides, one at a time.
+    # New lineages of a schema the registry approved: all at once.
+    current: dict[uuid.UUID, Lineage] = await admit_arrivals(conn, [
+        Arrival(w.scope, _lineage(w), h, w.batch.schema_columns_json)
+        for (_, h), w in firsts.items() if _lineage(w).approved_schema_hash is None])
+    # New hashes, other new lineages, paused lineages: governance decides, one at a time.
     for (lineage_id, schema_hash), w in firsts.items():
         lineage = current.get(lineage_id, _lineage(w))
         if lineage.approved_schema_hash == schema_hash and lineage.status == "active":

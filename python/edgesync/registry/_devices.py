@@ -6,6 +6,7 @@ pair into the device, its project and fleet. Nothing in a payload can.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 import uuid
@@ -106,12 +107,18 @@ async def get_device(conn: Conn, topic_slug: str, name: str) -> DeviceScope | No
 
 
 class DeviceResolver:
-    """Topic → device scope, cached briefly so ingest does not hit the registry per message."""
+    """Topic → device scope, cached briefly so ingest does not hit the registry per message.
+
+    Lookups of concurrent callers share one query (a fleet coming online resolves
+    thousands of devices at once; one round trip and one pool checkout each would cost
+    more than their batches)."""
 
     def __init__(self, pool: asyncpg.Pool, ttl: float = 30.0) -> None:
         self._pool = pool
         self._ttl = ttl
         self._cache: dict[tuple[str, str], tuple[float, DeviceScope | None]] = {}
+        self._waiting: dict[tuple[str, str], asyncio.Future[DeviceScope | None]] = {}
+        self._lookup: asyncio.Task[None] | None = None
 
     async def resolve(self, topic_slug: str, device_name: str) -> DeviceScope | None:
         key = (topic_slug, device_name)
@@ -120,10 +127,39 @@ class DeviceResolver:
         # Unknown devices are cached for a shorter time so a fresh registration shows up fast.
         if hit and now - hit[0] < (self._ttl if hit[1] else 2.0):
             return hit[1]
-        async with self._pool.acquire() as conn:
-            scope = await get_device(conn, topic_slug, device_name)
-        self._cache[key] = (now, scope)
-        return scope
+        fut = self._waiting.get(key)
+        if fut is None:
+            fut = self._waiting[key] = asyncio.get_running_loop().create_future()
+            if self._lookup is None or self._lookup.done():
+                self._lookup = asyncio.create_task(self._look_up_waiting(),
+                                                   name="edgesync.registry.lookup")
+        # Shielded: one caller giving up must not cancel the others' answer.
+        return await asyncio.shield(fut)
+
+    async def _look_up_waiting(self) -> None:
+        await asyncio.sleep(0)  # the other callers of this moment join in
+        while self._waiting:
+            batch, self._waiting = self._waiting, {}
+            try:
+                async with self._pool.acquire() as conn:
+                    rows = await conn.fetch(
+                        _SCOPE_SQL + "JOIN unnest($1::text[], $2::text[]) AS k(slug, name) "
+                        "ON p.topic_slug = k.slug AND d.name = k.name",
+                        [k[0] for k in batch], [k[1] for k in batch])
+            except BaseException as exc:
+                for fut in batch.values():
+                    if not fut.done():
+                        fut.set_exception(exc)
+                if isinstance(exc, Exception):
+                    continue
+                raise
+            found = {(r["topic_slug"], r["device_name"]): _scope(r) for r in rows}
+            now = time.monotonic()
+            for key, fut in batch.items():
+                scope = found.get(key)
+                self._cache[key] = (now, scope)
+                if not fut.done():
+                    fut.set_result(scope)
 
     def forget(self) -> None:
         self._cache.clear()
