@@ -9,44 +9,12 @@ from typing import Any
 
 import asyncpg
 import pytest
+from ingest.ingest_kit import fleet, topic
 
-from edgesync import governance, registry
+from edgesync import registry
 from edgesync.ingest import GroupWriter, IngestPipeline, OutcomeStatus
 from edgesync.materialize import quote_ident
-from edgesync.staging import Replayer
 from edgesync.store import create_pool
-
-COLUMNS = [("id", "INTEGER", 1, True), ("mode", "TEXT", 0, True), ("setpoint", "REAL", 0, False)]
-
-
-async def fleet(pool: asyncpg.Pool, batches: Any, unique: str, n: int
-                ) -> tuple[list[registry.DeviceScope], list[Any], str]:
-    """``n`` devices of one project with project coalescing, the table's schema approved
-    once in the registry: every later device is approved on arrival."""
-    async with pool.acquire() as conn:
-        scopes = [await registry.add_device(conn, project=f"gc-{unique}", name=f"d{i}-{unique}",
-                                            topic_slug=f"gc-{unique}") for i in range(n)]
-        await conn.execute("UPDATE edge_projects SET policy = policy || $2 WHERE id = $1",
-                           scopes[0].project_id, {"schema_coalescing_mode": "project"})
-    factories = [batches("device_state", COLUMNS) for _ in scopes]
-    pipe = IngestPipeline(pool)
-    first = await pipe.handle(topic(scopes[0]), factories[0].payload(
-        factories[0].rows(("insert", {"id": 0, "mode": "seed", "setpoint": 0.0}))))
-    async with pool.acquire() as conn:
-        (review,) = await governance.list_registry_reviews(conn, scopes[0].project_id)
-        claimed = await governance.claim_registry_review(
-            conn, review["id"], actor="t", action_version=review["action_version"])
-        await governance.approve_registry_review(
-            conn, review["id"], actor="t", action_version=claimed["action_version"],
-            column_actions=None)
-    await Replayer(pool).drain_pending(project_id=scopes[0].project_id)
-    table = await pool.fetchval("SELECT target_table FROM edge_table_lineages WHERE id = $1",
-                                first.lineage_id)
-    return scopes, factories, table
-
-
-def topic(scope: registry.DeviceScope) -> str:
-    return f"{scope.root_topic}/sync/rows/batch"
 
 
 def upserts(f: Any, step: int, n: int = 5) -> bytes:
