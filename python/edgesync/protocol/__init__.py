@@ -1,6 +1,7 @@
 """Wire protocol shared by the device agent and the cloud worker."""
 
 from edgesync.protocol._broker_url import BrokerUrl, parse_broker_url
+from edgesync.protocol._loop import Healthy, listen_loop, periodic_loop, session_loop
 from edgesync.protocol._mqtt import TlsFiles, mqtt_client
 from edgesync.protocol._reconnect import Backoff, raise_if_cancelling
 from edgesync.protocol._signing import canonical_control, sign_control, verify_control
@@ -18,14 +19,18 @@ __all__ = [
     "DEVICE_TO_CLOUD",
     "Backoff",
     "BrokerUrl",
+    "Healthy",
     "TlsFiles",
     "TopicKind",
     "TopicRef",
     "canonical_control",
+    "listen_loop",
     "mqtt_client",
     "parse_broker_url",
     "parse_topic",
+    "periodic_loop",
     "raise_if_cancelling",
+    "session_loop",
     "sign_control",
     "topic_for",
     "uuid7",
