@@ -203,21 +203,29 @@ async def listen_loop(name: str, pool: asyncpg.Pool, channel: str,
         woken.set()
 
     async def session(healthy: Healthy) -> NoReturn:
+        lost = False
+
+        def terminated(*_: object) -> None:
+            nonlocal lost
+            lost = True
+            woken.set()  # do not sleep out the poll interval on a dead connection
+
         async with pool.acquire() as conn:
-            conn.add_termination_listener(notified)  # a lost connection wakes the wait
+            conn.add_termination_listener(terminated)
             try:
                 await conn.add_listener(channel, notified)
-                while True:
+                while not lost:
                     woken.clear()
                     await round_()
-                    healthy()
-                    raise_if_cancelling()  # a stop dropped in a round that returned
+                    healthy()  # also raises a stop swallowed in the round
                     await _pause(poll, woken)
-                    if conn.is_closed():
-                        raise StoreError(f"the connection listening on {channel} closed")
+                raise StoreError(f"the connection listening on {channel} was lost")
             finally:
-                conn.remove_termination_listener(notified)
-                if not conn.is_closed():
-                    await conn.remove_listener(channel, notified)
+                if not lost:
+                    # Best effort: the pool's reset UNLISTENs anyway, and a connection
+                    # lost under us (callback not run yet) is detached from its proxy.
+                    with contextlib.suppress(Exception):
+                        conn.remove_termination_listener(terminated)
+                        await conn.remove_listener(channel, notified)
 
     await session_loop(name, session, backoff=backoff, logger=logger)
