@@ -1,0 +1,45 @@
+"""The HTTP API of ``edgesync serve`` does not stay down when uvicorn stops on its own:
+it is started again on the same address, and a cancel still stops it for good."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import asyncpg
+import httpx
+import pytest
+from e2e_kit import eventually
+
+from edgesync.api import ApiServer, bind_socket, create_app
+
+LIMIT = 30  # hang guard, not a timing assertion
+
+
+async def answers(url: str) -> bool:
+    try:
+        async with httpx.AsyncClient() as client:
+            return (await client.get(f"{url}/openapi.json")).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+async def test_an_api_that_stopped_on_its_own_serves_again(
+        pool: asyncpg.Pool, caplog: pytest.LogCaptureFixture) -> None:
+    api = ApiServer(create_app(pool), bind_socket("127.0.0.1", 0))
+    task = asyncio.create_task(api.run())
+    try:
+        await eventually(lambda: answers(api.url), LIMIT, "the API answers")
+        first = api._server
+        with caplog.at_level(logging.INFO, logger="edgesync.api._serve"):
+            first.should_exit = True  # uvicorn's own way out of its main loop
+            await eventually(lambda: asyncio.sleep(0, api._server is not first), LIMIT,
+                             "a new uvicorn")
+            await eventually(lambda: answers(api.url), LIMIT, "the API answers again")
+        assert not task.done()
+        assert f"HTTP API on {api.url}: session ended; reconnecting" in caplog.text
+    finally:
+        task.cancel()
+        await asyncio.wait({task}, timeout=LIMIT)
+    assert task.cancelled()
+    assert not await answers(api.url)
