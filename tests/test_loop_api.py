@@ -1,5 +1,6 @@
 """The HTTP API of ``edgesync serve`` does not stay down when uvicorn stops on its own:
-it is started again on the same address, and a cancel still stops it for good."""
+it is started again on the same address, and a cancel still stops it for good. Its
+event streams' shared LISTEN connection is replaced when it dies."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 from e2e_kit import eventually
 
 from edgesync.api import ApiServer, bind_socket, create_app
+from edgesync.api._event_hub import EventHub
+from edgesync.governance import EVENT_CHANNEL
 
 LIMIT = 30  # hang guard, not a timing assertion
 
@@ -43,3 +46,26 @@ async def test_an_api_that_stopped_on_its_own_serves_again(
         await asyncio.wait({task}, timeout=LIMIT)
     assert task.cancelled()
     assert not await answers(api.url)
+
+
+async def listening_pids(pool: asyncpg.Pool) -> list[int]:
+    return [r["pid"] for r in await pool.fetch(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+        "AND query ILIKE 'LISTEN%' AND query LIKE $1", f"%{EVENT_CHANNEL}%")]
+
+
+async def test_event_streams_are_woken_again_after_their_listen_connection_died(
+        pool: asyncpg.Pool) -> None:
+    hub = EventHub(lambda: pool)
+    async with hub.follow() as wake:
+        (pid,) = await eventually(lambda: listening_pids(pool), LIMIT, "a LISTEN connection")
+        assert await pool.fetchval("SELECT pg_terminate_backend($1)", pid)
+        (new,) = await eventually(
+            lambda: listening_pids(pool), LIMIT, "a new LISTEN connection")
+        assert new != pid
+        wake.clear()
+        await pool.execute(f"NOTIFY {EVENT_CHANNEL}")
+        async with asyncio.timeout(LIMIT):
+            await wake.wait()
+    # The last stream gone, the connection went back to the pool, no longer listening.
+    assert await listening_pids(pool) == []
