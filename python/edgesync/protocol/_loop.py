@@ -34,14 +34,16 @@ The rules, the same for every shape:
   and a ``CancelledError`` that is not the task's own are logged — one WARNING line
   ``"<name>: <ErrorType>: <message>; retrying in 1.2s"`` ("reconnecting" for sessions),
   the traceback at DEBUG, and at WARNING too on the third failure in a row — then
-  retried after the next ``Backoff`` delay (jittered exponential, 0.5 s up to 60 s by
-  default).
+  retried after the next ``Backoff`` delay (by default 0.25 to 0.5 s first, doubling up
+  to 30 to 60 s). Each shape takes ``backoff=`` (a ``Backoff`` of its own, e.g. tiny in
+  tests) and ``logger=`` (the caller's module logger, so the lines carry its name).
 * **Success resets the backoff**: a round that returns, or a session that calls its
   ``healthy()``; an INFO line says when a loop recovered after failures.
 * In ``listen_loop`` a failed round or a lost LISTEN connection (seen through asyncpg's
-  termination listener and ``is_closed()``) gives the connection back and takes a new
-  one from the pool after the backoff; the first round on the new one catches up with
-  what was notified meanwhile.
+  termination listener: a lost pool connection is detached from its proxy at once, so
+  nothing may be called on it) gives the connection back and takes a new one from the
+  pool after the backoff; the first round on the new one catches up with what was
+  notified meanwhile.
 
 Rounds should be idempotent and bounded: a round that failed half-way is simply run
 again. ``raise_if_cancelling()`` is still for the seams that *start a wait* on behalf of
