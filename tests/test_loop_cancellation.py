@@ -53,7 +53,7 @@ async def test_a_wake_up_does_not_swallow_the_stop(pool: asyncpg.Pool, make: typ
     for _ in range(5):  # let it reach its wait for a wake-up
         await asyncio.sleep(0)
     assert not task.done()
-    loop._on_notify()  # woken and stopped in one turn
+    loop.wake.set()  # woken and stopped in one turn
     task.cancel()
     # Bounded: the broken loop would sleep for its poll interval and poll again, forever.
     await asyncio.wait({task}, timeout=20)

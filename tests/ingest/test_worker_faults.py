@@ -100,7 +100,7 @@ async def test_kill_9_and_broker_restart_lose_and_double_nothing(
 
         await until(subscribed)
         sender = asyncio.create_task(publish_all(url, messages, progress))
-        ledger = f"SELECT count(*) FROM edge_export_segments WHERE device_id = ANY($1::uuid[]) " \
+        ledger = "SELECT count(*) FROM edge_export_segments WHERE device_id = ANY($1::uuid[]) " \
                  "AND outcome = 'materialized'"
         ids = [s.device_id for s in scopes]
         base = await pool.fetchval(ledger, ids)

@@ -2,10 +2,10 @@
 
 ``MqttLink.run()`` connects (client id = device id, ``clean_session`` from the config),
 subscribes to ``{root}/sync/ingest/control`` at QoS 1 right after connecting, hands
-every control payload to a callback in arrival order, and reconnects after any broker
-failure. ``publish()`` waits for a connection, publishes at QoS 1 and returns once the
-broker's PUBACK arrived. aiomqtt errors never leave this module: they become
-``BrokerError``.
+every control payload to a callback in arrival order, and reconnects after any failure
+(the broker's or a control handler's: ``session_loop``). ``publish()`` waits for a
+connection, publishes at QoS 1 and returns once the broker's PUBACK arrived. aiomqtt
+errors never leave this module: they become ``BrokerError``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,15 @@ import aiomqtt
 
 from edgesync.agent._config import ConnectionConfig
 from edgesync.errors import BrokerError
-from edgesync.protocol import Backoff, TopicKind, mqtt_client, raise_if_cancelling, topic_for
+from edgesync.protocol import (
+    Backoff,
+    Healthy,
+    TopicKind,
+    mqtt_client,
+    raise_if_cancelling,
+    session_loop,
+    topic_for,
+)
 
 __all__ = ["MqttLink"]
 
@@ -41,21 +49,10 @@ class MqttLink:
 
     async def run(self) -> NoReturn:
         """Stay connected forever; cancel the task to stop."""
-        while True:
-            try:
-                await self._session()
-            except aiomqtt.MqttError as exc:
-                # aiomqtt may turn our cancellation into an MqttError while it
-                # disconnects; stopping wins over reconnecting.
-                raise_if_cancelling()
-                delay = self._backoff.next_delay()
-                log.warning("MQTT broker %s: %s; reconnecting in %.1fs",
-                            self._conn.broker, exc, delay)
-            else:  # pragma: no cover - the message stream only ends with an error
-                delay = self._backoff.next_delay()
-            await asyncio.sleep(delay)
+        await session_loop(f"MQTT broker {self._conn.broker}", self._session,
+                           backoff=self._backoff, logger=log)
 
-    async def _session(self) -> None:
+    async def _session(self, healthy: Healthy) -> None:
         client = mqtt_client(
             self._conn.broker,
             identifier=self._conn.device_id,
@@ -65,9 +62,9 @@ class MqttLink:
         )
         async with client:
             await client.subscribe(self.control_topic, qos=1)
+            healthy()  # first: it raises a stop swallowed while connecting or subscribing
             log.info("connected to %s as %s; subscribed to %s", self._conn.broker,
                      self._conn.device_id, self.control_topic)
-            self._backoff.reset()
             self._client = client
             self.connected.set()
             try:

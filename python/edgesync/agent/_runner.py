@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, NoReturn, Self, TypeVar
 
 import orjson
 
@@ -39,8 +39,8 @@ from edgesync.agent._telemetry_state import OutboxBatch, TelemetryState
 from edgesync.agent._triggers import install_triggers
 from edgesync.agent._uploads import Upload, Uploads
 from edgesync.agent._writeback import CloudVersions
-from edgesync.errors import BrokerError, ConfigError
-from edgesync.protocol import TopicKind, raise_if_cancelling, topic_for
+from edgesync.errors import ConfigError
+from edgesync.protocol import TopicKind, periodic_loop, topic_for
 
 __all__ = ["Agent"]
 
@@ -126,17 +126,12 @@ class Agent:
     async def wait_connected(self) -> None:
         await self._link.connected.wait()
 
-    async def run(self) -> None:
-        """Flush every ``flush_interval`` until cancelled; broker trouble is logged and
-        retried (pending batches keep their ``batch_id``)."""
-        interval = self.config.replication.flush_interval_s
-        while True:
-            try:
-                await self.flush()
-            except BrokerError as exc:
-                log.warning("flush postponed: %s", exc)
-            raise_if_cancelling()
-            await asyncio.sleep(interval)
+    async def run(self) -> NoReturn:
+        """Flush every ``flush_interval`` until cancelled; a failed flush (broker trouble,
+        a busy or failing database) is logged and retried with backoff (pending batches
+        keep their ``batch_id``)."""
+        await periodic_loop("agent flush", self.flush,
+                            interval=self.config.replication.flush_interval_s, logger=log)
 
     async def flush(self) -> int:
         """Publish everything captured so far; returns how many rows were sent.

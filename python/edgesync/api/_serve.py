@@ -7,9 +7,12 @@ import contextlib
 import logging
 import socket
 from collections.abc import Iterator
+from typing import NoReturn
 
 import uvicorn
 from fastapi import FastAPI
+
+from edgesync.protocol import Healthy, session_loop
 
 __all__ = ["ApiServer", "bind_socket"]
 
@@ -43,33 +46,48 @@ class ApiServer:
         self.sock = sock
         host, port = sock.getsockname()[:2]
         self.host, self.port = str(host), int(port)
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                                timeout_graceful_shutdown=2)
-        self._server = _Uvicorn(config)
+        self._config = uvicorn.Config(app, log_level="warning", access_log=False,
+                                      lifespan="on", timeout_graceful_shutdown=2)
+        self._server = _Uvicorn(self._config)
+        self._served = False
 
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
-    async def run(self) -> None:
-        """Serve until cancelled, then shut down gracefully (open streams get 2 s)."""
-        task = asyncio.ensure_future(self._server.serve(sockets=[self.sock]))
+    async def run(self) -> NoReturn:
+        """Serve until cancelled, then shut down gracefully (open streams get 2 s).
+
+        Should uvicorn stop or fail on its own, it is logged and started again
+        (``session_loop``), listening anew on the same address: it closes its socket
+        when it stops."""
+        try:
+            await session_loop(f"HTTP API on {self.url}", self._serve, logger=_log)
+        finally:
+            self.sock.close()
+
+    async def _serve(self, healthy: Healthy) -> None:
+        if self._served:  # the last uvicorn stopped or failed: a fresh one
+            self._server = _Uvicorn(self._config)
+            if self.sock.fileno() == -1:
+                self.sock = bind_socket(self.host, self.port)
+        self._served = True
+        server = self._server
+        task = asyncio.ensure_future(server.serve(sockets=[self.sock]))
         try:
             await asyncio.shield(task)
         except asyncio.CancelledError:
-            self._server.should_exit = True
+            server.should_exit = True
             # uvicorn gives open connections 2 s. Past 5 s it is stopped hard, and past
             # 10 s left behind: never wait on it without a bound (asyncio.wait_for would,
             # after its timeout, wait for the cancelled server to finish).
             if not await _finished(task, 5):
-                self._server.force_exit = True
+                server.force_exit = True
                 task.cancel()
                 if not await _finished(task, 5):
                     _log.error("the HTTP API did not stop within 10 s; leaving it")
             raise
-        finally:
-            self.sock.close()
 
 
 async def _finished(task: asyncio.Future[None], limit: float) -> bool:

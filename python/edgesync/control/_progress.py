@@ -11,20 +11,19 @@ the outbox (see docs/protocol.md).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections import defaultdict
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 import asyncpg
 import orjson
 
 from edgesync.control._sender import Publisher
 from edgesync.control._signer import sign_for_device
-from edgesync.errors import BrokerError, ConfigError
-from edgesync.protocol import TopicKind, raise_if_cancelling, topic_for
+from edgesync.errors import ConfigError
+from edgesync.protocol import TopicKind, periodic_loop, topic_for
 
 __all__ = ["ProgressReporter"]
 
@@ -44,14 +43,9 @@ class ProgressReporter:
         self._ttl = signature_ttl
         self._after: int | None = None
 
-    async def run(self) -> None:
-        while True:
-            try:
-                await self.report()
-            except (OSError, asyncpg.PostgresError, BrokerError) as exc:
-                _log.warning("progress reporter: %s", exc)
-            raise_if_cancelling()  # a stop dropped in a round that then failed
-            await asyncio.sleep(self._interval)
+    async def run(self) -> NoReturn:
+        await periodic_loop("progress reporter", self.report, interval=self._interval,
+                            logger=_log)
 
     async def report(self) -> int:
         """Send one round of confirmations; returns how many controls went out."""
@@ -89,10 +83,10 @@ class ProgressReporter:
                     except ConfigError as exc:
                         _log.error("progress for %s not sent: %s", name, exc)
                         break
+                    # A stop aiomqtt's wait_for dropped as the PUBACK came is raised by the
+                    # next publish (inside its transaction, so before its sig_seq is sent)
+                    # or by periodic_loop after the round.
                     sent += 1
-                    # A stop aiomqtt's wait_for dropped as the PUBACK came: raised once
-                    # that control's transaction committed (its sig_seq is on the wire).
-                    raise_if_cancelling()
             self._after = int(seen[-1]["seen_seq"])
             return sent
 

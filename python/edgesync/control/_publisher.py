@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import NoReturn
 
 import aiomqtt
 
 from edgesync.errors import BrokerError
-from edgesync.protocol import Backoff, BrokerUrl, TlsFiles, mqtt_client, raise_if_cancelling
+from edgesync.protocol import (
+    BrokerUrl,
+    Healthy,
+    TlsFiles,
+    mqtt_client,
+    raise_if_cancelling,
+    session_loop,
+)
 
 __all__ = ["MqttPublisher"]
 
@@ -23,29 +31,23 @@ class MqttPublisher:
         self._client: aiomqtt.Client | None = None
         self.connected = asyncio.Event()
 
-    async def run(self) -> None:
-        backoff = Backoff()
-        while True:
-            try:
-                client = mqtt_client(self._url, identifier=self._client_id, clean_session=True,
-                                     tls=self._tls)
-                async with client:
-                    raise_if_cancelling()  # a stop that arrived while connecting
-                    self._client = client
-                    self.connected.set()
-                    backoff.reset()
-                    # Nothing is subscribed: iterating only surfaces a lost connection.
-                    async for _ in client.messages:
-                        pass
-            except aiomqtt.MqttError as exc:
-                raise_if_cancelling()
-                wait = backoff.next_delay()
-                _log.warning("control publisher on %s: %s; reconnecting in %.1fs",
-                             self._url, exc, wait)
-                await asyncio.sleep(wait)
-            finally:
-                self.connected.clear()
-                self._client = None
+    async def run(self) -> NoReturn:
+        await session_loop(f"control publisher on {self._url}", self._session, logger=_log)
+
+    async def _session(self, healthy: Healthy) -> None:
+        client = mqtt_client(self._url, identifier=self._client_id, clean_session=True,
+                             tls=self._tls)
+        try:
+            async with client:
+                healthy()  # first: it raises a stop swallowed while connecting
+                self._client = client
+                self.connected.set()
+                # Nothing is subscribed: iterating only surfaces a lost connection.
+                async for _ in client.messages:
+                    pass
+        finally:
+            self.connected.clear()
+            self._client = None
 
     async def publish(self, topic: str, payload: bytes) -> None:
         # A stop dropped earlier (aiomqtt's wait_for) must not start a wait for a

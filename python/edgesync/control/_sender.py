@@ -9,18 +9,17 @@ control is signed, so a re-sent control is never a replay of an expired one.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import asyncpg
 import orjson
 
 from edgesync.control._outbox import CONTROL_CHANNEL
 from edgesync.control._signer import sign_for_device
-from edgesync.errors import BrokerError, ConfigError
-from edgesync.protocol import TopicKind, raise_if_cancelling, topic_for
+from edgesync.errors import ConfigError
+from edgesync.protocol import TopicKind, listen_loop, topic_for
 
 __all__ = ["ControlSender", "Publisher"]
 
@@ -41,29 +40,12 @@ class ControlSender:
         self._resend_after = resend_after
         self._ttl = signature_ttl
         self._poll = poll_interval
-        self._wake = asyncio.Event()
+        self.wake = asyncio.Event()
+        """Set it to send due controls now (a NOTIFY on the outbox channel does too)."""
 
-    async def run(self) -> None:
-        async with self._pool.acquire() as listener:
-            await listener.add_listener(CONTROL_CHANNEL, self._on_notify)
-            try:
-                while True:
-                    try:
-                        await self.send_due()
-                    except (OSError, asyncpg.PostgresError, BrokerError) as exc:
-                        _log.warning("control sender: %s", exc)
-                    raise_if_cancelling()  # a stop dropped in a round that then failed
-                    # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a
-                    # cancellation that comes as the wake-up does, and the loop would never stop.
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(self._poll):
-                            await self._wake.wait()
-                    self._wake.clear()
-            finally:
-                await listener.remove_listener(CONTROL_CHANNEL, self._on_notify)
-
-    def _on_notify(self, *_: object) -> None:
-        self._wake.set()
+    async def run(self) -> NoReturn:
+        await listen_loop("control sender", self._pool, CONTROL_CHANNEL, self.send_due,
+                          poll=self._poll, wake=self.wake, logger=_log)
 
     async def send_due(self) -> int:
         """Publish every control that is due; returns how many were sent."""
@@ -99,8 +81,8 @@ class ControlSender:
                     topic = topic_for(f"{rec['topic_slug']}/{rec['name']}",
                                       TopicKind.INGEST_CONTROL)
                     await self._publisher.publish(topic, orjson.dumps(body))
+                # A stop aiomqtt's wait_for dropped as the PUBACK came is raised by the
+                # next publish (inside its transaction, so before its sig_seq is sent) or
+                # by listen_loop after the round.
                 sent += 1
-                # A stop aiomqtt's wait_for dropped as the PUBACK came: raised once this
-                # control's transaction committed (its sig_seq is on the wire).
-                raise_if_cancelling()
         return sent

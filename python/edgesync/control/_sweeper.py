@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
+from typing import NoReturn
 
 import asyncpg
 
 from edgesync.control._flow import sweep_backpressure
+from edgesync.protocol import periodic_loop
 
 __all__ = ["BackpressureSweeper"]
 
@@ -20,13 +21,9 @@ class BackpressureSweeper:
         self._pool = pool
         self._interval = interval
 
-    async def run(self) -> None:
-        while True:
-            try:
-                await self.sweep()
-            except (OSError, asyncpg.PostgresError) as exc:
-                _log.warning("backpressure sweep: %s", exc)
-            await asyncio.sleep(self._interval)
+    async def run(self) -> NoReturn:
+        await periodic_loop("backpressure sweep", self.sweep, interval=self._interval,
+                            logger=_log)
 
     async def sweep(self) -> int:
         async with self._pool.acquire() as conn:

@@ -18,7 +18,7 @@ import io
 import logging
 import uuid
 from collections.abc import Generator, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import asyncpg
 import orjson
@@ -27,6 +27,7 @@ import zstandard
 from edgesync.control import MAX_OBJECT_BYTES, ObjectStore
 from edgesync.ingest._outcome import OutcomeStatus
 from edgesync.ingest._pipeline import IngestPipeline
+from edgesync.protocol import periodic_loop
 
 __all__ = ["ObjectIngester", "chunk_batch_id"]
 
@@ -90,14 +91,13 @@ class ObjectIngester:
         self._store = store
         self._poll = poll_interval
 
-    async def run(self) -> None:
-        while True:
-            try:
-                while await self.ingest_next():
-                    pass
-            except (OSError, asyncpg.PostgresError) as exc:
-                _log.warning("object ingest: %s", exc)
-            await asyncio.sleep(self._poll)
+    async def run(self) -> NoReturn:
+        await periodic_loop("object ingest", self.ingest_pending, interval=self._poll,
+                            logger=_log)
+
+    async def ingest_pending(self) -> None:
+        while await self.ingest_next():
+            pass
 
     async def ingest_next(self) -> bool:
         async with self._pool.acquire() as conn:

@@ -2,6 +2,7 @@
 
 from edgesync.protocol._acking import AckingClient
 from edgesync.protocol._broker_url import BrokerUrl, parse_broker_url
+from edgesync.protocol._loop import Healthy, listen_loop, periodic_loop, session_loop
 from edgesync.protocol._mqtt import TlsFiles, mqtt_client
 from edgesync.protocol._reconnect import Backoff, raise_if_cancelling
 from edgesync.protocol._signing import canonical_control, sign_control, verify_control
@@ -20,14 +21,18 @@ __all__ = [
     "AckingClient",
     "Backoff",
     "BrokerUrl",
+    "Healthy",
     "TlsFiles",
     "TopicKind",
     "TopicRef",
     "canonical_control",
+    "listen_loop",
     "mqtt_client",
     "parse_broker_url",
     "parse_topic",
+    "periodic_loop",
     "raise_if_cancelling",
+    "session_loop",
     "sign_control",
     "topic_for",
     "uuid7",

@@ -2,7 +2,10 @@
 
 With no database URL it runs the embedded PostgreSQL, and with no broker URL the
 embedded broker, so a newcomer needs nothing installed. Background loops (MQTT
-ingest, replay) run as named tasks in one TaskGroup: if one fails, all stop.
+ingest, replay, controls, progress, sweeps, uploads, the API) run as named tasks in one
+TaskGroup. Each outlives database and broker outages by itself (``edgesync.protocol``'s
+loop helpers log, back off and retry any failure), so the group ends only when ``run``
+is cancelled.
 """
 
 from __future__ import annotations

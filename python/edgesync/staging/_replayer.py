@@ -9,9 +9,9 @@ transaction; newer-wins upserts make the order against live batches irrelevant.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
+from typing import NoReturn
 
 import asyncpg
 
@@ -27,6 +27,7 @@ from edgesync.governance import (
     load_state_target,
 )
 from edgesync.materialize import StateTarget, WriteItem, split_on, write_batches
+from edgesync.protocol import listen_loop
 from edgesync.staging._staged import unstage_many
 from edgesync.store import Conn
 
@@ -41,25 +42,12 @@ class Replayer:
     def __init__(self, pool: asyncpg.Pool, *, poll_interval: float = 2.0) -> None:
         self._pool = pool
         self._poll = poll_interval
-        self._wake = asyncio.Event()
+        self.wake = asyncio.Event()
+        """Set it to drain now (a NOTIFY on the replay channel does too)."""
 
-    async def run(self) -> None:
-        async with self._pool.acquire() as listener:
-            await listener.add_listener(REPLAY_CHANNEL, self._on_notify)
-            try:
-                while True:
-                    await self.drain_pending()
-                    # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a
-                    # cancellation that comes as the wake-up does, and the loop would never stop.
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(self._poll):
-                            await self._wake.wait()
-                    self._wake.clear()
-            finally:
-                await listener.remove_listener(REPLAY_CHANNEL, self._on_notify)
-
-    def _on_notify(self, *_: object) -> None:
-        self._wake.set()
+    async def run(self) -> NoReturn:
+        await listen_loop("replay", self._pool, REPLAY_CHANNEL, self.drain_pending,
+                          poll=self._poll, wake=self.wake, logger=_log)
 
     async def drain_pending(self, *, project_id: uuid.UUID | None = None) -> int:
         """Replay every lineage with a pending intent (of one project, when given);
