@@ -40,7 +40,7 @@ T1 = T0 + timedelta(hours=1)  # after the sample that approved the table
 
 
 def serve(database_url: str, port: int, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "EDGESYNC_LOG_LEVEL": "INFO"}
+    env = {**os.environ, "EDGESYNC_LOG_LEVEL": os.environ.get("FAULT_LOG", "INFO")}
     with log.open("ab") as out:
         return subprocess.Popen(
             [EDGESYNC, "serve", "--database-url", database_url,
@@ -87,7 +87,8 @@ async def test_kill_9_and_broker_restart_lose_and_double_nothing(
     conf = tmp_path / "mosquitto.conf"
     conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\n"
                     "max_inflight_messages 0\nmax_queued_messages 0\n"
-                    f"persistence true\npersistence_location {tmp_path}/\n")
+                    # Run as root (CI), it would drop to a user that cannot write here.
+                    f"persistence true\npersistence_location {tmp_path}/\nuser root\n")
     broker = Mosquitto(conf, tmp_path / "mosquitto.log")
     await broker.start([port])
     url = BrokerUrl(host="127.0.0.1", port=port, tls=False)
@@ -126,8 +127,13 @@ async def test_kill_9_and_broker_restart_lose_and_double_nothing(
                 await asyncio.sleep(0.5)
         assert worker.poll() is None  # the restarted worker survived the broker restart
     except BaseException:
-        print(f"published {progress[0]} of {len(messages)}; serve log:")
+        done = await pool.fetchval(ledger, ids) - base
+        activity = await pool.fetch("SELECT state, wait_event, left(query, 80) AS q FROM "
+                                    "pg_stat_activity WHERE datname = current_database()")
+        print(f"published {progress[0]}, committed {done} of {len(messages)}; "
+              f"{[tuple(r) for r in activity]}; serve log:")
         print(log.read_text(errors="replace")[-6000:])
+        shutil.copy(log, "/tmp/fault-serve.log")
         raise
     finally:
         if worker.poll() is None:

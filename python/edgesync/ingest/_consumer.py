@@ -19,8 +19,11 @@ had committed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
+from collections.abc import Awaitable
+from typing import NoReturn
 
 import aiomqtt
 
@@ -29,9 +32,10 @@ from edgesync.protocol import (
     AckingClient,
     Backoff,
     BrokerUrl,
+    Healthy,
     TlsFiles,
     mqtt_client,
-    raise_if_cancelling,
+    session_loop,
     worker_subscriptions,
 )
 from edgesync.store import TRANSIENT_ERRORS
@@ -61,43 +65,41 @@ class MqttIngest:
         # The most messages ever in flight at once (the window holds: tests, metrics).
         self.max_in_flight = 0
 
-    async def run(self) -> None:
-        backoff = Backoff()
-        while True:
-            try:
-                await self._consume(backoff)
-            except aiomqtt.MqttError as exc:
-                raise_if_cancelling()
-                wait = backoff.next_delay()
-                _log.warning("broker %s: %s; reconnecting in %.1fs", self._url, exc, wait)
-                await asyncio.sleep(wait)
-            finally:
-                self.connected.clear()
+    async def run(self) -> NoReturn:
+        await session_loop(f"ingest from {self._url}", self._session, logger=_log)
 
-    async def _consume(self, backoff: Backoff) -> None:
+    async def _session(self, healthy: Healthy) -> None:
         client = mqtt_client(self._url, identifier=self._client_id, clean_session=False,
                              tls=self._tls, client_type=AckingClient, window=self._window)
         assert isinstance(client, AckingClient)
-        async with client:
-            raise_if_cancelling()  # a stop that arrived while connecting
-            tasks: set[asyncio.Task[None]] = set()
-            # Reading starts before subscribing: a persistent session's messages arrive
-            # right after the CONNACK, and while they fill the window no SUBACK is read.
-            reader = asyncio.create_task(self._read(client, tasks))
-            try:
-                for topic_filter in worker_subscriptions(self._shared_group):
-                    await client.subscribe(topic_filter, qos=1, timeout=math.inf)
-                raise_if_cancelling()  # one that aiomqtt's wait_for dropped
-                self.connected.set()
-                backoff.reset()
-                _log.info("ingest subscribed on %s", self._url)
-                await reader
-            finally:
-                reader.cancel()
-                # Abandoned unacknowledged: the broker sends them again (see above).
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(reader, *tasks, return_exceptions=True)
+        tasks: set[asyncio.Task[None]] = set()
+        try:
+            async with client:
+                # Reading starts before subscribing: a persistent session's messages
+                # arrive right after the CONNACK, and while they fill the window no
+                # SUBACK is read. The connection may also be lost while subscribing:
+                # the reader then ends first, and so does the session.
+                reader = asyncio.create_task(self._read(client, tasks))
+                try:
+                    await _first(reader, self._subscribe(client))
+                    healthy()
+                    self.connected.set()
+                    _log.info("ingest subscribed on %s", self._url)
+                    await reader
+                finally:
+                    reader.cancel()
+                    with contextlib.suppress(BaseException):
+                        await reader
+        finally:
+            self.connected.clear()
+            # Abandoned unacknowledged: the broker sends them again (see above).
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _subscribe(self, client: AckingClient) -> None:
+        for topic_filter in worker_subscriptions(self._shared_group):
+            await client.subscribe(topic_filter, qos=1, timeout=math.inf)
 
     async def _read(self, client: AckingClient, tasks: set[asyncio.Task[None]]) -> None:
         async for message in client.messages:
@@ -126,7 +128,7 @@ class MqttIngest:
         for attempt in range(1, _ATTEMPTS + 1):
             try:
                 outcome = await self._pipeline.handle(topic, payload)
-            except TRANSIENT_ERRORS as exc:
+            except TRANSIENT_ERRORS as exc:  # (batches never raise these: see GroupWriter)
                 if attempt == _ATTEMPTS:
                     _log.error("ingest of a message on %s failed %d times: %s", topic,
                                attempt, exc)
@@ -138,3 +140,19 @@ class MqttIngest:
             else:
                 _log.debug("%s → %s %s", topic, outcome.status, outcome.code or "")
                 return
+
+
+async def _first(reader: asyncio.Task[None], work: Awaitable[None]) -> None:
+    """Run ``work`` unless ``reader`` ends first (its error, usually a lost connection,
+    is raised then)."""
+    task = asyncio.ensure_future(work)
+    try:
+        await asyncio.wait([reader, task], return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            reader.result()  # raises the reader's error
+            raise aiomqtt.MqttError("the connection ended while subscribing")
+        task.result()
+    finally:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task

@@ -42,7 +42,7 @@ class AckingClient(aiomqtt.Client):
     def finished(self, message: aiomqtt.Message, *, ack: bool = True) -> None:
         """Done with ``message``: PUBACK it (QoS 1; with ``ack``), and let the window
         take another."""
-        if ack and message.qos > 0:
+        if ack and message.qos > 0 and self._client.is_connected():
             self._client.ack(message.mid, message.qos)
         self.unfinished -= 1
         if self._paused and self.unfinished <= self._window * 3 // 4:
