@@ -4,14 +4,18 @@ can stand for several topics and the registry decides which device sent it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import asyncpg
 import pytest
 
 from edgesync import registry
+from edgesync.errors import ConfigError
 from edgesync.ingest import amqp_binding_keys, routing_key_of, topic_candidates
 from edgesync.ingest._amqp_keys import TopicResolver
 from edgesync.protocol import DEVICE_TO_CLOUD, TopicKind, parse_topic, topic_for
 from edgesync.registry import DeviceResolver
+from edgesync.server import Server, ServerSettings
 
 
 @pytest.mark.parametrize("root", ["plant/gw-1", "/gw-1", "plant.a/gw.1", "/gw.1.2",
@@ -77,3 +81,17 @@ async def test_the_registry_picks_the_device_that_exists(pool: asyncpg.Pool,
     assert await topics.topic(f"nobody.{unique}.z.sync.rows.batch") == \
         f"nobody/{unique}.z/sync/rows/batch"
     assert await topics.topic("sync.rows.batch") is None
+
+
+@pytest.mark.parametrize(("amqp_url", "mqtt_url", "message"), [
+    ("http://rabbit:5672/", "mqtt://rabbit:1883", "--amqp-url: scheme 'http' not supported"),
+    ("amqp:///vhost", "mqtt://rabbit:1883", "--amqp-url: no host"),
+    ("amqp://rabbit:5672/", None, "--amqp-url: needs --mqtt-url"),
+])
+async def test_serve_refuses_a_bad_amqp_setup_before_starting_anything(
+        tmp_path: Path, amqp_url: str, mqtt_url: str | None, message: str) -> None:
+    settings = ServerSettings(amqp_url=amqp_url, mqtt_url=mqtt_url, data_dir=tmp_path)
+    with pytest.raises(ConfigError) as caught:
+        async with Server(settings):
+            pass
+    assert str(caught.value).startswith(message)
