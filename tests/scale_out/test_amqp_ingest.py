@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -162,3 +163,48 @@ async def test_transient_failures_are_retried_and_a_poison_message_dropped_after
         assert pipeline.calls[broken_topic] == 5
         # stopped: nothing unacknowledged went back to the queue either
         assert await ready_messages(amqp_url, queue) == 0
+
+
+def _close_connection_named(name: str) -> bool:
+    """Have RabbitMQ close the client connection called ``name`` (as a broker restart or
+    a network cut would drop it), this test's own connection only."""
+    listed = subprocess.run(["rabbitmqctl", "-q", "list_connections", "pid",
+                             "client_properties"], capture_output=True, text=True,
+                            timeout=60, check=True).stdout
+    pids = [line.split("\t", 1)[0] for line in listed.splitlines() if name in line]
+    for pid in pids:
+        subprocess.run(["rabbitmqctl", "-q", "close_connection", pid, "test: broker lost"],
+                       capture_output=True, text=True, timeout=60, check=True)
+    return bool(pids)
+
+
+async def test_the_consumer_reconnects_when_the_broker_drops_it(
+        pool: asyncpg.Pool, amqp_url: str, plugin_mqtt_url: str, unique: str,
+        batches: Callable[..., Any], caplog: pytest.LogCaptureFixture) -> None:
+    before = await add(pool, f"amqp-e-{unique}", f"before-{unique}", "gw")
+    after = await add(pool, f"amqp-f-{unique}", f"after-{unique}", "gw")
+    queue = f"edgesync.test.{unique}"
+    ingest = AmqpIngest(IngestPipeline(pool), amqp_url, devices=DeviceResolver(pool),
+                        queue=queue, name=f"reconnect-{unique}")
+    async with consuming(ingest, amqp_url, queue):
+        await publish(plugin_mqtt_url, unique,
+                      (topic_for(before.root_topic, TopicKind.ROWS_BATCH),
+                       rows_batch(batches, 2)))
+        await eventually(lambda: _equals(staged_rows(pool, before), 2), what="before staged")
+        assert await asyncio.to_thread(_close_connection_named, f"reconnect-{unique}")
+
+        def reconnecting() -> bool:
+            return any("reconnecting" in r.getMessage() for r in caplog.records
+                       if r.name == "edgesync.ingest._amqp")
+
+        await eventually(lambda: _true(reconnecting()), what="connection loss noticed")
+        await asyncio.wait_for(ingest.connected.wait(), 30)
+        # published while the worker may still be reconnecting: the queue holds it
+        await publish(plugin_mqtt_url, unique,
+                      (topic_for(after.root_topic, TopicKind.ROWS_BATCH),
+                       rows_batch(batches, 3)))
+        await eventually(lambda: _equals(staged_rows(pool, after), 3), what="after staged")
+
+
+async def _true(value: bool) -> bool:
+    return value

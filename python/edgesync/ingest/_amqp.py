@@ -88,7 +88,7 @@ class AmqpIngest:
     bound to ``amq.topic`` when missing) and hand each to ``pipeline``."""
 
     def __init__(self, pipeline: IngestPipeline, amqp_url: str, *, devices: DeviceResolver,
-                 queue: str = DEFAULT_QUEUE, prefetch: int = 8) -> None:
+                 queue: str = DEFAULT_QUEUE, prefetch: int = 8, name: str = "") -> None:
         if prefetch < 1:
             raise ConfigError("prefetch", f"must be at least 1, not {prefetch}")
         self._pipeline = pipeline
@@ -96,6 +96,7 @@ class AmqpIngest:
         self._topics = TopicResolver(devices)
         self._queue = queue
         self._prefetch = prefetch
+        self.name = name  # the worker's, in the connection name
         self.connected = asyncio.Event()
 
     def __str__(self) -> str:
@@ -119,7 +120,9 @@ class AmqpIngest:
 
     async def _session(self, backoff: Backoff) -> None:
         """One connection: declare the queue, bind it, consume."""
-        connection = await aio_pika.connect(self._url)
+        # named, so an operator sees which worker holds what (management UI, rabbitmqctl)
+        connection = await aio_pika.connect(self._url, client_properties={
+            "connection_name": f"edgesync-ingest {self._queue} {self.name}"})
         async with connection:
             channel = await connection.channel()
             await channel.set_qos(prefetch_count=self._prefetch)

@@ -119,7 +119,8 @@ class Server:
             if s.amqp_url:
                 self.ingest = AmqpIngest(self.pipeline, s.amqp_url,
                                          devices=DeviceResolver(self.pool),
-                                         queue=s.amqp_queue, prefetch=s.amqp_prefetch)
+                                         queue=s.amqp_queue, prefetch=s.amqp_prefetch,
+                                         name=s.client_id)
             else:
                 self.ingest = MqttIngest(self.pipeline, self.broker, client_id=s.client_id,
                                          tls=s.tls, shared_group=s.shared_group)
