@@ -33,13 +33,13 @@ from e2e_kit import (
     app,
     eventually,
     register,
+    reviews,
     sqlite_rows,
     state_rows,
     target_of,
     ts_rows,
     utc,
     wait_lineage,
-    wait_reviews,
     wait_rows,
 )
 from review_helpers import claim_and_approve
@@ -116,7 +116,7 @@ async def approve_ready(pool: asyncpg.Pool, dev: Device, tables: set[str],
                         approved: set[str]) -> None:
     """Approve each table of ``tables`` whose review is queued and whose columns the
     cloud has seen (the batch carrying them may not have arrived yet)."""
-    queued = await wait_reviews(pool, dev, set())
+    queued = await reviews(pool, dev, status="queued")
     known = {r["source_table"] for r in await pool.fetch(
         "SELECT l.source_table FROM edge_schema_versions v JOIN edge_table_lineages l "
         "ON l.id = v.lineage_id WHERE l.device_id = $1 AND v.schema_columns IS NOT NULL",
@@ -225,9 +225,10 @@ async def test_two_workers_on_a_shared_subscription_with_duplicated_shuffled_bat
                 await wait_lineage(pool, twin, t, lambda r: r["staged_rows"] == 0 and
                                    r["status"] == "active", f"seed {seed}: replayed", 60)
             await wait_match(pool, twin, src.db, telemetry)
-        except AssertionError as exc:  # say what the cloud refused
-            raise AssertionError(f"{exc}; batches rejected: "
-                                 f"{await rejected(pool, twin)}") from None
+        except AssertionError as exc:  # say what the cloud refused, and the reviews
+            states = {t: r["status"] for t, r in (await reviews(pool, twin)).items()}
+            raise AssertionError(f"{exc}; batches rejected: {await rejected(pool, twin)}; "
+                                 f"approved {sorted(approved)}; reviews {states}") from None
         twice = await pool.fetchval(
             "SELECT count(*) FROM (SELECT batch_id FROM edge_export_segments "
             "WHERE device_id = $1 AND outcome <> 'rejected' GROUP BY batch_id "
