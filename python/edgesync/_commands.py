@@ -27,11 +27,13 @@ async def serve(args: argparse.Namespace) -> None:
         data_dir=args.data_dir or default_data_dir(),
         embedded_mqtt_port=args.embedded_mqtt_port or None,
         shared_group=args.shared_group, tls=tls, api_host=args.api_host,
-        api_port=args.api_port, public_url=args.public_url)
+        api_port=args.api_port, public_url=args.public_url, amqp_url=args.amqp_url,
+        amqp_queue=args.amqp_queue, amqp_prefetch=args.amqp_prefetch)
     if args.client_id:
         settings.client_id = args.client_id
     async with Server(settings) as server:
-        _log.info("serving: broker %s as %s", server.broker, settings.client_id)
+        _log.info("serving: broker %s as %s%s", server.broker, settings.client_id,
+                  f"; ingest from AMQP {server.ingest}" if settings.amqp_url else "")
         await server.run()
 
 

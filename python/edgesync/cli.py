@@ -67,6 +67,20 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--shared-group", default=None,
                        help="consume through MQTT shared subscriptions of this group, so "
                             "several workers split the load")
+    serve.add_argument("--amqp-url", default=os.environ.get("EDGESYNC_AMQP_URL"),
+                       help="ingest from an AMQP queue instead of MQTT subscriptions: "
+                            "amqp://user:password@host:5672/vhost or amqps:// (env "
+                            "EDGESYNC_AMQP_URL); needs --mqtt-url for the controls, e.g. "
+                            "RabbitMQ's MQTT plugin")
+    serve.add_argument("--amqp-queue", default=os.environ.get("EDGESYNC_AMQP_QUEUE",
+                                                              "edgesync.ingest"),
+                       help="durable quorum queue every worker consumes, declared and "
+                            "bound to amq.topic when missing (env EDGESYNC_AMQP_QUEUE; "
+                            "default edgesync.ingest)")
+    serve.add_argument("--amqp-prefetch", type=int,
+                       default=int(os.environ.get("EDGESYNC_AMQP_PREFETCH", "256")),
+                       help="messages handled at once, unacknowledged until committed "
+                            "(env EDGESYNC_AMQP_PREFETCH; default 256)")
     serve.add_argument("--api-host", default=os.environ.get("EDGESYNC_API_HOST", "127.0.0.1"),
                        help="address of the HTTP API (env EDGESYNC_API_HOST; default 127.0.0.1)")
     serve.add_argument("--api-port", type=int,

@@ -1,10 +1,13 @@
 """Cloud ingest: topic routing, validation, dedupe, governance hand-off."""
 
+from edgesync.ingest._amqp import AmqpIngest, check_amqp_url
+from edgesync.ingest._amqp_keys import amqp_binding_keys, routing_key_of, topic_candidates
 from edgesync.ingest._consumer import MqttIngest
 from edgesync.ingest._group import GroupWriter
 from edgesync.ingest._objects import ObjectIngester
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.ingest._pipeline import IngestPipeline
 
-__all__ = ["GroupWriter", "IngestOutcome", "IngestPipeline", "MqttIngest", "ObjectIngester",
-           "OutcomeStatus"]
+__all__ = ["AmqpIngest", "GroupWriter", "IngestOutcome", "IngestPipeline", "MqttIngest",
+           "ObjectIngester", "OutcomeStatus", "amqp_binding_keys", "check_amqp_url",
+           "routing_key_of", "topic_candidates"]

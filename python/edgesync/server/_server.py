@@ -32,8 +32,10 @@ from edgesync.control import (
     upload_router,
 )
 from edgesync.credentials._routes import make_jitr_router
-from edgesync.ingest import IngestPipeline, MqttIngest, ObjectIngester
+from edgesync.errors import ConfigError
+from edgesync.ingest import AmqpIngest, IngestPipeline, MqttIngest, ObjectIngester, check_amqp_url
 from edgesync.protocol import BrokerUrl, TlsFiles, parse_broker_url
+from edgesync.registry import DeviceResolver
 from edgesync.staging import Replayer
 from edgesync.store import create_pool, embedded_postgres, migrate
 
@@ -69,6 +71,11 @@ class ServerSettings:
     # The URL devices use to reach the API (for presigned uploads); default: the API's own.
     public_url: str | None = None
     """Port of the HTTP API (0: any free port); ``None`` serves no API."""
+    # Ingest from this AMQP queue (RabbitMQ behind its MQTT plugin) instead of MQTT
+    # subscriptions; controls and confirmations still go out over ``mqtt_url``.
+    amqp_url: str | None = None
+    amqp_queue: str = "edgesync.ingest"
+    amqp_prefetch: int = 256
 
 
 class Server:
@@ -79,7 +86,7 @@ class Server:
         self.broker: BrokerUrl | None = None
         self.pool: asyncpg.Pool | None = None
         self.pipeline: IngestPipeline | None = None
-        self.ingest: MqttIngest | None = None
+        self.ingest: MqttIngest | AmqpIngest | None = None
         self.replayer: Replayer | None = None
         self.api: ApiServer | None = None
         self.publisher: MqttPublisher | None = None
@@ -90,6 +97,11 @@ class Server:
 
     async def __aenter__(self) -> Server:
         s = self.settings
+        if s.amqp_url:
+            check_amqp_url(s.amqp_url, "--amqp-url")
+            if not s.mqtt_url:
+                raise ConfigError("--amqp-url", "needs --mqtt-url, the broker devices get "
+                                  "their controls from (e.g. RabbitMQ's MQTT plugin)")
         try:
             if s.database_url:
                 self.database_url = s.database_url
@@ -107,8 +119,14 @@ class Server:
                 self.broker = await self._stack.enter_async_context(
                     embedded_broker(port=s.embedded_mqtt_port))
             self.pipeline = IngestPipeline(self.pool)
-            self.ingest = MqttIngest(self.pipeline, self.broker, client_id=s.client_id,
-                                     tls=s.tls, shared_group=s.shared_group)
+            if s.amqp_url:
+                self.ingest = AmqpIngest(self.pipeline, s.amqp_url,
+                                         devices=DeviceResolver(self.pool),
+                                         queue=s.amqp_queue, prefetch=s.amqp_prefetch,
+                                         name=s.client_id)
+            else:
+                self.ingest = MqttIngest(self.pipeline, self.broker, client_id=s.client_id,
+                                         tls=s.tls, shared_group=s.shared_group)
             self.replayer = Replayer(self.pool)
             store = ObjectStore(s.data_dir / "objects")
             self.objects = ObjectIngester(self.pool, self.pipeline, store)
