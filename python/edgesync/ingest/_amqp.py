@@ -53,8 +53,8 @@ _ATTEMPTS = 5  # deliveries of a message that fails with an unexpected error
 _DELIVERY_LIMIT = 20  # the queue's own bound, for messages that crash workers
 # PostgreSQL down, restarting, overloaded or a lost transaction race: worth waiting for
 # (batches wait in the group writer; this covers the other message kinds).
-_TRANSIENT = (*TRANSIENT_ERRORS, asyncpg.InsufficientResourcesError,
-              asyncpg.TransactionRollbackError)
+_TRANSIENT: tuple[type[BaseException], ...] = (
+    *TRANSIENT_ERRORS, asyncpg.InsufficientResourcesError, asyncpg.TransactionRollbackError)
 
 
 def check_amqp_url(url: str, field: str = "amqp_url") -> str:
