@@ -375,8 +375,8 @@ async def run(cfg: Config, log: Callable[[str], None]) -> dict[str, Any]:
             async with Watcher(watch_conn).running() as watcher, \
                     Publishers("127.0.0.1", broker.port, cfg.publishers) as pubs:
                 fleet = Fleet(pubs, watcher)
-                results |= await figures(cfg, fleet, worker, everyone, pool, targets,
-                                         broker, log)
+                results |= await Figures(cfg, fleet, worker, pool, targets, broker,
+                                         log).all(everyone)
             await watch_conn.close()
         finally:
             if worker is not None:
@@ -389,115 +389,148 @@ async def run(cfg: Config, log: Callable[[str], None]) -> dict[str, Any]:
     return results
 
 
-async def figures(cfg: Config, fleet: Fleet, worker: Worker, everyone: list[Device],
-                  pool: asyncpg.Pool, targets: dict[str, str], broker: Broker,
-                  log: Callable[[str], None]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    sets: dict[int, list[Device]] = {}
-    at = 0
-    for n in cfg.scales:
-        sets[n] = everyone[at:at + n]
-        at += n
-    make_state: Callable[[Device], Batch] = lambda d: state_batch(d, ROWS)  # noqa: E731
-    make_tele: Callable[[Device], Batch] = lambda d: telemetry_batch(d, ROWS)  # noqa: E731
-    problems: dict[str, dict[str, int]] = {}
-    scale_rows = []
-    for n in cfg.scales:
-        devices = sets[n]
-        first = await fleet.saturate(make_state, devices, cfg.warm_cap)
+def make_state(d: Device) -> Batch:
+    return state_batch(d, ROWS)
+
+
+def make_tele(d: Device) -> Batch:
+    return telemetry_batch(d, ROWS)
+
+
+class Figures:
+    """The figures of one run, in order: the device scales ascending (the headline
+    figures right after the headline scale, before larger fleets exist), RSS last."""
+
+    def __init__(self, cfg: Config, fleet: Fleet, worker: Worker, pool: asyncpg.Pool,
+                 targets: dict[str, str], broker: Broker, log: Callable[[str], None]) -> None:
+        self.cfg, self.fleet, self.worker, self.pool = cfg, fleet, worker, pool
+        self.targets, self.broker, self.log = targets, broker, log
+        self.out: dict[str, Any] = {"scales": []}
+        self.problems: dict[str, dict[str, int]] = {}
+
+    def _check(self, tag: str, tracked: Tracked) -> None:
+        if bad := not_materialized(tracked):
+            self.problems[tag] = bad
+
+    async def all(self, everyone: list[Device]) -> dict[str, Any]:
+        at = 0
+        headline: list[Device] = []
+        for n in self.cfg.scales:
+            devices = everyone[at:at + n]
+            at += n
+            await self.scale(devices)
+            if n == self.cfg.devices:
+                headline = devices
+                await self.headline(devices)
+        rows = self.out["scales"]
+        base = rows[0]["per_batch_ms"]
+        for r in rows:
+            r["cost_ratio_to_smallest"] = (r["per_batch_ms"] / base
+                                           if base and r["per_batch_ms"] else None)
+        await self.rss(headline)
+        self.out["problems"] = self.problems
+        return self.out
+
+    async def scale(self, devices: list[Device]) -> None:
+        """First batches of a new device set (lineage creation), then saturation."""
+        n = len(devices)
+        first = await self.fleet.saturate(make_state, devices, self.cfg.warm_cap)
+        self._check(f"first_{n}", first)
         lineage_rate, warmed, _ = first.rate()
-        steady = await fleet.saturate(make_state, cycle(devices, cfg.batches), cfg.cap)
+        row: dict[str, Any] = {"devices": n, "first_batches_per_s": lineage_rate,
+                               "first_batches": warmed, "batches_per_s": 0.0,
+                               "per_batch_ms": None, "batches": 0, "window_s": 0.0}
+        self.out["scales"].append(row)
+        if warmed < n:  # the warm cap ended it: a steady figure would be mostly first batches
+            self.log(f"{n} devices: only {warmed} first batches within the warm cap "
+                     f"({lineage_rate:.1f}/s); no steady figure")
+            return
+        steady = await self.fleet.saturate(make_state, cycle(devices, self.cfg.batches),
+                                           self.cfg.cap)
+        self._check(f"state_{n}", steady)
         rate, count, span = steady.rate()
-        scale_rows.append({"devices": n, "first_batches_per_s": lineage_rate,
-                           "first_batches": warmed, "batches_per_s": rate,
-                           "per_batch_ms": ms(1 / rate) if rate else None,
-                           "batches": count, "window_s": span})
-        log(f"{n} devices: first batches {warmed} at {lineage_rate:.1f}/s; steady {count} "
-            f"batches in {span:.1f}s: {rate:.1f}/s")
-        for tag, t in ((f"first_{n}", first), (f"state_{n}", steady)):
-            if bad := not_materialized(t):
-                problems[tag] = bad
-        if n == cfg.devices:
-            out["state_batches_per_s"] = rate
-            out["state_rows_per_s"] = rate * ROWS
-            out["lineage_first_batches_per_s"] = lineage_rate
-            out["lineage_first_batches"] = warmed
-            out["state_window_s"] = span
-    out["scales"] = scale_rows
-    by_n = {r["devices"]: r for r in scale_rows}
-    base = by_n[cfg.scales[0]]["per_batch_ms"]
-    for r in scale_rows:
-        r["cost_ratio_to_smallest"] = (r["per_batch_ms"] / base
-                                       if base and r["per_batch_ms"] else None)
-    headline = sets[cfg.devices]
-    async with pool.acquire() as conn:
-        out["state_copy_rows_per_s"] = await copy_reference(
-            conn, targets[STATE_TABLE], "state", headline, cfg.copy_rows)
-    out["state_ratio_to_copy"] = out["state_rows_per_s"] / out["state_copy_rows_per_s"]
-    log(f"state {out['state_rows_per_s']:.0f} rows/s, COPY {out['state_copy_rows_per_s']:.0f}")
+        row |= {"batches_per_s": rate, "per_batch_ms": ms(1 / rate) if rate else None,
+                "batches": count, "window_s": span}
+        self.log(f"{n} devices: first batches {warmed} at {lineage_rate:.1f}/s; steady "
+                 f"{count} batches in {span:.1f}s: {rate:.1f}/s")
 
-    # Telemetry: the headline devices' first telemetry batches (new lineages), then steady.
-    first = await fleet.saturate(make_tele, headline, cfg.warm_cap)
-    out["telemetry_first_batches_per_s"], _, _ = first.rate()
-    steady = await fleet.saturate(make_tele, cycle(headline, cfg.batches), cfg.cap)
-    rate, count, span = steady.rate()
-    out |= {"telemetry_batches_per_s": rate, "telemetry_rows_per_s": rate * ROWS,
-            "telemetry_batches": count, "telemetry_window_s": span}
-    for tag, t in (("telemetry_first", first), ("telemetry", steady)):
-        if bad := not_materialized(t):
-            problems[tag] = bad
-    async with pool.acquire() as conn:
-        out["telemetry_copy_rows_per_s"] = await copy_reference(
-            conn, targets[TELEMETRY_TABLE], "telemetry", headline, cfg.copy_rows)
-    out["telemetry_ratio_to_copy"] = (out["telemetry_rows_per_s"]
-                                      / out["telemetry_copy_rows_per_s"])
-    log(f"telemetry {out['telemetry_rows_per_s']:.0f} rows/s, "
-        f"COPY {out['telemetry_copy_rows_per_s']:.0f}")
+    async def headline(self, devices: list[Device]) -> None:
+        cfg, out, targets = self.cfg, self.out, self.targets
+        row = out["scales"][-1]
+        out |= {"state_batches_per_s": row["batches_per_s"],
+                "state_rows_per_s": row["batches_per_s"] * ROWS,
+                "state_window_s": row["window_s"],
+                "lineage_first_batches_per_s": row["first_batches_per_s"],
+                "lineage_first_batches": row["first_batches"]}
+        async with self.pool.acquire() as conn:
+            out["state_copy_rows_per_s"] = await copy_reference(
+                conn, targets[STATE_TABLE], "state", devices, cfg.copy_rows)
+        out["state_ratio_to_copy"] = out["state_rows_per_s"] / out["state_copy_rows_per_s"]
+        self.log(f"state {out['state_rows_per_s']:.0f} rows/s, "
+                 f"COPY {out['state_copy_rows_per_s']:.0f}")
 
-    # Latency at half the measured state maximum of the headline size.
-    half = max(0.5 * out["state_batches_per_s"], 0.5)
-    fleet.watcher.interval = 0.005
-    paced = await fleet.paced(make_state, cycle(headline, 0), half, cfg.latency_s)
-    fleet.watcher.interval = 0.02
-    lat = [paced.seen[b] - paced.published[b] for b in paced.seen]
-    out |= {"latency_rate_batches_per_s": half, "latency_samples": len(lat),
-            "latency_p50_ms": ms(pct(lat, 0.5)) if lat else None,
-            "latency_p99_ms": ms(pct(lat, 0.99)) if lat else None,
-            "latency_max_ms": ms(max(lat)) if lat else None}
-    if bad := not_materialized(paced):
-        problems["latency"] = bad
-    log(f"latency at {half:.1f} batches/s: {len(lat)} samples, p50 "
-        f"{out['latency_p50_ms']} ms, p99 {out['latency_p99_ms']} ms")
+        # Telemetry: the devices' first telemetry batches (new lineages), then saturation.
+        first = await self.fleet.saturate(make_tele, devices, cfg.warm_cap)
+        self._check("telemetry_first", first)
+        out["telemetry_first_batches_per_s"], _, _ = first.rate()
+        steady = await self.fleet.saturate(make_tele, cycle(devices, cfg.batches), cfg.cap)
+        self._check("telemetry", steady)
+        rate, count, span = steady.rate()
+        out |= {"telemetry_batches_per_s": rate, "telemetry_rows_per_s": rate * ROWS,
+                "telemetry_batches": count, "telemetry_window_s": span}
+        async with self.pool.acquire() as conn:
+            out["telemetry_copy_rows_per_s"] = await copy_reference(
+                conn, targets[TELEMETRY_TABLE], "telemetry", devices, cfg.copy_rows)
+        out["telemetry_ratio_to_copy"] = (out["telemetry_rows_per_s"]
+                                          / out["telemetry_copy_rows_per_s"])
+        self.log(f"telemetry {out['telemetry_rows_per_s']:.0f} rows/s, "
+                 f"COPY {out['telemetry_copy_rows_per_s']:.0f}")
 
-    # Everything so far committed exactly once (the RSS figure may leave a backlog).
-    out["checks"] = await verify(pool, fleet, targets)
+        # Latency at half the measured state maximum, the watcher polling every 5 ms.
+        half = max(0.5 * out["state_batches_per_s"], 0.5)
+        self.fleet.watcher.interval = 0.005
+        paced = await self.fleet.paced(make_state, cycle(devices, 0), half, cfg.latency_s)
+        self.fleet.watcher.interval = 0.02
+        self._check("latency", paced)
+        lat = [paced.seen[b] - paced.published[b] for b in paced.seen]
+        out |= {"latency_rate_batches_per_s": half, "latency_samples": len(lat),
+                "latency_p50_ms": ms(pct(lat, 0.5)) if lat else None,
+                "latency_p99_ms": ms(pct(lat, 0.99)) if lat else None,
+                "latency_max_ms": ms(max(lat)) if lat else None}
+        self.log(f"latency at {half:.1f} batches/s: {len(lat)} samples, p50 "
+                 f"{out['latency_p50_ms']} ms, p99 {out['latency_p99_ms']} ms")
 
-    # RSS while a backlog waits in the broker for the worker's persistent session.
-    worker.stop()
-    await worker.subscribe_while_stopped("127.0.0.1", broker.port)
-    start = time.monotonic()
-    flood = await fleet.flood(make_tele, cycle(headline, 0), cfg.rss_messages)
-    out["rss_publish_s"] = time.monotonic() - start
-    await worker.start()
-    samples: list[tuple[float, int]] = []
-    t0 = time.monotonic()
-    while True:  # at least one sample, then every 0.5 s until drained or the cap
-        samples.append((time.monotonic() - t0, worker.rss_bytes()))
-        if time.monotonic() - t0 >= cfg.rss_s or not flood.outstanding:
-            break
-        await asyncio.sleep(0.5)
-    mb = [s / 2**20 for _, s in samples]
-    drained = len(flood.seen)
-    out |= {"rss_messages": cfg.rss_messages, "rss_max_mb": max(mb),
-            "rss_first_mb": mb[0], "rss_last_mb": mb[-1],
-            "rss_window_s": samples[-1][0], "rss_drained": drained,
-            "rss_trace_mb": [round(m) for m in mb[:: max(1, len(mb) // 12)]]}
-    log(f"RSS with {cfg.rss_messages} queued: max {max(mb):.0f} MB, first {mb[0]:.0f}, "
-        f"last {mb[-1]:.0f} over {samples[-1][0]:.0f}s; {drained} drained")
-    if not flood.outstanding:
-        out["checks_after_rss"] = await verify(pool, fleet, targets)
-    out["problems"] = problems
-    return out
+    async def rss(self, devices: list[Device]) -> None:
+        """Worker RSS while a backlog waits in the broker for its persistent session:
+        published while the worker is stopped, sampled while it drains."""
+        cfg, out, worker = self.cfg, self.out, self.worker
+        # Everything so far committed exactly once (this figure may leave a backlog).
+        out["checks"] = await verify(self.pool, self.fleet, self.targets)
+        worker.stop()
+        await worker.subscribe_while_stopped("127.0.0.1", self.broker.port)
+        start = time.monotonic()
+        flood = await self.fleet.flood(make_tele, cycle(devices, 0), cfg.rss_messages)
+        out["rss_publish_s"] = time.monotonic() - start
+        await worker.start()
+        samples: list[tuple[float, int]] = []
+        t0 = time.monotonic()
+        while True:  # at least one sample, then every 0.5 s until drained or the cap
+            samples.append((time.monotonic() - t0, worker.rss_bytes()))
+            if time.monotonic() - t0 >= cfg.rss_s or not flood.outstanding:
+                break
+            await asyncio.sleep(0.5)
+        if not flood.outstanding:
+            self._check("rss", flood)
+        mb = [b / 2**20 for _, b in samples]
+        out |= {"rss_messages": cfg.rss_messages, "rss_max_mb": max(mb),
+                "rss_first_mb": mb[0], "rss_last_mb": mb[-1],
+                "rss_window_s": samples[-1][0], "rss_drained": len(flood.seen),
+                "rss_trace_mb": [round(m) for m in mb[:: max(1, len(mb) // 12)]]}
+        self.log(f"RSS with {cfg.rss_messages} queued: max {max(mb):.0f} MB, first "
+                 f"{mb[0]:.0f}, last {mb[-1]:.0f} over {samples[-1][0]:.0f}s; "
+                 f"{len(flood.seen)} drained")
+        if not flood.outstanding:
+            out["checks_after_rss"] = await verify(self.pool, self.fleet, self.targets)
 
 
 # ------------------------------------------------------------------ output
