@@ -199,13 +199,20 @@ class Fleet:
         await asyncio.gather(*list(tasks))
         return tracked
 
-    @staticmethod
-    async def drain(tracked: Tracked, limit: float = DRAIN_LIMIT) -> None:
+    async def drain(self, tracked: Tracked, limit: float = DRAIN_LIMIT) -> None:
+        """Wait for the tracked batches to commit; after 3 s without progress, look the
+        missing ones up by batch_id."""
         deadline = time.monotonic() + limit
+        progress = time.monotonic()
         while tracked.outstanding and time.monotonic() < deadline:
             tracked.changed.clear()
-            with contextlib.suppress(TimeoutError):
+            try:
                 await asyncio.wait_for(tracked.changed.wait(), 0.05)
+                progress = time.monotonic()
+            except TimeoutError:
+                if time.monotonic() - progress > 3.0:
+                    await self.watcher.sweep(tracked)
+                    progress = time.monotonic()
 
 
 def cycle(devices: list[Device], rounds: int) -> Iterator[Device]:
@@ -377,6 +384,7 @@ async def run(cfg: Config, log: Callable[[str], None]) -> dict[str, Any]:
                 fleet = Fleet(pubs, watcher)
                 results |= await Figures(cfg, fleet, worker, pool, targets, broker,
                                          log).all(everyone)
+                results["watcher_swept"] = watcher.swept
             await watch_conn.close()
         finally:
             if worker is not None:
@@ -500,6 +508,15 @@ class Figures:
         self.log(f"latency at {half:.1f} batches/s: {len(lat)} samples, p50 "
                  f"{out['latency_p50_ms']} ms, p99 {out['latency_p99_ms']} ms")
 
+    async def _sample_rss(self, samples: list[tuple[float, int]], t0: float) -> None:
+        """VmRSS of the new worker process every 0.5 s."""
+        while True:
+            proc = self.worker.proc
+            if proc is not None and proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    samples.append((time.monotonic() - t0, self.worker.rss_bytes()))
+            await asyncio.sleep(0.5)
+
     async def rss(self, devices: list[Device]) -> None:
         """Worker RSS while a backlog waits in the broker for its persistent session:
         published while the worker is stopped, sampled while it drains."""
@@ -511,23 +528,33 @@ class Figures:
         start = time.monotonic()
         flood = await self.fleet.flood(make_tele, cycle(devices, 0), cfg.rss_messages)
         out["rss_publish_s"] = time.monotonic() - start
-        await worker.start()
+        # Sampled from the moment the process exists: it may take the backlog in while
+        # it is still starting.
         samples: list[tuple[float, int]] = []
         t0 = time.monotonic()
-        while True:  # at least one sample, then every 0.5 s until drained or the cap
-            samples.append((time.monotonic() - t0, worker.rss_bytes()))
-            if time.monotonic() - t0 >= cfg.rss_s or not flood.outstanding:
-                break
-            await asyncio.sleep(0.5)
+        sampling = asyncio.create_task(self._sample_rss(samples, t0))
+        await worker.start()
+        out["rss_started_after_s"] = time.monotonic() - t0
+        while time.monotonic() - t0 < cfg.rss_s and flood.outstanding:
+            flood.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(flood.changed.wait(), 0.5)
+        sampling.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sampling
+        samples.append((time.monotonic() - t0, worker.rss_bytes()))
         if not flood.outstanding:
             self._check("rss", flood)
         mb = [b / 2**20 for _, b in samples]
+        started = out["rss_started_after_s"]
+        at_start = next((m for (t, _), m in zip(samples, mb, strict=True) if t >= started),
+                        mb[-1])
         out |= {"rss_messages": cfg.rss_messages, "rss_max_mb": max(mb),
-                "rss_first_mb": mb[0], "rss_last_mb": mb[-1],
+                "rss_subscribed_mb": at_start, "rss_last_mb": mb[-1],
                 "rss_window_s": samples[-1][0], "rss_drained": len(flood.seen),
                 "rss_trace_mb": [round(m) for m in mb[:: max(1, len(mb) // 12)]]}
-        self.log(f"RSS with {cfg.rss_messages} queued: max {max(mb):.0f} MB, first "
-                 f"{mb[0]:.0f}, last {mb[-1]:.0f} over {samples[-1][0]:.0f}s; "
+        self.log(f"RSS with {cfg.rss_messages} queued: max {max(mb):.0f} MB, subscribed "
+                 f"{at_start:.0f}, last {mb[-1]:.0f} over {samples[-1][0]:.0f}s; "
                  f"{len(flood.seen)} drained")
         if not flood.outstanding:
             out["checks_after_rss"] = await verify(self.pool, self.fleet, self.targets)
@@ -591,7 +618,8 @@ def report(results: dict[str, Any]) -> str:
     for k, v in results.items():
         if k in skip:
             continue
-        lines.append(f"  {k:<{width}}  {v:14,.2f}" if isinstance(v, float)
+        lines.append(f"  {k:<{width}}  {v:14,.2f}" if isinstance(v, float) and abs(v) >= 1
+                     else f"  {k:<{width}}  {v:14.4f}" if isinstance(v, float)
                      else f"  {k:<{width}}  {v!s:>14}")
     for k in ("rss_trace_mb", "checks", "checks_after_rss", "problems"):
         if k in results:

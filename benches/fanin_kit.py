@@ -6,10 +6,11 @@ How a batch counts as committed: its ledger row (``edge_export_segments``, keyed
 ``batch_id``) is visible to another connection. The ledger row and the batch's effect
 commit in one transaction (an invariant of the worker), so a visible ledger row means a
 committed effect. The watcher polls ``WHERE id > floor`` on the ledger's primary key (one
-index range scan per poll, whatever the ledger's size); ids that a rolled-back or still
-running transaction took leave holes, which it keeps re-reading for ``HOLE_WAIT`` seconds
-before it skips them (a transaction that commits later than that is caught by the final
-``verify``, not by the timing).
+index range scan per poll, whatever the ledger's size). Ids that a still running (or
+rolled-back) transaction took are holes below the highest id seen: it looks them up by id
+on each poll for ``HOLE_WAIT`` seconds, then gives them up; a drain that stalls with
+batches unseen looks those up by ``batch_id`` (``sweep``, counted in ``swept``: their
+commit time is then the sweep's, so a non-zero ``swept`` means timings are coarse).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -42,8 +43,8 @@ MOSQUITTO = "/usr/sbin/mosquitto" if Path("/usr/sbin/mosquitto").exists() else (
     shutil.which("mosquitto") or "mosquitto")
 STATE_TABLE = "fanin_state"
 TELEMETRY_TABLE = "fanin_tele"
-# Seconds the watcher re-reads a hole in the ledger ids before skipping it.
-HOLE_WAIT = 2.0
+# Seconds the watcher keeps looking for a hole in the ledger ids before giving it up.
+HOLE_WAIT = 10.0
 
 
 def free_port() -> int:
@@ -338,11 +339,12 @@ class Watcher:
     def __init__(self, conn: asyncpg.Connection, interval: float = 0.02) -> None:
         self.conn = conn
         self.interval = interval
-        self.floor = 0
-        self._above: dict[int, None] = {}  # ids seen above the floor
-        self._hole_since: float | None = None
+        self.top = 0  # highest ledger id seen
+        self._holes: dict[int, float] = {}  # ids below ``top`` not seen yet: since when
         self._by_batch: dict[str, Tracked] = {}
         self.polls = 0
+        self.swept = 0  # batches found by ``sweep`` rather than by a poll
+        self._lock = asyncio.Lock()  # one connection: the poll loop and sweeps take turns
 
     def track(self, tracked: Tracked, batch_id: str, rows: int) -> None:
         tracked.published[batch_id] = time.monotonic()
@@ -350,37 +352,51 @@ class Watcher:
         self._by_batch[batch_id] = tracked
 
     async def start(self) -> None:
-        self.floor = await self.conn.fetchval(
+        self.top = await self.conn.fetchval(
             "SELECT coalesce(max(id), 0) FROM edge_export_segments")
 
+    def _seen(self, batch_id: str | None, outcome: str, now: float) -> bool:
+        tracked = self._by_batch.pop(batch_id, None) if batch_id else None
+        if tracked is None or batch_id is None:
+            return False
+        tracked.seen[batch_id] = now
+        tracked.outcomes[batch_id] = outcome
+        tracked.changed.set()
+        return True
+
     async def poll(self) -> None:
-        rows = await self.conn.fetch(
-            "SELECT id, batch_id::text, outcome FROM edge_export_segments WHERE id > $1 "
-            "ORDER BY id", self.floor)
+        """New ids above ``top``, and the holes below it (ids of transactions that were
+        still running at the last poll, or rolled back), which are given up after
+        ``HOLE_WAIT`` seconds."""
+        async with self._lock:
+            rows = await self.conn.fetch(
+                "SELECT id, batch_id::text, outcome FROM edge_export_segments "
+                "WHERE id > $1 OR id = ANY($2::bigint[]) ORDER BY id", self.top,
+                list(self._holes))
         now = time.monotonic()
         self.polls += 1
         for r in rows:
-            if r["id"] in self._above:
-                continue
-            self._above[r["id"]] = None
-            tracked = self._by_batch.pop(r["batch_id"], None) if r["batch_id"] else None
-            if tracked is not None:
-                tracked.seen[r["batch_id"]] = now
-                tracked.outcomes[r["batch_id"]] = r["outcome"]
-                tracked.changed.set()
-        # Advance the floor over contiguous ids, and over holes older than HOLE_WAIT.
-        while self._above:
-            if self.floor + 1 in self._above:
-                self.floor += 1
-                del self._above[self.floor]
-                self._hole_since = None
-                continue
-            if self._hole_since is None:
-                self._hole_since = now
-            if now - self._hole_since < HOLE_WAIT:
-                break
-            self.floor = min(self._above) - 1
-            self._hole_since = None
+            self._holes.pop(r["id"], None)
+            if r["id"] > self.top:
+                self._holes.update(dict.fromkeys(range(self.top + 1, r["id"]), now))
+                self.top = r["id"]
+            self._seen(r["batch_id"], r["outcome"], now)
+        for hole in [h for h, since in self._holes.items() if now - since > HOLE_WAIT]:
+            del self._holes[hole]
+
+    async def sweep(self, tracked: Tracked) -> None:
+        """Look the tracked batches not seen yet up by ``batch_id`` (a seq scan: only when
+        a drain stalls, e.g. a transaction committed after its hole was given up)."""
+        waiting = [b for b in tracked.published if b not in tracked.seen]
+        if not waiting:
+            return
+        async with self._lock:
+            rows = await self.conn.fetch(
+                "SELECT batch_id::text, outcome FROM edge_export_segments "
+                "WHERE batch_id = ANY($1::uuid[]) AND outcome <> 'rejected'", waiting)
+        now = time.monotonic()
+        for r in rows:
+            self.swept += self._seen(r["batch_id"], r["outcome"], now)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Watcher]:
@@ -398,8 +414,3 @@ class Watcher:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-
-
-def round_robin(devices: list[Device], rounds: int) -> Iterator[Device]:
-    for _ in range(rounds):
-        yield from devices
