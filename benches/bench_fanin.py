@@ -562,15 +562,18 @@ class Figures:
 
 # ------------------------------------------------------------------ output
 
-def svg_plot(rows: list[dict[str, Any]], title: str) -> str:
-    """Per-batch cost (ms, linear) against devices (log scale), no dependency."""
+def svg_plot(series: dict[str, list[dict[str, Any]]], title: str) -> str:
+    """Per-batch cost (ms, linear) against devices (log scale), one line per run, no
+    dependency. ``series``: a label for each run's ``scales`` rows."""
     import math
 
-    pts = [(r["devices"], r["per_batch_ms"]) for r in rows if r["per_batch_ms"]]
-    w, h, left, bottom, top, right = 520, 320, 60, 40, 30, 20
-    xs = [math.log10(d) for d, _ in pts]
+    lines = {label: [(r["devices"], r["per_batch_ms"]) for r in rows if r["per_batch_ms"]]
+             for label, rows in series.items()}
+    every = [p for pts in lines.values() for p in pts]
+    w, h, left, bottom, top, right = 560, 340, 60, 40, 30, 20
+    xs = [math.log10(d) for d, _ in every]
     x0, x1 = min(xs) - 0.2, max(xs) + 0.2
-    ymax = max(c for _, c in pts) * 1.15
+    ymax = max(c for _, c in every) * 1.15
 
     def sx(d: float) -> float:
         return left + (math.log10(d) - x0) / (x1 - x0) * (w - left - right)
@@ -585,21 +588,29 @@ def svg_plot(rows: list[dict[str, Any]], title: str) -> str:
              f'<line x1="{left}" y1="{h - bottom}" x2="{w - right}" y2="{h - bottom}" '
              'stroke="black"/>',
              f'<line x1="{left}" y1="{top}" x2="{left}" y2="{h - bottom}" stroke="black"/>',
-             f'<text x="{w / 2}" y="{h - 8}" text-anchor="middle">devices (log)</text>',
+             f'<text x="{w / 2}" y="{h - 8}" text-anchor="middle">devices (log scale)</text>',
              f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" '
              'text-anchor="middle">ms per batch</text>']
     for i in range(5):
         c = ymax * i / 4
-        parts.append(f'<text x="{left - 6}" y="{sy(c) + 4:.1f}" text-anchor="end">{c:.1f}</text>')
+        parts.append(f'<text x="{left - 6}" y="{sy(c) + 4:.1f}" text-anchor="end">{c:.0f}</text>')
         parts.append(f'<line x1="{left}" y1="{sy(c):.1f}" x2="{w - right}" y2="{sy(c):.1f}" '
                      'stroke="#ddd"/>')
-    poly = " ".join(f"{sx(d):.1f},{sy(c):.1f}" for d, c in pts)
-    parts.append(f'<polyline points="{poly}" fill="none" stroke="#c33" stroke-width="2"/>')
-    for d, c in pts:
-        parts.append(f'<circle cx="{sx(d):.1f}" cy="{sy(c):.1f}" r="3.5" fill="#c33"/>')
+    for d in sorted({d for d, _ in every}):
         parts.append(f'<text x="{sx(d):.1f}" y="{h - bottom + 14}" text-anchor="middle">'
                      f'{d:,}</text>')
-        parts.append(f'<text x="{sx(d) + 6:.1f}" y="{sy(c) - 6:.1f}">{c:.1f}</text>')
+    colors = ["#c33", "#36c", "#393", "#c90", "#939"]
+    for n, (label, pts) in enumerate(lines.items()):
+        color = colors[n % len(colors)]
+        poly = " ".join(f"{sx(d):.1f},{sy(c):.1f}" for d, c in pts)
+        parts.append(f'<polyline points="{poly}" fill="none" stroke="{color}" '
+                     'stroke-width="2"/>')
+        for d, c in pts:
+            parts.append(f'<circle cx="{sx(d):.1f}" cy="{sy(c):.1f}" r="3.5" fill="{color}"/>')
+            parts.append(f'<text x="{sx(d) + 6:.1f}" y="{sy(c) - 6:.1f}" fill="{color}">'
+                         f'{c:.0f}</text>')
+        parts.append(f'<text x="{left + 12}" y="{top + 14 + 14 * n}" fill="{color}">'
+                     f'{label}</text>')
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
 
@@ -647,7 +658,7 @@ def test_fleet_fan_in(benchmark: Any) -> None:
     if path := os.environ.get("EDGESYNC_FANIN_JSON"):
         Path(path).write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
     if path := os.environ.get("EDGESYNC_FANIN_SVG"):
-        Path(path).write_text(svg_plot(results["scales"],
+        Path(path).write_text(svg_plot({"this run": results["scales"]},
                                        "Fleet fan-in: cost of one 50-row state batch"))
     checks = results["checks"]
     # Correctness only (never speed): every batch arrived once and materialized, and the
