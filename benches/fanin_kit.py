@@ -1,0 +1,416 @@
+"""The fleet fan-in bench's machinery (benches/bench_fanin.py): a private Mosquitto, an
+``edgesync serve`` subprocess, simulated devices publishing through a few connections,
+and a watcher that sees batches commit by reading the batch ledger.
+
+How a batch counts as committed: its ledger row (``edge_export_segments``, keyed by
+``batch_id``) is visible to another connection. The ledger row and the batch's effect
+commit in one transaction (an invariant of the worker), so a visible ledger row means a
+committed effect. The watcher polls ``WHERE id > floor`` on the ledger's primary key (one
+index range scan per poll, whatever the ledger's size). Ids that a still running (or
+rolled-back) transaction took are holes below the highest id seen: it looks them up by id
+on each poll for ``HOLE_WAIT`` seconds, then gives them up; a drain that stalls with
+batches unseen looks those up by ``batch_id`` (``sweep``, counted in ``swept``: their
+commit time is then the sweep's, so a non-zero ``swept`` means timings are coarse).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import aiomqtt
+import asyncpg
+import orjson
+from bench_ingest import COLUMNS, T0, fields, uuid7
+
+from edgesync import _core
+
+EDGESYNC = shutil.which("edgesync", path=str(Path(sys.executable).parent)) or "edgesync"
+MOSQUITTO = "/usr/sbin/mosquitto" if Path("/usr/sbin/mosquitto").exists() else (
+    shutil.which("mosquitto") or "mosquitto")
+STATE_TABLE = "fanin_state"
+TELEMETRY_TABLE = "fanin_tele"
+# Seconds the watcher keeps looking for a hole in the ledger ids before giving it up.
+HOLE_WAIT = 10.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def until(probe: Any, limit: float, what: str) -> None:
+    deadline = time.monotonic() + limit
+    while not await probe():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not reached within {limit:.0f}s")
+        await asyncio.sleep(0.1)
+
+
+async def port_open(port: int) -> bool:
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        return False
+    writer.close()
+    await writer.wait_closed()
+    return True
+
+
+# ------------------------------------------------------------------ broker and worker
+
+def spawn(argv: list[str], log: Path | None,
+          env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start a server process, its output appended to ``log`` (or dropped)."""
+    if log is None:
+        return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with log.open("ab") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+
+
+class Broker:
+    """A private Mosquitto on a free port: nothing queued or in flight is limited (its
+    defaults of 1,000 queued and 20 in flight would drop or throttle), no persistence."""
+
+    def __init__(self, work: Path) -> None:
+        self.port = free_port()
+        self.conf = work / "mosquitto.conf"
+        self.log = work / "mosquitto.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"tcp://127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        import getpass
+
+        self.conf.write_text("\n".join([
+            f"listener {self.port} 127.0.0.1", "allow_anonymous true",
+            "max_queued_messages 0", "max_inflight_messages 0", "max_queued_bytes 0",
+            "persistence false", "set_tcp_nodelay true", f"user {getpass.getuser()}",
+            f"log_dest file {self.log}", "log_type error", "log_type warning", ""]))
+        self.proc = spawn([MOSQUITTO, "-c", str(self.conf)], None)
+        await until(lambda: port_open(self.port), 20, "mosquitto listening")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+
+
+class Worker:
+    """``edgesync serve`` as a subprocess with a stable client id (its persistent session
+    keeps what the broker queued for it while it is stopped)."""
+
+    def __init__(self, work: Path, database_url: str, mqtt_url: str) -> None:
+        self.work, self.database_url, self.mqtt_url = work, database_url, mqtt_url
+        self.client_id = f"fanin-worker-{uuid.uuid4().hex[:8]}"
+        self.log = work / "serve.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    async def start(self) -> None:
+        offset = self.log.stat().st_size if self.log.exists() else 0
+        env = {**os.environ, "EDGESYNC_LOG_LEVEL": "INFO"}
+        self.proc = spawn([EDGESYNC, "serve", "--database-url", self.database_url,
+                           "--mqtt-url", self.mqtt_url, "--client-id", self.client_id,
+                           "--api-port", "0", "--data-dir", str(self.work / "data")],
+                          self.log, env)
+
+        async def subscribed() -> bool:
+            assert self.proc is not None
+            text = self.log.read_bytes()[offset:].decode(errors="replace")
+            if self.proc.poll() is not None:
+                raise AssertionError(f"edgesync serve exited:\n{text}")
+            return "ingest subscribed" in text
+
+        await until(subscribed, 120, "edgesync serve subscribed")
+
+    def rss_bytes(self) -> int:
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise AssertionError("no VmRSS")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+
+    async def subscribe_while_stopped(self, host: str, port: int) -> None:
+        """Create the worker's persistent session (as serve would) so that the broker
+        queues for it while no worker runs."""
+        from edgesync.protocol import worker_subscriptions
+
+        async with aiomqtt.Client(host, port, identifier=self.client_id,
+                                  clean_session=False) as client:
+            for f in worker_subscriptions(None):
+                await client.subscribe(f, qos=1)
+
+    async def forget_session(self, host: str, port: int) -> None:
+        """Drop what the broker still queues for the (stopped) worker."""
+        async with aiomqtt.Client(host, port, identifier=self.client_id, clean_session=True):
+            pass
+
+
+# ------------------------------------------------------------------ the fleet
+
+@dataclass
+class Device:
+    """One simulated device: a state table (row batches, half updates of the previous
+    batch's keys) and a telemetry table, numbered as the agent numbers them."""
+
+    id: uuid.UUID
+    name: str
+    slug: str
+    epoch: str = field(default_factory=uuid7)
+    state_batches: int = 0
+    commit_seq: int = 0
+    batch_seq: int = 0
+
+    @property
+    def row_prefix(self) -> str:
+        """A UUID without its last 12 hex digits, unique to the device."""
+        return str(self.id)[:24]
+
+    @property
+    def root(self) -> str:
+        return f"{self.slug}/{self.name}"
+
+
+_STATE_SCHEMA = _core.schema_fingerprint(STATE_TABLE, COLUMNS)
+_TELE_SCHEMA = _core.schema_fingerprint(TELEMETRY_TABLE, COLUMNS)
+_STATE_COLUMNS = orjson.loads(_STATE_SCHEMA[1])
+_TELE_COLUMNS = orjson.loads(_TELE_SCHEMA[1])
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    device: Device
+    topic: str
+    batch_id: str
+    payload: bytes
+    rows: int
+    # state: the keys this batch writes (for the expected row count)
+    keys: range | None = None
+
+
+def state_batch(d: Device, rows: int) -> Batch:
+    """Batch k of a device: updates the last half of batch k-1's keys, inserts as many new
+    ones (the first batch inserts only)."""
+    k = d.state_batches
+    d.state_batches += 1
+    base = k * rows // 2
+    ops = []
+    for i in range(rows):
+        d.commit_seq += 1
+        key = base + i
+        ops.append({"commit_seq": d.commit_seq,
+                    "op": "update" if k and i < rows // 2 else "insert",
+                    "pk": {"id": key}, "row": fields(key) | {"seq": d.commit_seq}})
+    batch_id = uuid7()
+    payload = orjson.dumps({
+        "format_version": 1, "capture_strategy": "sqlite_row_batch_v1",
+        "batch_id": batch_id, "journal_epoch": d.epoch, "source_table": STATE_TABLE,
+        "schema_hash": _STATE_SCHEMA[0], "schema_columns": _STATE_COLUMNS,
+        "first_commit_seq": ops[0]["commit_seq"], "last_commit_seq": d.commit_seq,
+        "rows": ops})
+    return Batch(d, f"{d.root}/sync/rows/batch", batch_id, payload, rows,
+                 range(base, base + rows))
+
+
+def _stamp(second: int) -> str:
+    day, rest = divmod(second, 86_400)
+    date = (T0 + timedelta(days=day)).date().isoformat()
+    return f"{date}T{rest // 3600:02d}:{rest // 60 % 60:02d}:{rest % 60:02d}Z"
+
+
+def telemetry_batch(d: Device, rows: int) -> Batch:
+    """Rows one second apart from T0; row ids are the device's UUID prefix and a row
+    counter (cheap to make: the RSS figure builds 100,000 batches)."""
+    d.batch_seq += 1
+    start = (d.batch_seq - 1) * rows
+    batch_id = uuid7()
+    prefix = d.row_prefix
+    payload = orjson.dumps({
+        "format_version": 1, "capture_strategy": "sqlite_telemetry_batch_v1",
+        "batch_id": batch_id, "batch_seq": d.batch_seq, "source_table": TELEMETRY_TABLE,
+        "schema_hash": _TELE_SCHEMA[0], "schema_columns": _TELE_COLUMNS,
+        "cursor_start_ts": _stamp(start), "cursor_end_ts": _stamp(start + rows - 1),
+        "row_count": rows,
+        "rows": [{"ts": _stamp(start + i), "row_id": f"{prefix}{start + i:012x}",
+                  "fields": fields(start + i)} for i in range(rows)]})
+    return Batch(d, f"{d.root}/sync/telemetry/batch", batch_id, payload, rows)
+
+
+async def register_fleet(conn: asyncpg.Connection, project_id: uuid.UUID, slug: str,
+                         count: int, prefix: str) -> list[Device]:
+    """``count`` devices in one INSERT (add_device is a few round trips per device)."""
+    rows = await conn.fetch(
+        "INSERT INTO edge_devices (id, project_id, name) "
+        "SELECT gen_random_uuid(), $1, $2 || lpad(g::text, 5, '0') "
+        "FROM generate_series(0, $3 - 1) g RETURNING id, name", project_id, prefix, count)
+    by_name = sorted(rows, key=lambda r: r["name"])
+    return [Device(r["id"], r["name"], slug) for r in by_name]
+
+
+# ------------------------------------------------------------------ publishing
+
+class Publishers:
+    """A few MQTT connections for the whole fleet. A device always publishes on the same
+    connection (index of the device modulo the number of connections), so its batches
+    reach the broker in the order it sent them, as a real device's would."""
+
+    def __init__(self, host: str, port: int, count: int) -> None:
+        self._clients = [aiomqtt.Client(host, port, identifier=f"fanin-sim-{uuid.uuid4().hex[:8]}",
+                                        clean_session=True, max_inflight_messages=1000)
+                         for _ in range(count)]
+        self._stack = contextlib.AsyncExitStack()
+        self._slot: dict[uuid.UUID, int] = {}
+
+    async def __aenter__(self) -> Publishers:
+        for c in self._clients:
+            await self._stack.enter_async_context(c)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+    def client_for(self, d: Device) -> aiomqtt.Client:
+        slot = self._slot.setdefault(d.id, len(self._slot) % len(self._clients))
+        return self._clients[slot]
+
+    async def publish(self, b: Batch) -> None:
+        await self.client_for(b.device).publish(b.topic, b.payload, qos=1)
+
+
+# ------------------------------------------------------------------ seeing commits
+
+@dataclass
+class Tracked:
+    """The batches of one figure: when each was published and when it was seen
+    committed (monotonic seconds), and its ledger outcome."""
+
+    published: dict[str, float] = field(default_factory=dict)
+    seen: dict[str, float] = field(default_factory=dict)
+    outcomes: dict[str, str] = field(default_factory=dict)
+    rows: dict[str, int] = field(default_factory=dict)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def outstanding(self) -> int:
+        return len(self.published) - len(self.seen)
+
+    def rate(self) -> tuple[float, int, float]:
+        """Batches per second between the first and the last commit seen, the number of
+        batches and that window (s)."""
+        times = sorted(self.seen.values())
+        if len(times) < 2 or times[-1] <= times[0]:
+            return 0.0, len(times), 0.0
+        return (len(times) - 1) / (times[-1] - times[0]), len(times), times[-1] - times[0]
+
+    def recent_rate(self, now: float, span: float = 1.0) -> float:
+        n = sum(1 for t in self.seen.values() if t >= now - span)
+        return n / span
+
+
+class Watcher:
+    """Polls the ledger for new rows and marks the tracked batches committed."""
+
+    def __init__(self, conn: asyncpg.Connection, interval: float = 0.02) -> None:
+        self.conn = conn
+        self.interval = interval
+        self.top = 0  # highest ledger id seen
+        self._holes: dict[int, float] = {}  # ids below ``top`` not seen yet: since when
+        self._by_batch: dict[str, Tracked] = {}
+        self.polls = 0
+        self.swept = 0  # batches found by ``sweep`` rather than by a poll
+        self._lock = asyncio.Lock()  # one connection: the poll loop and sweeps take turns
+
+    def track(self, tracked: Tracked, batch_id: str, rows: int) -> None:
+        tracked.published[batch_id] = time.monotonic()
+        tracked.rows[batch_id] = rows
+        self._by_batch[batch_id] = tracked
+
+    async def start(self) -> None:
+        self.top = await self.conn.fetchval(
+            "SELECT coalesce(max(id), 0) FROM edge_export_segments")
+
+    def _seen(self, batch_id: str | None, outcome: str, now: float) -> bool:
+        tracked = self._by_batch.pop(batch_id, None) if batch_id else None
+        if tracked is None or batch_id is None:
+            return False
+        tracked.seen[batch_id] = now
+        tracked.outcomes[batch_id] = outcome
+        tracked.changed.set()
+        return True
+
+    async def poll(self) -> None:
+        """New ids above ``top``, and the holes below it (ids of transactions that were
+        still running at the last poll, or rolled back), which are given up after
+        ``HOLE_WAIT`` seconds."""
+        async with self._lock:
+            rows = await self.conn.fetch(
+                "SELECT id, batch_id::text, outcome FROM edge_export_segments "
+                "WHERE id > $1 OR id = ANY($2::bigint[]) ORDER BY id", self.top,
+                list(self._holes))
+        now = time.monotonic()
+        self.polls += 1
+        for r in rows:
+            self._holes.pop(r["id"], None)
+            if r["id"] > self.top:
+                self._holes.update(dict.fromkeys(range(self.top + 1, r["id"]), now))
+                self.top = r["id"]
+            self._seen(r["batch_id"], r["outcome"], now)
+        for hole in [h for h, since in self._holes.items() if now - since > HOLE_WAIT]:
+            del self._holes[hole]
+
+    async def sweep(self, tracked: Tracked) -> None:
+        """Look the tracked batches not seen yet up by ``batch_id`` (a seq scan: only when
+        a drain stalls, e.g. a transaction committed after its hole was given up)."""
+        waiting = [b for b in tracked.published if b not in tracked.seen]
+        if not waiting:
+            return
+        async with self._lock:
+            rows = await self.conn.fetch(
+                "SELECT batch_id::text, outcome FROM edge_export_segments "
+                "WHERE batch_id = ANY($1::uuid[]) AND outcome <> 'rejected'", waiting)
+        now = time.monotonic()
+        for r in rows:
+            self.swept += self._seen(r["batch_id"], r["outcome"], now)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[Watcher]:
+        await self.start()
+
+        async def loop() -> None:
+            while True:
+                await self.poll()
+                await asyncio.sleep(self.interval)
+
+        task = asyncio.create_task(loop())
+        try:
+            yield self
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
