@@ -1,0 +1,142 @@
+"""The console application: connects with the operator CLI's settings and opens on the
+Lineages screen; a clear screen instead when it cannot work."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from textual.app import App
+from textual.binding import Binding
+
+from edgesync.client import ApiClient, ApiClientError, ProjectApi
+from edgesync.tui._base import ApiScreen
+from edgesync.tui._help import HelpScreen
+from edgesync.tui._problem import ProblemScreen
+from edgesync.tui._settings import TuiSettings
+
+__all__ = ["EdgesyncTui", "run_tui"]
+
+_CSS = """
+#status { height: 1; padding: 0 1; }
+.head { padding: 0 1; background: $boost; }
+.section { padding: 1 1 0 1; text-style: bold; }
+.block { padding: 0 1; }
+DataTable { height: auto; max-height: 16; }
+#main-table { height: 1fr; max-height: 100%; }
+#filter { dock: top; display: none; }
+#filter.shown { display: block; }
+#problem { padding: 2 4; }
+ModalScreen { align: center middle; }
+#help, .dialog { width: 80; height: auto; max-height: 90%; border: thick $accent;
+                 background: $surface; padding: 1 2; }
+ProgressBar { padding: 0 1; }
+"""
+
+_PROBLEM_TITLES = {
+    "CONNECTION_FAILED": "Cannot reach the edgesync API",
+    "UNAUTHENTICATED": "The API refused the token (missing, unknown, expired or revoked)",
+    "PROJECT_NOT_FOUND": "Project not found, or not visible to this token in this organization",
+    "ORG_ID_REQUIRED": "The organization id is missing",
+    "INVALID_ORG_ID": "The organization id is not a valid id",
+}
+
+
+class EdgesyncTui(App[int]):
+    TITLE = "edgesync"
+    CSS = _CSS
+    BINDINGS = [
+        Binding("q", "quit", "quit"),
+        Binding("question_mark", "help", "help"),
+        Binding("1", "lineages", "lineages", show=False),
+        Binding("2", "reviews", "reviews", show=False),
+    ]
+
+    def __init__(self, settings: TuiSettings, *, client: ApiClient | None = None) -> None:
+        super().__init__()
+        self.settings = settings
+        self._client = client
+        self._api: ProjectApi | None = None
+        self.sub_title = f"{settings.api_url} · project {settings.project or '?'}"
+
+    @property
+    def api(self) -> ProjectApi:
+        assert self._api is not None, "no API: the settings screen is shown"
+        return self._api
+
+    def on_mount(self) -> None:
+        problems = self.settings.problems()
+        if problems:
+            self.push_screen(ProblemScreen("edgesync tui cannot start: settings missing",
+                                           problems, can_retry=False))
+            return
+        s = self.settings
+        assert s.token is not None and s.org_id is not None and s.project is not None
+        self._client = self._client or ApiClient(s.api_url, token=s.token, org_id=s.org_id,
+                                                 timeout=15.0)
+        self._api = self._client.project(s.project)
+        from edgesync.tui._lineages import LineagesScreen
+
+        self.push_screen(LineagesScreen())
+
+    def on_unmount(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    def show_problem(self, exc: ApiClientError) -> None:
+        if isinstance(self.screen, ProblemScreen):
+            return
+        title = _PROBLEM_TITLES.get(exc.code, "The API refused the console")
+        lines = [f"API: {self.settings.api_url}", str(exc)]
+        self.push_screen(ProblemScreen(title, lines, can_retry=True))
+
+    def action_retry(self) -> None:
+        if isinstance(self.screen, ProblemScreen) and self.screen.can_retry:
+            self.pop_screen()
+            if isinstance(self.screen, ApiScreen):
+                self.screen.action_refresh()
+
+    def action_help(self) -> None:
+        screen = self.screen
+        if isinstance(screen, HelpScreen):
+            return
+        keys = []
+        for key, active in screen.active_bindings.items():
+            binding = active.binding
+            if binding.description and active.enabled and binding.show:
+                keys.append((self.get_key_display(binding) or key, binding.description))
+        self.push_screen(HelpScreen(screen.title or type(screen).__name__, keys))
+
+    def _root(self) -> None:
+        while len(self.screen_stack) > 2:
+            self.pop_screen()
+
+    def action_lineages(self) -> None:
+        if self._api is not None:
+            self._root()
+
+    def action_reviews(self) -> None:
+        if self._api is None:
+            return
+        from edgesync.tui._reviews import ReviewsScreen
+
+        self._root()
+        self.push_screen(ReviewsScreen())
+
+
+def run_tui(args: argparse.Namespace) -> int:
+    """``edgesync tui``: run the console until the operator quits."""
+    from textual.logging import TextualHandler
+
+    # Log lines written to the terminal would tear the screen: send them to Textual's log
+    # (``textual console``) while the console runs.
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    root.handlers = [TextualHandler()]
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        app = EdgesyncTui(TuiSettings.from_args(args))
+        app.run()
+    finally:
+        root.handlers = saved
+    return app.return_code or 0

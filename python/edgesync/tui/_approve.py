@@ -1,0 +1,224 @@
+"""Approve with column actions chosen per column: mirror (under another name, as another
+type), map to a data point, auto-create-and-map, ignore or defer; the target table it
+gives is previewed below as the actions change."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, cast
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+
+from edgesync.client._actions import resolve_map_specs
+from edgesync.errors import ConfigError
+from edgesync.tui._confirm import AskScreen
+from edgesync.tui._format import cell
+
+__all__ = ["TARGET_TYPES", "Approval", "ApproveScreen", "preview"]
+
+TARGET_TYPES: list[str | None] = [None, "bigint", "double precision", "numeric", "text",
+                                  "bytea", "boolean", "jsonb"]
+# What a column of a SQLite type affinity becomes when no target type is chosen.
+_AFFINITY_TYPES = {"INTEGER": "bigint", "REAL": "double precision", "NUMERIC": "numeric",
+                   "TEXT": "text", "BLOB": "bytea"}
+
+
+@dataclass
+class Approval:
+    column_actions: list[dict[str, Any]]
+    sync_authority: str | None = None
+
+
+def preview(columns: list[dict[str, Any]], actions: dict[str, dict[str, Any]]) -> list[str]:
+    """Lines describing the target an approval with ``actions`` gives."""
+    target, points, ignored, deferred = [], [], [], []
+    for c in columns:
+        name = str(c["name"])
+        a = actions[name]
+        kind = a["action"]
+        if kind == "mirror":
+            typ = a.get("target_type") or _AFFINITY_TYPES.get(
+                str(c.get("decl_type_affinity") or "").upper(), "text")
+            pk = " primary key" if c.get("pk_ordinal") else ""
+            target.append(f"{a.get('mirror_column_name') or name} {typ}{pk}")
+        elif kind == "map":
+            points.append(f"{name} → data point {a['device_data_point_id']}")
+        elif kind == "auto_create_and_map":
+            points.append(f"{name} → data point {a.get('data_point_name') or name} (created "
+                          "if missing)")
+        elif kind == "ignore":
+            ignored.append(name)
+        else:
+            deferred.append(name)
+    lines = [f"target columns: {', '.join(target) or '(none)'}"]
+    if points:
+        lines.append(f"data points: {'; '.join(points)}")
+    if ignored:
+        lines.append(f"not synced: {', '.join(ignored)}")
+    if deferred:
+        lines.append(f"deferred (the lineage stays paused until decided): {', '.join(deferred)}")
+    return lines
+
+
+class ApproveScreen(Screen[Approval | None]):
+    TITLE = "Approve: column actions"
+    BINDINGS = [
+        Binding("m", "set('mirror')", "mirror"),
+        Binding("i", "set('ignore')", "ignore"),
+        Binding("f", "set('defer')", "defer"),
+        Binding("u", "set('auto_create_and_map')", "auto-map"),
+        Binding("g", "map", "map to data point…"),
+        Binding("e", "rename", "rename…"),
+        Binding("t", "cycle_type", "type"),
+        Binding("o", "toggle_authority", "authority"),
+        Binding("a", "send", "approve"),
+        Binding("escape", "cancel", "cancel"),
+    ]
+
+    def __init__(self, review: dict[str, Any]) -> None:
+        super().__init__()
+        self.review = review
+        self.columns: list[dict[str, Any]] = (review.get("schema_columns") or {}).get(
+            "columns") or []
+        self.actions: dict[str, dict[str, Any]] = {
+            str(c["name"]): {"source_column_name": str(c["name"]), "action": "mirror"}
+            for c in self.columns}
+        self.sync_authority: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with VerticalScroll():
+            yield Static(Text(f"{self.review['source_table']}: choose an action per column "
+                              "(↑/↓ picks the column), then a approves."), classes="block")
+            table: DataTable[Text] = DataTable(id="actions", cursor_type="row")
+            table.add_columns("column", "declared type", "pk", "action", "target name",
+                              "target type", "data point")
+            yield table
+            yield Static("Preview", classes="section")
+            yield Static("", id="preview", classes="block", markup=False)
+        yield Static("", id="status", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._render_table()
+
+    @property
+    def current(self) -> dict[str, Any] | None:
+        table = self.query_one("#actions", DataTable)
+        if not self.columns:
+            return None
+        return self.actions[str(self.columns[table.cursor_row]["name"])]
+
+    def _render_table(self) -> None:
+        table = self.query_one("#actions", DataTable)
+        row = table.cursor_row
+        table.clear()
+        for c in self.columns:
+            a = self.actions[str(c["name"])]
+            table.add_row(cell(c["name"]), cell(c.get("decl_type")),
+                          cell(c.get("pk_ordinal") or "-"), Text(a["action"], style="bold"),
+                          cell(a.get("mirror_column_name")), cell(a.get("target_type")),
+                          cell(a.get("device_data_point_id") or a.get("data_point_name")),
+                          key=str(c["name"]))
+        if self.columns:
+            table.move_cursor(row=min(row, len(self.columns) - 1))
+        lines = preview(self.columns, self.actions)
+        authority = self.sync_authority or "unchanged (device_authoritative by default)"
+        lines.append(f"sync authority: {authority}  (o toggles)")
+        self.query_one("#preview", Static).update("\n".join(lines))
+
+    def say(self, message: str, *, error: bool = False) -> None:
+        self.query_one("#status", Static).update(
+            Text(message, style="bold red" if error else "green"))
+
+    def action_set(self, action: str) -> None:
+        a = self.current
+        if a is None:
+            return
+        name = a["source_column_name"]
+        self.actions[name] = {"source_column_name": name, "action": action}
+        self._render_table()
+
+    def action_rename(self) -> None:
+        a = self.current
+        if a is None:
+            return
+
+        def renamed(value: str | None) -> None:
+            if value is None:
+                return
+            # auto-create-and-map: the data point's name; anything else: a mirrored column
+            # under this name (keeping a chosen target type).
+            name = a["source_column_name"]
+            if a["action"] == "auto_create_and_map":
+                renamed_ = {"source_column_name": name, "action": "auto_create_and_map",
+                            "data_point_name": value.strip() or None}
+            else:
+                renamed_ = {"source_column_name": name, "action": "mirror",
+                            "mirror_column_name": value.strip() or None,
+                            "target_type": a.get("target_type")}
+            self.actions[name] = {k: v for k, v in renamed_.items() if v is not None}
+            self._render_table()
+
+        self.app.push_screen(AskScreen(f"New name for {a['source_column_name']} (empty: its "
+                                       "own name):", a.get("mirror_column_name")
+                                       or a.get("data_point_name") or ""), renamed)
+
+    def action_cycle_type(self) -> None:
+        a = self.current
+        if a is None:
+            return
+        if a["action"] != "mirror":
+            a = {"source_column_name": a["source_column_name"], "action": "mirror"}
+        nxt = TARGET_TYPES[(TARGET_TYPES.index(a.get("target_type")) + 1) % len(TARGET_TYPES)]
+        a = {k: v for k, v in a.items() if k != "target_type"}
+        if nxt is not None:
+            a["target_type"] = nxt
+        self.actions[a["source_column_name"]] = a
+        self._render_table()
+
+    def action_map(self) -> None:
+        a = self.current
+        if a is None:
+            return
+        name = a["source_column_name"]
+
+        def chosen(ref: str | None) -> None:
+            if ref:
+                self.run_worker(cast(Any, partial(self._map, name, ref.strip())), group="map")
+
+        self.app.push_screen(AskScreen(f"Data point for {name} (its name or id):"), chosen)
+
+    async def _map(self, column: str, ref: str) -> None:
+        from edgesync.tui._app import EdgesyncTui
+
+        assert isinstance(self.app, EdgesyncTui)
+        try:
+            (spec,) = await asyncio.to_thread(resolve_map_specs, self.app.api,
+                                              [f"{column}={ref}"])
+        except ConfigError as exc:
+            self.say(exc.reason, error=True)
+            return
+        self.actions[column] = {"source_column_name": column, "action": "map",
+                                "device_data_point_id": spec.partition("=")[2]}
+        self._render_table()
+
+    def action_toggle_authority(self) -> None:
+        self.sync_authority = {None: "cloud_authoritative",
+                               "cloud_authoritative": "device_authoritative",
+                               "device_authoritative": None}[self.sync_authority]
+        self._render_table()
+
+    def action_send(self) -> None:
+        self.dismiss(Approval([self.actions[str(c["name"])] for c in self.columns],
+                              self.sync_authority))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
