@@ -33,6 +33,8 @@ SETUP_CODES = frozenset({"CONNECTION_FAILED", "UNAUTHENTICATED", "PROJECT_NOT_FO
 
 
 class ApiScreen(Screen[None]):
+    # The table, not a hidden search box, takes the keys when a screen opens.
+    AUTO_FOCUS = "DataTable"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "back"),
         Binding("r", "refresh", "refresh"),
