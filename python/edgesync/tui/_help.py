@@ -29,9 +29,9 @@ class HelpScreen(ModalScreen[None]):
         body.append(f"Keys: {self.screen_title}\n\n", style="bold")
         seen = set()
         for key, what in [*self.keys, *_GLOBAL]:
-            if key in seen:
+            if key.lower() in seen:
                 continue
-            seen.add(key)
+            seen.add(key.lower())
             body.append(f"  {key:<8}", style="bold cyan")
             body.append(f"{what}\n")
         body.append("\nEsc or ? closes.")
