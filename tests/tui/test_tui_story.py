@@ -13,7 +13,7 @@ import pytest
 from conftest import make_console
 from e2e_kit import app, running_agent, sqlite_rows, target_of
 from textual.widgets import DataTable, Input, ProgressBar
-from tui_pilot import column_names, on, open_row, rows, screen_text, status, until
+from tui_pilot import column_names, on, open_row, rows, screen_text, shot, status, until
 
 from edgesync.materialize import quote_ident
 from edgesync.server import Server
@@ -68,6 +68,7 @@ async def test_review_approve_written_reset_delete(tui_server: Server, tmp_path:
             assert {c[1]: c[2] for c in rows(table).values()} == {
                 "settings": "rows", "readings": "telemetry", "alarms": "rows"}
             assert all(c[8] != "-" for c in rows(table).values())  # last batch time
+            shot(pilot, "lineages")
 
             await pilot.press("question_mark")
             help_ = await until(pilot, lambda: on(pilot, HelpScreen), "help overlay")
@@ -115,6 +116,7 @@ async def test_review_approve_written_reset_delete(tui_server: Server, tmp_path:
             assert sorted((c[0], c[5]) for c in rows(ctable).values()) == [
                 ("key", "added"), ("level", "added"), ("note", "added"), ("value", "added")]
             assert "queued" in screen_text(detail)
+            shot(pilot, "review")
             await pilot.press("c")
             await until(pilot, lambda: detail.review and detail.review["status"] == "in_review"
                         and "in_review" in screen_text(detail), "claimed")
@@ -135,6 +137,7 @@ async def test_review_approve_written_reset_delete(tui_server: Server, tmp_path:
             assert ("target columns: key text primary key, level numeric, setting_value text"
                     in preview), preview
             assert "not synced: note" in preview
+            shot(pilot, "approve")
             await pilot.press("a")
             await until(pilot, lambda: on(pilot, ReviewDetailScreen) and detail.review
                         and detail.review["status"] == "approved", "approved")
@@ -158,6 +161,7 @@ async def test_review_approve_written_reset_delete(tui_server: Server, tmp_path:
             expect = [(k, v, str(level)) for k, v, level in want]
             await until(pilot, lambda: written() == expect, "mirror rows", refresh=True)
             assert "note" not in column_names(vtable)
+            shot(pilot, "written")
             assert "source: written: state mirror edge_state_" in screen_text(viewer)
             await pilot.press("s")
             await until(pilot, lambda: "source: staged rows" in screen_text(viewer),
@@ -224,6 +228,7 @@ async def test_review_approve_written_reset_delete(tui_server: Server, tmp_path:
             await until(pilot, lambda: "circuit breaker" in screen_text(ldetail)
                         and "poison" in screen_text(ldetail), "breaker and its error shown")
             assert ldetail.check_action("reset", ()) is True
+            shot(pilot, "lineage-breaker")
             await pool.execute(f"ALTER TABLE {quote_ident(target)} DROP CONSTRAINT poison")
             await pilot.press("x")
             await until(pilot, lambda: "materialization reset" in status(ldetail), "reset")

@@ -3,6 +3,7 @@ the screens show, read their tables, pick a row with the arrow keys."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -13,7 +14,7 @@ from textual.widgets import DataTable, Static
 
 from edgesync.tui._base import ApiScreen
 
-__all__ = ["cells", "current_key", "open_row", "rows", "screen_text", "until"]
+__all__ = ["cells", "current_key", "open_row", "rows", "screen_text", "shot", "until"]
 
 S = TypeVar("S", bound=Screen[Any])
 
@@ -81,6 +82,14 @@ async def open_row(pilot: Pilot[Any], table: DataTable[Any], key: str, *,
     assert current_key(table) == key
     if enter:
         await pilot.press("enter")
+
+
+def shot(pilot: Pilot[Any], name: str) -> None:
+    """With ``EDGESYNC_TUI_SCREENSHOTS=DIR``, save the screen as DIR/name.svg (how the
+    screenshots of docs/tui.md are made: that variable, then the story test)."""
+    where = os.environ.get("EDGESYNC_TUI_SCREENSHOTS")
+    if where:
+        pilot.app.save_screenshot(f"{name}.svg", path=where)
 
 
 def screen_text(screen: Screen[Any]) -> str:
