@@ -1,37 +1,16 @@
 """Fixtures of the console tests: ``edgesync serve`` in-process (real PostgreSQL and
-Mosquitto, its HTTP API on a free port) and, per test, a device with its application
-database and agent, in a project an admin token of a fresh organization may manage."""
+Mosquitto, its HTTP API on a free port), one per test module; tui_console.py makes a
+device and a token per test."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
 
-import asyncpg
 import pytest
-from e2e_kit import Device, cloud, pool_of, register
+from e2e_kit import cloud
 
-from edgesync import identity
 from edgesync.server import Server
-from edgesync.tui import EdgesyncTui, TuiSettings
-
-
-@dataclass
-class Console:
-    """Where a console connects, for one device's project."""
-
-    server: Server
-    device: Device
-    settings: TuiSettings
-
-    @property
-    def pool(self) -> asyncpg.Pool:
-        return pool_of(self.server)
-
-    def app(self) -> EdgesyncTui:
-        return EdgesyncTui(self.settings)
 
 
 @pytest.fixture(scope="module")
@@ -40,20 +19,3 @@ async def tui_server(database_url: str, mqtt_url: str, tmp_path_factory: pytest.
     unique = uuid.uuid4().hex[:8]
     async with cloud(database_url, mqtt_url, tmp_path_factory.mktemp("cloud"), unique) as s:
         yield s
-
-
-async def make_console(server: Server, tmp_path: Path, mqtt_url: str, tag: str,
-                       **register_options: object) -> Console:
-    unique = uuid.uuid4().hex[:8]
-    pool = pool_of(server)
-    device = await register(pool, tmp_path, mqtt_url, unique, tag=tag,
-                            **register_options)  # type: ignore[arg-type]
-    async with pool.acquire() as conn:
-        boot = await identity.bootstrap(conn, org=f"org-{tag}-{unique}",
-                                        project=f"e2e-{tag}-{unique}",
-                                        topic_slug=f"e2e-{tag}-{unique}")
-    assert boot.project_id == device.scope.project_id
-    assert server.api is not None
-    return Console(server, device, TuiSettings(api_url=server.api.url, token=boot.token.token,
-                                               org_id=str(boot.org_id),
-                                               project=str(boot.project_id)))

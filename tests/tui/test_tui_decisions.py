@@ -8,15 +8,16 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from conftest import make_console
 from e2e_kit import app, running_agent, wait_reviews
 from textual.widgets import DataTable
+from tui_console import make_console
 from tui_pilot import on, open_row, rows, screen_text, status, until
 
 from edgesync.client import ApiClient
 from edgesync.server import Server
 from edgesync.tui._approve import ApproveScreen
 from edgesync.tui._confirm import AskScreen, ConfirmScreen
+from edgesync.tui._events import EventsScreen
 from edgesync.tui._review_detail import ReviewDetailScreen
 from edgesync.tui._reviews import ReviewsScreen
 
@@ -38,6 +39,8 @@ async def test_stale_review_reload_prompt_and_reject_reason(
 
         tui = console.app()
         async with tui.run_test(size=(140, 45)) as pilot:
+            assert tui.feed is not None
+            await until(pilot, tui.feed.connected.is_set, "event stream connected")
             await pilot.press("2")
             reviews = await until(pilot, lambda: on(pilot, ReviewsScreen), "reviews")
             table = reviews.query_one("#main-table", DataTable)
@@ -86,4 +89,21 @@ async def test_stale_review_reload_prompt_and_reject_reason(
                         "rejected")
             assert "reason: not ours" in screen_text(detail)
             assert (await asyncio.to_thread(other.review, junk))["decision_reason"] == "not ours"
+
+            # the events pane: what happened since the console started, from the stream
+            await pilot.press("3")
+            events = await until(pilot, lambda: on(pilot, EventsScreen), "events screen")
+            etable = events.query_one("#main-table", DataTable)
+
+            def kinds() -> list[str]:
+                return [c[2] for c in rows(etable).values()]
+
+            await until(pilot, lambda: {"schema_review.rejected", "schema_review.approved"}
+                        <= set(kinds()), f"decisions in the events pane (has {kinds()})")
+            assert kinds().index("schema_review.rejected") < kinds().index(
+                "schema_review.approved")  # newest first
+            assert "stream: live" in screen_text(events)
+            about = next(c[3] for c in rows(etable).values()
+                         if c[2] == "schema_review.rejected")
+            assert f"review {junk[:8]}" in about
         other.client.close()

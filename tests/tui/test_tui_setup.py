@@ -6,8 +6,8 @@ from __future__ import annotations
 import socket
 import uuid
 
-from conftest import make_console
 from textual.widgets import DataTable
+from tui_console import make_console
 from tui_pilot import on, until
 
 from edgesync.server import Server

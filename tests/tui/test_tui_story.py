@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import make_console
 from e2e_kit import app, running_agent, sqlite_rows, target_of
 from textual.widgets import DataTable, Input, ProgressBar
+from tui_console import make_console
 from tui_pilot import column_names, on, open_row, rows, screen_text, shot, status, until
 
 from edgesync.materialize import quote_ident

@@ -4,13 +4,18 @@ Lineages screen; a clear screen instead when it cannot work."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import logging
+from collections import deque
+from typing import Any
 
 from textual.app import App
 from textual.binding import Binding
 
 from edgesync.client import ApiClient, ApiClientError, ProjectApi
 from edgesync.tui._base import ApiScreen
+from edgesync.tui._feed import EventFeed
 from edgesync.tui._help import HelpScreen
 from edgesync.tui._problem import ProblemScreen
 from edgesync.tui._settings import TuiSettings
@@ -50,6 +55,7 @@ class EdgesyncTui(App[int]):
         Binding("question_mark", "help", "help"),
         Binding("1", "lineages", "lineages", show=False),
         Binding("2", "reviews", "reviews", show=False),
+        Binding("3", "events", "events", show=False),
     ]
 
     def __init__(self, settings: TuiSettings, *, client: ApiClient | None = None) -> None:
@@ -57,6 +63,10 @@ class EdgesyncTui(App[int]):
         self.settings = settings
         self._client = client
         self._api: ProjectApi | None = None
+        self.events: deque[dict[str, Any]] = deque(maxlen=500)
+        self.feed: EventFeed | None = None
+        self.feed_state = "not connected"
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.sub_title = f"{settings.api_url} · project {settings.project or '?'}"
 
     @property
@@ -75,13 +85,40 @@ class EdgesyncTui(App[int]):
         self._client = self._client or ApiClient(s.api_url, token=s.token, org_id=s.org_id,
                                                  timeout=15.0)
         self._api = self._client.project(s.project)
+        self._loop = asyncio.get_running_loop()
+        self.feed = EventFeed(self._api, self._from_feed, self._feed_failed)
+        self.feed.start()
         from edgesync.tui._lineages import LineagesScreen
 
         self.push_screen(LineagesScreen())
 
     def on_unmount(self) -> None:
+        if self.feed is not None:
+            self.feed.stop()
         if self._client is not None:
             self._client.close()
+
+    # The feed's thread hands events over to the app's loop without waiting for it.
+    def _from_feed(self, event: dict[str, Any]) -> None:
+        self._soon(self._event_arrived, event)
+
+    def _feed_failed(self, exc: ApiClientError) -> None:
+        self._soon(self._set_feed_state, f"interrupted ({exc.code}), reconnecting")
+
+    def _soon(self, fn: Any, arg: Any) -> None:
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the console has closed
+                self._loop.call_soon_threadsafe(fn, arg)
+
+    def _set_feed_state(self, state: str) -> None:
+        self.feed_state = state
+
+    def _event_arrived(self, event: dict[str, Any]) -> None:
+        self.feed_state = "live"
+        self.events.append(event)
+        handler = getattr(self.screen, "feed_event", None)
+        if handler is not None:
+            handler(event)
 
     def show_problem(self, exc: ApiClientError) -> None:
         if isinstance(self.screen, ProblemScreen):
@@ -122,6 +159,15 @@ class EdgesyncTui(App[int]):
 
         self._root()
         self.push_screen(ReviewsScreen())
+
+
+    def action_events(self) -> None:
+        if self._api is None:
+            return
+        from edgesync.tui._events import EventsScreen
+
+        self._root()
+        self.push_screen(EventsScreen())
 
 
 def run_tui(args: argparse.Namespace) -> int:

@@ -105,6 +105,10 @@ class LineageDetailScreen(ApiScreen):
                              cell(b["target_type"]), cell(b["device_data_point_id"]))
         self.refresh_bindings()
 
+    def feed_event(self, event: dict[str, Any]) -> None:
+        if str((event.get("body") or {}).get("lineage_id")) == self.lineage_id:
+            self.action_refresh()
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "reset":  # only a materialization error can be reset
             return self.lineage is not None and has_materialization_error(self.lineage)

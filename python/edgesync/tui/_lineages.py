@@ -52,6 +52,12 @@ class LineagesScreen(ApiScreen):
         if self.tui._api is not None:
             self.action_refresh()
 
+    def feed_event(self, event: dict[str, Any]) -> None:
+        """Any governance event may change a status or a counter: read the page again
+        (not while the operator types a search)."""
+        if not self.query_one("#filter", Input).has_class("shown"):
+            self.action_refresh()
+
     async def reload(self) -> None:
         doc = await self.call(self.api.lineages, page=self.page, limit=PAGE_SIZE,
                               status=self.status, q=self.query_text or None)

@@ -54,6 +54,10 @@ class ReviewsScreen(ApiScreen):
     def on_screen_resume(self) -> None:
         self.action_refresh()
 
+    def feed_event(self, event: dict[str, Any]) -> None:
+        if "review" in str(event.get("type", "")):
+            self.action_refresh()
+
     def _fetch(self) -> dict[str, Any]:
         if not self.device_names:
             devices = self.api.devices(limit=500)["data"]
