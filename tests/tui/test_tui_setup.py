@@ -3,19 +3,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import uuid
 
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Input
 from tui_console import make_console
-from tui_pilot import on, until
+from tui_pilot import on, open_row, rows, until
 
 from edgesync.server import Server
 from edgesync.tui import EdgesyncTui, TuiSettings
 from edgesync.tui._approve import preview
+from edgesync.tui._confirm import AskScreen
 from edgesync.tui._help import HelpScreen
 from edgesync.tui._lineage_detail import replay_progress
 from edgesync.tui._lineages import LineagesScreen
+from edgesync.tui._policy import PolicyScreen, policy_value
 from edgesync.tui._problem import ProblemScreen
 from edgesync.tui._review_detail import column_changes
 from edgesync.tui._rows import decoded_rows
@@ -70,6 +73,39 @@ async def test_unreachable_api_then_retry(tui_server: Server, tmp_path, mqtt_url
         help_ = await until(pilot, lambda: on(pilot, HelpScreen), "help")
         assert "/       filter" in help_.plain and "?       help" in help_.plain
         assert help_.plain.lower().count("esc     back") == 1
+        await pilot.press("escape")
+
+        # the policy screen: a change, a value the API refuses, a toggle, a reset
+        await until(pilot, lambda: on(pilot, LineagesScreen), "help closed")
+        await pilot.press("4")
+        policy = await until(pilot, lambda: on(pilot, PolicyScreen), "policy screen")
+        ptable = policy.query_one("#main-table", DataTable)
+        await until(pilot, lambda: "max_pending_rows_per_lineage" in rows(ptable), "policy")
+        assert rows(ptable)["max_pending_rows_per_lineage"][1] == "100000"
+
+        async def change(field: str, *keys: str) -> None:
+            await open_row(pilot, ptable, field)  # Enter asks for the value
+            ask = await until(pilot, lambda: on(pilot, AskScreen), f"{field} prompt")
+            ask.query_one(Input).value = ""
+            await pilot.press(*keys, "enter")
+            await until(pilot, lambda: on(pilot, PolicyScreen), "back on the policy")
+
+        await change("max_pending_rows_per_lineage", *"50000")
+        await until(pilot, lambda: rows(ptable)["max_pending_rows_per_lineage"][1] == "50000",
+                    "changed")
+        assert "max_pending_rows_per_lineage = 50000" in policy.status_text
+        await change("resume_threshold_percent", *"150")
+        await until(pilot, lambda: "VALIDATION_FAILED" in policy.status_text, "refused")
+        assert "resume_threshold_percent" in policy.status_text
+        assert rows(ptable)["resume_threshold_percent"][1] == "80"
+        await open_row(pilot, ptable, "allow_additive_continue", enter=False)
+        await pilot.press("t")
+        await until(pilot, lambda: rows(ptable)["allow_additive_continue"][1] == "true",
+                    "toggled")
+        await change("max_pending_rows_per_lineage", *"default")
+        await until(pilot, lambda: rows(ptable)["max_pending_rows_per_lineage"][1] == "100000",
+                    "back to the default")
+        assert (await asyncio.to_thread(tui.api.policy))["allow_additive_continue"] is True
 
 
 def test_decoded_rows_spread_row_batches_and_deletes() -> None:
@@ -111,3 +147,8 @@ def test_replay_progress() -> None:
     done = {"replay": {"staged_rows": 0, "intents": [
         {"status": "done", "rows_replayed": 100, "last_error": None}]}}
     assert replay_progress(done) == (100, 100, "done")
+
+
+def test_policy_values_read_like_the_cli() -> None:
+    assert [policy_value(t) for t in ("50000", "true", "fleet", '"none"', "default", " ")] == [
+        50000, True, "fleet", "none", None, None]

@@ -56,6 +56,7 @@ class EdgesyncTui(App[int]):
         Binding("1", "lineages", "lineages", show=False),
         Binding("2", "reviews", "reviews", show=False),
         Binding("3", "events", "events", show=False),
+        Binding("4", "policy", "policy", show=False),
     ]
 
     def __init__(self, settings: TuiSettings, *, client: ApiClient | None = None) -> None:
@@ -153,21 +154,26 @@ class EdgesyncTui(App[int]):
             self._root()
 
     def action_reviews(self) -> None:
-        if self._api is None:
-            return
         from edgesync.tui._reviews import ReviewsScreen
 
-        self._root()
-        self.push_screen(ReviewsScreen())
+        self._open(ReviewsScreen())
 
 
     def action_events(self) -> None:
-        if self._api is None:
-            return
         from edgesync.tui._events import EventsScreen
 
-        self._root()
-        self.push_screen(EventsScreen())
+        self._open(EventsScreen())
+
+    def action_policy(self) -> None:
+        from edgesync.tui._policy import PolicyScreen
+
+        self._open(PolicyScreen())
+
+    def _open(self, screen: ApiScreen) -> None:
+        """A top-level screen, on the Lineages screen (Esc goes back there)."""
+        if self._api is not None:
+            self._root()
+            self.push_screen(screen)
 
 
 def run_tui(args: argparse.Namespace) -> int:
