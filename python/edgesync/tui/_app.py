@@ -57,6 +57,7 @@ class EdgesyncTui(App[int]):
         Binding("2", "reviews", "reviews", show=False),
         Binding("3", "events", "events", show=False),
         Binding("4", "policy", "policy", show=False),
+        Binding("5", "registry", "registry", show=False),
     ]
 
     def __init__(self, settings: TuiSettings, *, client: ApiClient | None = None) -> None:
@@ -168,6 +169,11 @@ class EdgesyncTui(App[int]):
         from edgesync.tui._policy import PolicyScreen
 
         self._open(PolicyScreen())
+
+    def action_registry(self) -> None:
+        from edgesync.tui._registry import RegistryScreen
+
+        self._open(RegistryScreen())
 
     def _open(self, screen: ApiScreen) -> None:
         """A top-level screen, on the Lineages screen (Esc goes back there)."""

@@ -82,9 +82,12 @@ class ApproveScreen(Screen[Approval | None]):
         Binding("escape", "cancel", "cancel"),
     ]
 
-    def __init__(self, review: dict[str, Any]) -> None:
+    def __init__(self, review: dict[str, Any], *, registry: bool = False) -> None:
         super().__init__()
         self.review = review
+        # A registry decision binds every column for every device: no defer, and the sync
+        # authority stays each lineage's own.
+        self.registry = registry
         self.columns: list[dict[str, Any]] = (review.get("schema_columns") or {}).get(
             "columns") or []
         self.actions: dict[str, dict[str, Any]] = {
@@ -130,13 +133,18 @@ class ApproveScreen(Screen[Approval | None]):
         if self.columns:
             table.move_cursor(row=min(row, len(self.columns) - 1))
         lines = preview(self.columns, self.actions)
-        authority = self.sync_authority or "unchanged (device_authoritative by default)"
-        lines.append(f"sync authority: {authority}  (o toggles)")
+        if not self.registry:
+            authority = self.sync_authority or "unchanged (device_authoritative by default)"
+            lines.append(f"sync authority: {authority}  (o toggles)")
         self.query_one("#preview", Static).update("\n".join(lines))
 
     def say(self, message: str, *, error: bool = False) -> None:
         self.query_one("#status", Static).update(
             Text(message, style="bold red" if error else "green"))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        refused = action == "toggle_authority" or parameters == ("defer",)
+        return not (self.registry and refused)
 
     def action_set(self, action: str) -> None:
         a = self.current

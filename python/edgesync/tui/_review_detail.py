@@ -35,6 +35,8 @@ def schema_columns(review: dict[str, Any]) -> list[dict[str, Any]]:
 def column_changes(review: dict[str, Any]) -> list[tuple[str, str]]:
     """(column, what changed) for every column of the review's schema and every dropped
     one: the column diff against the lineage's approved schema."""
+    if "diff" not in review:  # a registry review: a schema of the scope, no device diff
+        return [(str(c["name"]), "-") for c in schema_columns(review)]
     diff = review.get("diff") or {}
     changes: dict[str, list[str]] = {}
     for kind, cols in diff.items():
@@ -69,8 +71,27 @@ class ReviewDetailScreen(ApiScreen):
                                 "change", "decided action")
             yield columns
 
+    # The routes of this kind of review (a registry review overrides them, _registry.py).
+    def fetch(self, review_id: str) -> Any:
+        return self.api.review(review_id)
+
+    def claim_call(self, review_id: str, version: int) -> Any:
+        return self.api.claim(review_id, version)
+
+    def approve_call(self, review_id: str, version: int, actions: list[dict[str, Any]],
+                     sync_authority: str | None) -> Any:
+        return self.api.approve(review_id, version, actions, sync_authority)
+
+    def reject_call(self, review_id: str, version: int, reason: str | None) -> Any:
+        return self.api.reject(review_id, version, reason)
+
+    def approve_form(self, review: dict[str, Any]) -> Any:
+        from edgesync.tui._approve import ApproveScreen
+
+        return ApproveScreen(review)
+
     async def reload(self) -> None:
-        review = await self.call(self.api.review, self.review_id)
+        review = await self.call(self.fetch, self.review_id)
         if review is None:
             return
         self.review = review
@@ -130,11 +151,11 @@ class ReviewDetailScreen(ApiScreen):
                      f"{self.review['action_version']}")
 
     def action_claim(self) -> None:
-        self.spawn(partial(self.decide, self.api.claim, done="claimed: now in review"),
+        self.spawn(partial(self.decide, self.claim_call, done="claimed: now in review"),
                         group="action")
 
     def action_approve(self) -> None:
-        from edgesync.tui._approve import Approval, ApproveScreen
+        from edgesync.tui._approve import Approval
 
         if self.review is None:
             return
@@ -143,20 +164,20 @@ class ReviewDetailScreen(ApiScreen):
             if approval is not None:
                 self.spawn(partial(self._approve, approval))
 
-        self.app.push_screen(ApproveScreen(self.review), chosen)
+        self.app.push_screen(self.approve_form(self.review), chosen)
 
     async def _approve(self, approval: Any) -> None:
         assert self.review is not None
         if self.review["status"] == "queued" and not await self.decide(
-                self.api.claim, done="claimed"):
+                self.claim_call, done="claimed"):
             return
-        await self.decide(self.api.approve, approval.column_actions, approval.sync_authority,
+        await self.decide(self.approve_call, approval.column_actions, approval.sync_authority,
                           done="approved: the lineage's rows replay into the target")
 
     def action_reject(self) -> None:
         def reason(text_: str | None) -> None:
             if text_ is not None:
-                self.spawn(partial(self.decide, self.api.reject, text_ or None,
+                self.spawn(partial(self.decide, self.reject_call, text_ or None,
                                         done="rejected"))
 
         self.app.push_screen(AskScreen("Reject this schema? The lineage stays paused and its "
@@ -166,7 +187,9 @@ class ReviewDetailScreen(ApiScreen):
         self.spawn(partial(self._rows, mode))
 
     async def _rows(self, mode: str) -> None:
-        if self.review is None:
+        if self.review is None or "lineage_id" not in self.review:
+            self.say("a registry review has no lineage of its own: open a device's lineage "
+                     "from the Lineages screen", error=True)
             return
         lineage = await self.call(self.api.lineage, self.review["lineage_id"])
         if lineage is not None:
