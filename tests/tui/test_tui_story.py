@@ -124,19 +124,31 @@ async def test_review_approve_written_reset_delete(tui_server: Server, tmp_path:
             await pilot.press("a")
             form = await until(pilot, lambda: on(pilot, ApproveScreen), "approve form")
             atable = form.query_one("#actions", DataTable)
+
+            def preview() -> str:
+                return str(form.query_one("#preview").render())
+
             await open_row(pilot, atable, "value", enter=False)
+            # a name another column has: the API's preview refuses it before approval
             await pilot.press("e")
             await until(pilot, lambda: on(pilot, AskScreen), "rename prompt")
+            await pilot.press(*"key", "enter")
+            await until(pilot, lambda: "refused: HTTP 422 INVALID_REQUEST" in preview()
+                        and "column_actions[3].mirror_column_name" in preview(),
+                        "the preview refuses a duplicate column name")
+            await pilot.press("e")
+            ask = await until(pilot, lambda: on(pilot, AskScreen), "rename prompt")
+            ask.query_one(Input).value = ""
             await pilot.press(*"setting_value", "enter")
             await until(pilot, lambda: on(pilot, ApproveScreen), "back on the form")
             await open_row(pilot, atable, "level", enter=False)
             await pilot.press("t", "t", "t")  # bigint → double precision → numeric
             await open_row(pilot, atable, "note", enter=False)
             await pilot.press("i")
-            preview = str(form.query_one("#preview").render())
-            assert ("target columns: key text primary key, level numeric, setting_value text"
-                    in preview), preview
-            assert "not synced: note" in preview
+            await until(pilot, lambda: "target columns: key text primary key, level numeric, "
+                        "setting_value text" in preview() and "not synced: note" in preview(),
+                        "the API's preview of the target")
+            assert "target table: edge_state_" in preview()
             shot(pilot, "approve")
             await pilot.press("a")
             await until(pilot, lambda: on(pilot, ReviewDetailScreen) and detail.review
@@ -200,8 +212,8 @@ async def test_review_approve_written_reset_delete(tui_server: Server, tmp_path:
             form = await until(pilot, lambda: on(pilot, ApproveScreen), "approve form")
             await open_row(pilot, form.query_one("#actions", DataTable), "extra", enter=False)
             await pilot.press("f")
-            assert "deferred (the lineage stays paused until decided): extra" in str(
-                form.query_one("#preview").render())
+            await until(pilot, lambda: "deferred (the lineage stays paused until decided): "
+                        "extra" in str(form.query_one("#preview").render()), "defer previewed")
             await pilot.press("a")
             await until(pilot, lambda: detail.review and detail.review["status"] == "approved",
                         "alarms approved with a deferred column")

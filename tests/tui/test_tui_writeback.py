@@ -46,8 +46,8 @@ async def test_edit_and_add_rows_reach_sqlite(tui_server: Server, tmp_path: Path
             await pilot.press("a")
             form = await until(pilot, lambda: on(pilot, ApproveScreen), "approve form")
             await pilot.press("o")
-            assert "sync authority: cloud_authoritative" in str(
-                form.query_one("#preview").render())
+            await until(pilot, lambda: "sync authority: cloud_authoritative" in str(
+                form.query_one("#preview").render()), "authority shown")
             await pilot.press("a")
             await until(pilot, lambda: detail.review and detail.review["status"] == "approved",
                         "approved")

@@ -190,6 +190,13 @@ class ProjectApi:
                          _body(action_version=action_version, column_actions=column_actions,
                                sync_authority=sync_authority))
 
+    def preview_approval(self, review_id: str,
+                         column_actions: list[dict[str, Any]] | None = None) -> Any:
+        """What approving with ``column_actions`` would give; changes nothing."""
+        return self._data(self.client.request(
+            "POST", f"{self.prefix}/edge/schema-reviews/{review_id}/preview",
+            json=_body(column_actions=column_actions)))
+
     def reject(self, review_id: str, action_version: int, reason: str | None = None) -> Any:
         return self.post(f"/edge/schema-reviews/{review_id}/reject",
                          {"action_version": action_version, "reason": reason})

@@ -16,17 +16,19 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
+from edgesync.client import ApiClientError
 from edgesync.client._actions import resolve_map_specs
 from edgesync.errors import ConfigError
 from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell
 
-__all__ = ["TARGET_TYPES", "Approval", "ApproveScreen", "preview"]
+__all__ = ["TARGET_TYPES", "Approval", "ApproveScreen", "preview", "preview_lines"]
 
 TARGET_TYPES: list[str | None] = [None, "bigint", "double precision", "numeric", "text",
                                   "bytea", "boolean", "jsonb"]
 # What a column of a SQLite type affinity becomes when no target type is chosen.
-_AFFINITY_TYPES = {"INTEGER": "bigint", "REAL": "double precision", "NUMERIC": "numeric",
+# (as edgesync.materialize maps them: NUMERIC affinity lands in text, lossless).
+_AFFINITY_TYPES = {"INTEGER": "bigint", "REAL": "double precision", "NUMERIC": "text",
                    "TEXT": "text", "BLOB": "bytea"}
 
 
@@ -64,6 +66,26 @@ def preview(columns: list[dict[str, Any]], actions: dict[str, dict[str, Any]]) -
         lines.append(f"not synced: {', '.join(ignored)}")
     if deferred:
         lines.append(f"deferred (the lineage stays paused until decided): {', '.join(deferred)}")
+    return lines
+
+
+def preview_lines(p: dict[str, Any]) -> list[str]:
+    """The API's preview (``POST …/schema-reviews/{id}/preview``) in the form of
+    ``preview``, with the target table first."""
+    cols = [f"{c['target_column_name']} {c['pg_type']}"
+            + (" primary key" if c["primary_key"] else "") for c in p["columns"]]
+    lines = [f"target table: {p['target_table']} ({p['pipeline']})",
+             f"target columns: {', '.join(cols) or '(none)'}"]
+    if p["data_points"]:
+        points = [f"{d['source_column_name']} → data point "
+                  f"{d['device_data_point_id'] or d['data_point_name']}"
+                  for d in p["data_points"]]
+        lines.append(f"data points: {'; '.join(points)}")
+    if p["ignored"]:
+        lines.append(f"not synced: {', '.join(p['ignored'])}")
+    if p["deferred"]:
+        lines.append("deferred (the lineage stays paused until decided): "
+                     f"{', '.join(p['deferred'])}")
     return lines
 
 
@@ -132,11 +154,33 @@ class ApproveScreen(Screen[Approval | None]):
                           key=str(c["name"]))
         if self.columns:
             table.move_cursor(row=min(row, len(self.columns) - 1))
-        lines = preview(self.columns, self.actions)
+        if self.registry:
+            self._show_preview(preview(self.columns, self.actions))
+        else:
+            # The API checks the actions as an approval would and names the target.
+            self.run_worker(cast(Any, self._ask_preview), group="preview", exclusive=True)
+
+    def _show_preview(self, lines: list[str], *, error: str | None = None) -> None:
+        out = Text("\n".join(lines))
+        if error:
+            out.append(("\n" if lines else "") + f"refused: {error}", style="bold red")
         if not self.registry:
             authority = self.sync_authority or "unchanged (device_authoritative by default)"
-            lines.append(f"sync authority: {authority}  (o toggles)")
-        self.query_one("#preview", Static).update("\n".join(lines))
+            out.append(f"\nsync authority: {authority}  (o toggles)")
+        self.query_one("#preview", Static).update(out)
+
+    async def _ask_preview(self) -> None:
+        from edgesync.tui._app import EdgesyncTui
+
+        assert isinstance(self.app, EdgesyncTui)
+        actions = [self.actions[str(c["name"])] for c in self.columns]
+        try:
+            doc = await asyncio.to_thread(self.app.api.preview_approval, self.review["id"],
+                                          actions)
+        except ApiClientError as exc:
+            self._show_preview([], error=str(exc))
+            return
+        self._show_preview(preview_lines(doc))
 
     def say(self, message: str, *, error: bool = False) -> None:
         self.query_one("#status", Static).update(
