@@ -12,13 +12,15 @@ from typing import Any
 import pytest
 from e2e_kit import pool_of
 from textual.widgets import DataTable, Input
-from tui_pilot import on, open_row, rows, until
+from tui_pilot import on, open_row, rows, screen_text, until
 
 from edgesync import identity, registry
 from edgesync.server import Server
 from edgesync.tui import EdgesyncTui, TuiSettings
 from edgesync.tui._approve import ApproveScreen
 from edgesync.tui._confirm import AskScreen
+from edgesync.tui._lineage_detail import LineageDetailScreen
+from edgesync.tui._lineages import LineagesScreen
 from edgesync.tui._policy import PolicyScreen
 from edgesync.tui._registry import RegistryReviewScreen, RegistryScreen
 
@@ -51,10 +53,10 @@ async def test_registry_review_for_two_devices(tui_server: Server,
                     or rows(ptable)["schema_coalescing_mode"][1] == "project", "coalescing")
 
         # two devices send the same first schema (the running serve's ingest pipeline)
-        for device_name in ("gw-a", "gw-b"):
+        for device_name, fleet in (("gw-a", "north"), ("gw-b", "south")):
             async with pool.acquire() as conn:
                 device = await registry.add_device(conn, project=name, name=device_name,
-                                                   topic_slug=slug)
+                                                   topic_slug=slug, fleet=fleet)
             f = batches("device_state")
             payload = f.payload(f.rows(("insert", {"id": 1, "mode": "heat", "setpoint": 20.5})))
             await tui_server.pipeline.handle(f"{device.root_topic}/sync/rows/batch", payload)
@@ -99,3 +101,25 @@ async def test_registry_review_for_two_devices(tui_server: Server,
         await pilot.press("enter")
         await until(pilot, lambda: "device_state: moved 0 lineages" in screen.status_text,
                     "nothing to move: both already write to the coalesced mirror")
+
+        # Lineages: a fleet filter, and the detail names the shared (coalesced) mirror
+        await pilot.press("1")
+        lineages = await until(pilot, lambda: on(pilot, LineagesScreen), "lineages")
+        ltable = lineages.query_one("#main-table", DataTable)
+        await until(pilot, lambda: len(rows(ltable)) == 2, "two lineages", refresh=True)
+        await pilot.press("F")
+        await until(pilot, lambda: on(pilot, AskScreen), "fleet prompt")
+        await pilot.press(*"north", "enter")
+        await until(pilot, lambda: [c[0] for c in rows(ltable).values()] == ["gw-a"]
+                    and "fleet: north" in screen_text(lineages), "only the north fleet")
+        await pilot.press("F")
+        ask = await until(pilot, lambda: on(pilot, AskScreen), "fleet prompt")
+        assert ask.query_one(Input).value == "north"
+        ask.query_one(Input).value = ""
+        await pilot.press(*"nowhere", "enter")
+        await until(pilot, lambda: "no fleet named 'nowhere'" in lineages.status_text
+                    and "north, south" in lineages.status_text, "unknown fleet")
+        await open_row(pilot, ltable, next(iter(rows(ltable))))
+        ldetail = await until(pilot, lambda: on(pilot, LineageDetailScreen), "detail")
+        await until(pilot, lambda: "coalesced mirror: shared by 2 devices of the project"
+                    in screen_text(ldetail), "coalesced mirror shown")

@@ -12,6 +12,7 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import DataTable, ProgressBar, Static
 
+from edgesync.client import ApiClientError
 from edgesync.tui._base import ApiScreen
 from edgesync.tui._confirm import ConfirmScreen
 from edgesync.tui._format import cell, pause_words, short_time, text
@@ -74,8 +75,20 @@ class LineageDetailScreen(ApiScreen):
                                  "target type", "data point")
             yield bindings
 
+    def _fetch(self) -> dict[str, Any]:
+        """The lineage, and the coalesced mirror its target is when it shares one."""
+        lineage: dict[str, Any] = self.api.lineage(self.lineage_id)
+        lineage["coalesced_mirror"] = None
+        if lineage.get("target_table"):
+            try:
+                lineage["coalesced_mirror"] = self.api.coalesced_mirror(lineage["target_table"])
+            except ApiClientError as exc:
+                if exc.code != "COALESCED_MIRROR_NOT_FOUND":
+                    raise
+        return lineage
+
     async def reload(self) -> None:
-        lineage = await self.call(self.api.lineage, self.lineage_id)
+        lineage = await self.call(self._fetch)
         if lineage is None:
             return
         self.lineage = lineage
@@ -192,6 +205,11 @@ def _summary(lineage: dict[str, Any]) -> Text:
                        ("current schema", "current_schema_hash"),
                        ("approved schema", "approved_schema_hash")):
         out.append(f"{label}: {text(lineage.get(key))}\n")
+    mirror = lineage.get("coalesced_mirror")
+    if mirror:
+        out.append(f"coalesced mirror: shared by {mirror['device_count']} devices of the "
+                   f"{mirror['scope']} ({len(mirror['schema_hashes'])} schema hashes)\n",
+                   style="cyan")
     out.append(f"last batch: {short_time(lineage.get('last_batch_at'))} · "
                f"updated: {short_time(lineage.get('updated_at'))} · id {lineage['id']}")
     return out

@@ -4,6 +4,7 @@ paused ones wait. ``/`` searches on the server (``q=``), so it covers every page
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 from typing import Any
 
 from rich.text import Text
@@ -12,6 +13,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
 from edgesync.tui._base import ApiScreen
+from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell, pause_words, short_time
 
 __all__ = ["LineagesScreen"]
@@ -27,6 +29,7 @@ class LineagesScreen(ApiScreen):
     BINDINGS = [
         Binding("slash", "filter", "filter"),
         Binding("f", "cycle_status", "status"),
+        Binding("F", "fleet", "fleet…"),
         Binding("n", "page(1)", "next page"),
         Binding("p", "page(-1)", "prev page"),
         Binding("2", "app.reviews", "reviews"),
@@ -38,6 +41,7 @@ class LineagesScreen(ApiScreen):
         self.total = 0
         self.query_text = ""
         self.status: str | None = None
+        self.fleet: tuple[str, str] | None = None  # (name, id)
         self.rows: dict[str, dict[str, Any]] = {}
 
     def body(self) -> Iterable[Widget]:
@@ -60,7 +64,8 @@ class LineagesScreen(ApiScreen):
 
     async def reload(self) -> None:
         doc = await self.call(self.api.lineages, page=self.page, limit=PAGE_SIZE,
-                              status=self.status, q=self.query_text or None)
+                              status=self.status, q=self.query_text or None,
+                              fleet_id=self.fleet[1] if self.fleet else None)
         if doc is None:
             return
         self.total = int(doc["meta"]["total"])
@@ -89,6 +94,8 @@ class LineagesScreen(ApiScreen):
         pages = max(1, -(-self.total // PAGE_SIZE))
         parts = [f"page {self.page} of {pages}", f"{self.total} lineages",
                  f"status: {self.status or 'all'}"]
+        if self.fleet:
+            parts.append(f"fleet: {self.fleet[0]}")
         if self.query_text:
             parts.append(f"search: {self.query_text!r}")
         return " · ".join(parts)
@@ -119,6 +126,31 @@ class LineagesScreen(ApiScreen):
         self.status = _STATUSES[(_STATUSES.index(self.status) + 1) % len(_STATUSES)]
         self.page = 1
         self.action_refresh()
+
+    def action_fleet(self) -> None:
+        def answered(name: str | None) -> None:
+            if name is not None:
+                self.spawn(partial(self._set_fleet, name.strip()))
+
+        self.app.push_screen(AskScreen("Only the lineages of the fleet named (empty: every "
+                                       "fleet):", self.fleet[0] if self.fleet else ""),
+                             answered)
+
+    async def _set_fleet(self, name: str) -> None:
+        if not name:
+            self.fleet = None
+        else:
+            doc = await self.call(self.api.devices, limit=500)
+            if doc is None:
+                return
+            ids = {d["fleet"]: d["fleet_id"] for d in doc["data"] if d.get("fleet")}
+            if name not in ids:
+                known = ", ".join(sorted(ids)) or "none"
+                self.say(f"no fleet named {name!r} (fleets with devices: {known})", error=True)
+                return
+            self.fleet = (name, str(ids[name]))
+        self.page = 1
+        await self.reload()
 
     def action_page(self, step: int) -> None:
         pages = max(1, -(-self.total // PAGE_SIZE))
