@@ -84,6 +84,9 @@ async def test_registry_review_for_two_devices(tui_server: Server,
         await until(pilot, lambda: on(pilot, AskScreen), "rename prompt")
         await pilot.press(*"hvac", "enter")
         await until(pilot, lambda: on(pilot, ApproveScreen), "form")
+        await until(pilot, lambda: "target table: edge_state_p" in str(
+            form.query_one("#preview").render()) and "hvac" in str(
+            form.query_one("#preview").render()), "the API's preview of the coalesced target")
         await pilot.press("a")
         await until(pilot, lambda: detail.review and detail.review["status"] == "approved",
                     "registry review approved (claimed first)")

@@ -9,11 +9,11 @@ import uuid
 
 from textual.widgets import DataTable, Input
 from tui_console import make_console
-from tui_pilot import on, open_row, rows, until
+from tui_pilot import composed, on, open_row, rows, screen_text, until
 
 from edgesync.server import Server
 from edgesync.tui import EdgesyncTui, TuiSettings
-from edgesync.tui._approve import preview
+from edgesync.tui._approve import preview_lines
 from edgesync.tui._confirm import AskScreen
 from edgesync.tui._help import HelpScreen
 from edgesync.tui._lineage_detail import replay_progress
@@ -33,7 +33,7 @@ def _closed_port() -> int:
 async def test_settings_missing_is_a_screen_not_a_traceback() -> None:
     tui = EdgesyncTui(TuiSettings(token="esk_x"))
     async with tui.run_test(size=(120, 40)) as pilot:
-        problem = await until(pilot, lambda: on(pilot, ProblemScreen), "settings screen")
+        problem = await until(pilot, lambda: composed(pilot, ProblemScreen), "settings screen")
         assert "settings missing" in problem.plain
         assert "--org-id / EDGESYNC_ORG_ID" in problem.plain
         assert "--project / EDGESYNC_PROJECT" in problem.plain
@@ -50,27 +50,27 @@ async def test_unreachable_api_then_retry(tui_server: Server, tmp_path, mqtt_url
     s = console.settings
     tui = EdgesyncTui(TuiSettings(f"http://127.0.0.1:{port}", s.token, s.org_id, s.project))
     async with tui.run_test(size=(120, 40)) as pilot:
-        problem = await until(pilot, lambda: on(pilot, ProblemScreen), "unreachable screen")
+        problem = await until(pilot, lambda: composed(pilot, ProblemScreen), "unreachable screen")
         assert "Cannot reach the edgesync API" in problem.plain
         assert f"http://127.0.0.1:{port}" in problem.plain and "r tries again" in problem.plain
         # the operator fixes nothing: r shows the same screen again
         await pilot.press("r")
-        await until(pilot, lambda: on(pilot, ProblemScreen), "still unreachable")
+        await until(pilot, lambda: composed(pilot, ProblemScreen), "still unreachable")
 
     # a token the API does not know
     tui = EdgesyncTui(TuiSettings(s.api_url, "esk_" + uuid.uuid4().hex, s.org_id, s.project))
     async with tui.run_test(size=(120, 40)) as pilot:
-        problem = await until(pilot, lambda: on(pilot, ProblemScreen), "refused screen")
+        problem = await until(pilot, lambda: composed(pilot, ProblemScreen), "refused screen")
         assert "refused the token" in problem.plain and "UNAUTHENTICATED" in problem.plain
 
     # the right settings: the Lineages screen, empty, and its help overlay
     tui = console.app()
     async with tui.run_test(size=(120, 40)) as pilot:
         lineages = await until(pilot, lambda: on(pilot, LineagesScreen), "lineages")
-        await until(pilot, lambda: "0 of 0 lineages" in lineages.status_text, "loaded")
+        await until(pilot, lambda: "0 of 0 lineages" in screen_text(lineages), "loaded")
         assert lineages.query_one("#main-table", DataTable).row_count == 0
         await pilot.press("question_mark")
-        help_ = await until(pilot, lambda: on(pilot, HelpScreen), "help")
+        help_ = await until(pilot, lambda: composed(pilot, HelpScreen), "help")
         assert "/       filter" in help_.plain and "?       help" in help_.plain
         assert help_.plain.lower().count("esc     back") == 1
         await pilot.press("escape")
@@ -122,7 +122,7 @@ def test_decoded_rows_spread_row_batches_and_deletes() -> None:
     assert flat[2]["temp"] == 20.5
 
 
-def test_column_changes_and_preview() -> None:
+def test_column_changes_and_preview_lines() -> None:
     review = {"schema_columns": {"columns": [
         {"name": "id", "decl_type_affinity": "INTEGER", "pk_ordinal": 1},
         {"name": "mode", "decl_type_affinity": "TEXT", "pk_ordinal": 0},
@@ -130,11 +130,18 @@ def test_column_changes_and_preview() -> None:
         "diff": {"added": ["extra"], "dropped": ["old"], "type_changed": ["mode"]}}
     assert column_changes(review) == [("id", "unchanged"), ("mode", "type changed"),
                                       ("extra", "added"), ("old", "dropped")]
-    lines = preview(review["schema_columns"]["columns"], {
-        "id": {"action": "mirror"},
-        "mode": {"action": "mirror", "mirror_column_name": "hvac", "target_type": "jsonb"},
-        "extra": {"action": "defer"}})
-    assert lines == ["target columns: id bigint primary key, hvac jsonb",
+    assert column_changes({"schema_columns": review["schema_columns"]}) == [
+        ("id", "-"), ("mode", "-"), ("extra", "-")]  # a registry review: no device diff
+    lines = preview_lines({
+        "target_table": "edge_state_x_t", "pipeline": "rows",
+        "columns": [{"target_column_name": "id", "pg_type": "bigint", "primary_key": True},
+                    {"target_column_name": "hvac", "pg_type": "jsonb", "primary_key": False}],
+        "data_points": [{"source_column_name": "sp", "device_data_point_id": None,
+                         "data_point_name": "setpoint"}],
+        "ignored": [], "deferred": ["extra"]})
+    assert lines == ["target table: edge_state_x_t (rows)",
+                     "target columns: id bigint primary key, hvac jsonb",
+                     "data points: sp → data point setpoint",
                      "deferred (the lineage stays paused until decided): extra"]
 
 

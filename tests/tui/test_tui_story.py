@@ -13,7 +13,7 @@ import pytest
 from e2e_kit import app, running_agent, sqlite_rows, target_of
 from textual.widgets import DataTable, Input, ProgressBar
 from tui_console import make_console
-from tui_pilot import column_names, on, open_row, rows, screen_text, shot, status, until
+from tui_pilot import column_names, composed, on, open_row, rows, screen_text, shot, status, until
 
 from edgesync.materialize import quote_ident
 from edgesync.server import Server
@@ -71,7 +71,7 @@ async def test_review_approve_written_reset_delete(tui_server: Server, tmp_path:
             shot(pilot, "lineages")
 
             await pilot.press("question_mark")
-            help_ = await until(pilot, lambda: on(pilot, HelpScreen), "help overlay")
+            help_ = await until(pilot, lambda: composed(pilot, HelpScreen), "help overlay")
             assert "Keys: Lineages" in help_.plain
             for line in ("/       filter", "f       status", "n       next page",
                          "r       refresh", "q       quit"):

@@ -45,6 +45,12 @@ def on(pilot: Pilot[Any], kind: type[S]) -> S | None:
     return screen if isinstance(screen, kind) else None
 
 
+def composed(pilot: Pilot[Any], kind: type[S]) -> S | None:
+    """The current screen if it is a ``kind`` and has drawn its text (``plain``)."""
+    screen = on(pilot, kind)
+    return screen if screen is not None and getattr(screen, "plain", "") else None
+
+
 def cells(table: DataTable[Any], key: str) -> list[str]:
     return [str(c) for c in table.get_row(key)]
 

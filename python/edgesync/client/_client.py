@@ -228,6 +228,14 @@ class ProjectApi:
                          _body(action_version=action_version, column_actions=column_actions,
                                reason=reason))
 
+    def preview_registry_approval(self, review_id: str,
+                                  column_actions: list[dict[str, Any]] | None = None,
+                                  fleet_id: str | None = None) -> Any:
+        """What approving a registry review with ``column_actions`` would give."""
+        return self._data(self.client.request(
+            "POST", f"{self.prefix}{self._edge(fleet_id)}/registry-reviews/{review_id}/preview",
+            json=_body(column_actions=column_actions)))
+
     def coalesced_mirrors(self, fleet_id: str | None = None, **params: Any) -> dict[str, Any]:
         return self.get_page(self._edge(fleet_id) + "/coalesced-mirrors", **params)
 

@@ -22,14 +22,10 @@ from edgesync.errors import ConfigError
 from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell
 
-__all__ = ["TARGET_TYPES", "Approval", "ApproveScreen", "preview", "preview_lines"]
+__all__ = ["TARGET_TYPES", "Approval", "ApproveScreen", "preview_lines"]
 
 TARGET_TYPES: list[str | None] = [None, "bigint", "double precision", "numeric", "text",
                                   "bytea", "boolean", "jsonb"]
-# What a column of a SQLite type affinity becomes when no target type is chosen.
-# (as edgesync.materialize maps them: NUMERIC affinity lands in text, lossless).
-_AFFINITY_TYPES = {"INTEGER": "bigint", "REAL": "double precision", "NUMERIC": "text",
-                   "TEXT": "text", "BLOB": "bytea"}
 
 
 @dataclass
@@ -38,40 +34,9 @@ class Approval:
     sync_authority: str | None = None
 
 
-def preview(columns: list[dict[str, Any]], actions: dict[str, dict[str, Any]]) -> list[str]:
-    """Lines describing the target an approval with ``actions`` gives."""
-    target, points, ignored, deferred = [], [], [], []
-    for c in columns:
-        name = str(c["name"])
-        a = actions[name]
-        kind = a["action"]
-        if kind == "mirror":
-            typ = a.get("target_type") or _AFFINITY_TYPES.get(
-                str(c.get("decl_type_affinity") or "").upper(), "text")
-            pk = " primary key" if c.get("pk_ordinal") else ""
-            target.append(f"{a.get('mirror_column_name') or name} {typ}{pk}")
-        elif kind == "map":
-            points.append(f"{name} → data point {a['device_data_point_id']}")
-        elif kind == "auto_create_and_map":
-            points.append(f"{name} → data point {a.get('data_point_name') or name} (created "
-                          "if missing)")
-        elif kind == "ignore":
-            ignored.append(name)
-        else:
-            deferred.append(name)
-    lines = [f"target columns: {', '.join(target) or '(none)'}"]
-    if points:
-        lines.append(f"data points: {'; '.join(points)}")
-    if ignored:
-        lines.append(f"not synced: {', '.join(ignored)}")
-    if deferred:
-        lines.append(f"deferred (the lineage stays paused until decided): {', '.join(deferred)}")
-    return lines
-
-
 def preview_lines(p: dict[str, Any]) -> list[str]:
-    """The API's preview (``POST …/schema-reviews/{id}/preview``) in the form of
-    ``preview``, with the target table first."""
+    """The API's preview (``POST …/schema-reviews/{id}/preview`` or
+    ``…/registry-reviews/{id}/preview``) as lines for the form."""
     cols = [f"{c['target_column_name']} {c['pg_type']}"
             + (" primary key" if c["primary_key"] else "") for c in p["columns"]]
     lines = [f"target table: {p['target_table']} ({p['pipeline']})",
@@ -154,11 +119,8 @@ class ApproveScreen(Screen[Approval | None]):
                           key=str(c["name"]))
         if self.columns:
             table.move_cursor(row=min(row, len(self.columns) - 1))
-        if self.registry:
-            self._show_preview(preview(self.columns, self.actions))
-        else:
-            # The API checks the actions as an approval would and names the target.
-            self.run_worker(cast(Any, self._ask_preview), group="preview", exclusive=True)
+        # The API checks the actions as an approval would and names the target.
+        self.run_worker(cast(Any, self._ask_preview), group="preview", exclusive=True)
 
     def _show_preview(self, lines: list[str], *, error: str | None = None) -> None:
         out = Text("\n".join(lines))
@@ -174,9 +136,10 @@ class ApproveScreen(Screen[Approval | None]):
 
         assert isinstance(self.app, EdgesyncTui)
         actions = [self.actions[str(c["name"])] for c in self.columns]
+        api = self.app.api
+        ask = api.preview_registry_approval if self.registry else api.preview_approval
         try:
-            doc = await asyncio.to_thread(self.app.api.preview_approval, self.review["id"],
-                                          actions)
+            doc = await asyncio.to_thread(ask, self.review["id"], actions)
         except ApiClientError as exc:
             self._show_preview([], error=str(exc))
             return

@@ -43,4 +43,5 @@ class HelpScreen(ModalScreen[None]):
 
     @property
     def plain(self) -> str:
-        return str(self.query_one("#help-text", Static).render())
+        found = self.query("#help-text")  # empty until the screen has composed
+        return str(found.first(Static).render()) if found else ""

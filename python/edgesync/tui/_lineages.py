@@ -39,6 +39,7 @@ class LineagesScreen(ApiScreen):
         super().__init__()
         self.page = 1
         self.total = 0
+        self.shown = 0
         self.query_text = ""
         self.status: str | None = None
         self.fleet: tuple[str, str] | None = None  # (name, id)
@@ -87,12 +88,14 @@ class LineagesScreen(ApiScreen):
                 cell(short_time(item.get("last_batch_at"))), key=item["id"])
         if doc["data"]:
             table.move_cursor(row=min(cursor, len(doc["data"]) - 1))
+        # The count goes in the head, not the status line: a re-read after an event must
+        # not wipe what the operator's last action said.
+        self.shown = len(doc["data"])
         self.query_one("#head", Static).update(self._head())
-        self.say(f"{len(doc['data'])} of {self.total} lineages")
 
     def _head(self) -> str:
         pages = max(1, -(-self.total // PAGE_SIZE))
-        parts = [f"page {self.page} of {pages}", f"{self.total} lineages",
+        parts = [f"page {self.page} of {pages}", f"{self.shown} of {self.total} lineages",
                  f"status: {self.status or 'all'}"]
         if self.fleet:
             parts.append(f"fleet: {self.fleet[0]}")

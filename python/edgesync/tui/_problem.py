@@ -42,4 +42,5 @@ class ProblemScreen(Screen[None]):
 
     @property
     def plain(self) -> str:
-        return str(self.query_one("#problem-text", Static).render())
+        found = self.query("#problem-text")  # empty until the screen has composed
+        return str(found.first(Static).render()) if found else ""

@@ -95,7 +95,6 @@ class RegistryScreen(ApiScreen):
         self.query_one("#head", Static).update(
             f"registry reviews · filter: {FILTERS[self.filter_index][1]} (f cycles) · "
             f"{reviews['meta']['total']} reviews · {mirrors['meta']['total']} coalesced mirrors")
-        self.say(f"{len(reviews['data'])} registry reviews")
 
     def action_cycle_filter(self) -> None:
         self.filter_index = (self.filter_index + 1) % len(FILTERS)

@@ -85,8 +85,7 @@ class ReviewsScreen(ApiScreen):
         pages = max(1, -(-self.total // PAGE_SIZE))
         self.query_one("#head", Static).update(
             f"filter: {self.filter_label} (f cycles) · page {self.page} of {pages} · "
-            f"{self.total} reviews")
-        self.say(f"{len(doc['data'])} of {self.total} reviews")
+            f"{len(doc['data'])} of {self.total} reviews")
 
     def action_cycle_filter(self) -> None:
         self.filter_index = (self.filter_index + 1) % len(FILTERS)
