@@ -119,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
         add_policy_parser,
         add_registry_parser,
         add_reviews_parser,
+        add_tui_parser,
     )
 
     devices = sub.add_parser("devices", help="register and list devices, issue credentials",
@@ -134,6 +135,7 @@ def _parser() -> argparse.ArgumentParser:
     add_registry_parser(sub)
     add_data_points_parser(sub)
     add_policy_parser(sub)
+    add_tui_parser(sub)
 
     from edgesync.identity._admin import add_admin_parser
 
@@ -200,6 +202,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0 if ok else 1
     if args.command == "events":
         return cmd.events_watch(args)
+    if args.command == "tui":
+        from edgesync.tui import run_tui
+
+        return run_tui(args)
     from edgesync.credentials._cli import is_credentials_command
 
     if is_credentials_command(args):

@@ -175,3 +175,37 @@ async def test_reopen_review_after_a_deferred_column(client: httpx.AsyncClient, 
     r = await client.post(tenant.url(f"/edge/lineages/{uuid.uuid4()}/reopen-review"),
                           headers=tenant.headers(**idem()))
     assert (r.status_code, r.json()["error"]["code"]) == (404, "LINEAGE_NOT_FOUND")
+
+
+async def test_search_every_page_and_last_batch_time(client: httpx.AsyncClient, tenant,
+                                                     stage) -> None:
+    """``q`` filters on the server (device name, table, pause reason; any case), so a
+    console's search is not limited to the page it shows; each lineage says when its
+    latest batch arrived."""
+    a = await stage(tenant, "gw-north-1")
+    await stage(tenant, "gw-south-1")
+    await stage(tenant, "gw-north-2", table="alarms")
+
+    async def names(**params: str | int) -> tuple[list[str], int]:
+        r = await client.get(tenant.url("/edge/lineages"), headers=tenant.reader(),
+                             params=params)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        return [f"{x['device_name']}/{x['source_table']}" for x in body["data"]], \
+            body["meta"]["total"]
+
+    assert await names(q="NORTH") == (["gw-north-1/device_state", "gw-north-2/alarms"], 2)
+    assert await names(q="north", page=2, limit=1) == (["gw-north-2/alarms"], 2)
+    assert await names(q="alarm") == (["gw-north-2/alarms"], 1)
+    assert (await names(q="schema_rev"))[1] == 3
+    assert await names(q="nowhere") == ([], 0)
+    assert await names(q="") == (
+        ["gw-north-1/device_state", "gw-north-2/alarms", "gw-south-1/device_state"], 3)
+
+    listed = (await client.get(tenant.url("/edge/lineages"), headers=tenant.reader(),
+                               params={"q": "gw-north-1"})).json()["data"][0]
+    detail = (await client.get(tenant.url(f"/edge/lineages/{a.lineage_id}"),
+                               headers=tenant.reader())).json()["data"]
+    assert listed["last_batch_at"] is not None
+    assert detail["last_batch_at"] == listed["last_batch_at"]
+    assert listed["last_batch_at"] >= listed["created_at"]

@@ -204,3 +204,29 @@ async def test_fleet_scoped_routes(client: httpx.AsyncClient, tenant, stage_regi
     assert (r.status_code, r.json()["error"]["code"]) == (404, "COALESCED_MIRROR_NOT_FOUND")
     assert (await client.get(tenant.url(f"{s}/coalesced-mirrors"),
                              headers=tenant.reader())).json()["data"] == []
+
+
+async def test_registry_preview_names_the_coalesced_target(client: httpx.AsyncClient, tenant,
+                                                           stage_registry,
+                                                           pool: asyncpg.Pool) -> None:
+    rid, _ = await stage_registry(tenant, "gw-a", "gw-b")
+    url = tenant.url(f"/edge/registry-reviews/{rid}/preview")
+    r = await client.post(url, headers=tenant.reader(), json={"column_actions": [
+        {"source_column_name": "id", "action": "mirror"},
+        {"source_column_name": "mode", "action": "mirror", "mirror_column_name": "hvac"},
+        {"source_column_name": "setpoint", "action": "ignore"}]})
+    assert r.status_code == 200, r.text
+    p = r.json()["data"]
+    assert p["target_table"] == f"edge_state_p{tenant.project_id.hex[:8]}_device_state"
+    assert [c["target_column_name"] for c in p["columns"]] == ["id", "hvac"]
+    assert p["ignored"] == ["setpoint"]
+    r = await client.post(url, headers=tenant.reader(), json={"column_actions": [
+        {"source_column_name": "id", "action": "mirror"},
+        {"source_column_name": "mode", "action": "defer"},
+        {"source_column_name": "setpoint", "action": "ignore"}]})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "column_actions[1].action"
+    review = (await client.get(tenant.url(f"/edge/registry-reviews/{rid}"),
+                               headers=tenant.reader())).json()["data"]
+    assert (review["status"], review["action_version"], review["target_table"]) == (
+        "queued", 1, None)
+    assert await pool.fetchval("SELECT to_regclass($1) IS NULL", p["target_table"])

@@ -120,3 +120,46 @@ async def test_approve_can_make_the_table_cloud_authoritative(client: httpx.Asyn
     lineage = (await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}"),
                                 headers=tenant.reader())).json()["data"]
     assert lineage["sync_authority"] == "cloud_authoritative"
+
+
+async def test_preview_of_an_approval_changes_nothing(client: httpx.AsyncClient, tenant,
+                                                      stage, pool: asyncpg.Pool) -> None:
+    s = await stage(tenant)
+    url = tenant.url(f"/edge/schema-reviews/{s.review_id}/preview")
+    # read access is enough, and no Idempotency-Key: nothing is stored
+    r = await client.post(url, headers=tenant.reader(), json={"column_actions": [
+        {"source_column_name": "id", "action": "mirror"},
+        {"source_column_name": "mode", "action": "mirror", "mirror_column_name": "hvac",
+         "target_type": "jsonb"},
+        {"source_column_name": "setpoint", "action": "defer"}]})
+    assert r.status_code == 200, r.text
+    p = r.json()["data"]
+    assert p["pipeline"] == "rows" and p["target_table"].startswith("edge_state_")
+    assert p["target_table"].endswith("_device_state")
+    assert [(c["source_column_name"], c["target_column_name"], c["pg_type"], c["primary_key"])
+            for c in p["columns"]] == [("id", "id", "bigint", True),
+                                       ("mode", "hvac", "jsonb", False)]
+    assert (p["ignored"], p["deferred"], p["data_points"]) == ([], ["setpoint"], [])
+
+    r = await client.post(url, headers=tenant.reader(), json={})  # mirror every column
+    assert [c["target_column_name"] for c in r.json()["data"]["columns"]] == [
+        "id", "mode", "setpoint"]
+
+    r = await client.post(url, headers=tenant.reader(), json={"column_actions": [
+        {"source_column_name": "id", "action": "mirror"},
+        {"source_column_name": "mode", "action": "mirror", "mirror_column_name": "id"},
+        {"source_column_name": "setpoint", "action": "ignore"}]})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["field"] == "column_actions[1].mirror_column_name"
+    r = await client.post(url, headers=tenant.reader(), json={"column_actions": [
+        {"source_column_name": "id", "action": "mirror"}]})
+    assert r.status_code == 422 and "setpoint" in r.json()["error"]["message"]
+
+    review = (await client.get(tenant.url(f"/edge/schema-reviews/{s.review_id}"),
+                               headers=tenant.reader())).json()["data"]
+    assert (review["status"], review["action_version"]) == ("queued", 1)
+    assert await pool.fetchval("SELECT target_table FROM edge_table_lineages WHERE id = $1",
+                               s.lineage_id) is None
+    r = await client.post(tenant.url(f"/edge/schema-reviews/{uuid.uuid4()}/preview"),
+                          headers=tenant.reader(), json={})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "REVIEW_NOT_FOUND"

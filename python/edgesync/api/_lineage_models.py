@@ -32,6 +32,8 @@ class LineageOut(BaseModel):
     rejected_batches: int
     materialization_errors: int
     last_error: str | None
+    last_batch_at: datetime | None = Field(
+        None, description="when the cloud received the lineage's latest batch (any outcome)")
     created_at: datetime
     updated_at: datetime
 

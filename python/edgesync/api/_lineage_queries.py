@@ -22,13 +22,21 @@ from edgesync.store import Conn
 
 __all__ = ["delete_lineage", "get_lineage", "lineage_detail", "list_lineages", "mirror_rows"]
 
+# The last batch comes from the ledger's (lineage_id, id) index: one index probe per row.
 _SELECT = """
-SELECT l.*, d.name AS device_name FROM edge_table_lineages l
+SELECT l.*, d.name AS device_name,
+       (SELECT s.received_at FROM edge_export_segments s WHERE s.lineage_id = l.id
+        ORDER BY s.id DESC LIMIT 1) AS last_batch_at
+FROM edge_table_lineages l
 JOIN edge_devices d ON d.id = l.device_id
 """
+# ``q`` (``$5``): a case-insensitive substring of the device name, source table, target
+# table or pause reason, so a console's search covers every page, not just the one shown.
 _FILTER = """
 WHERE l.project_id = $1 AND ($2::uuid IS NULL OR l.device_id = $2)
   AND ($3::uuid IS NULL OR l.fleet_id = $3) AND ($4::text IS NULL OR l.status = $4)
+  AND ($5::text IS NULL OR strpos(lower(concat_ws(' ', d.name, l.source_table,
+       l.target_table, l.pause_reason)), lower($5)) > 0)
 """
 
 
@@ -38,11 +46,12 @@ def lineage_not_found() -> ApiError:
 
 async def list_lineages(conn: Conn, project_id: uuid.UUID, *, device_id: uuid.UUID | None,
                         fleet_id: uuid.UUID | None, status: str | None, offset: int,
-                        limit: int) -> tuple[list[LineageOut], int]:
-    args = (project_id, device_id, fleet_id, status)
-    total = await conn.fetchval("SELECT count(*) FROM edge_table_lineages l" + _FILTER, *args)
+                        limit: int, q: str | None = None) -> tuple[list[LineageOut], int]:
+    args = (project_id, device_id, fleet_id, status, q or None)
+    total = await conn.fetchval("SELECT count(*) FROM edge_table_lineages l "
+                                "JOIN edge_devices d ON d.id = l.device_id" + _FILTER, *args)
     rows = await conn.fetch(_SELECT + _FILTER + " ORDER BY d.name, l.source_table, l.id "
-                            "OFFSET $5 LIMIT $6", *args, offset, limit)
+                            "OFFSET $6 LIMIT $7", *args, offset, limit)
     return [LineageOut.model_validate(dict(r)) for r in rows], int(total)
 
 

@@ -8,7 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-__all__ = ["ApproveBody", "ClaimBody", "ColumnActionIn", "RejectBody", "ReviewOut"]
+__all__ = ["ApproveBody", "ClaimBody", "ColumnActionIn", "PreviewBody", "RejectBody",
+           "ReviewOut"]
 
 ReviewStatus = Literal["queued", "in_review", "approved", "rejected", "abandoned"]
 
@@ -67,6 +68,13 @@ class ApproveBody(_Body):
     sync_authority: Literal["device_authoritative", "cloud_authoritative"] | None = Field(
         None, description="cloud_authoritative lets the cloud write rows back to this state "
                           "table; omitted: unchanged (device_authoritative by default)")
+
+
+class PreviewBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    column_actions: list[ColumnActionIn] | None = Field(
+        None, max_length=2000, description="as for approve; omitted: mirror every column")
 
 
 class RejectBody(_Body):

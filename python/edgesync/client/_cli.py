@@ -17,7 +17,8 @@ from typing import Any
 from edgesync.client._client import DEFAULT_API_URL
 
 __all__ = ["MODE_NOTE", "add_data_points_parser", "add_devices_parsers", "add_lineages_parser",
-           "add_policy_parser", "add_registry_parser", "add_reviews_parser", "uses_database"]
+           "add_policy_parser", "add_registry_parser", "add_reviews_parser", "add_tui_parser",
+           "uses_database"]
 
 MODE_NOTE = (
     "Over the HTTP API by default (--api-url / EDGESYNC_API_URL, --token / EDGESYNC_TOKEN, "
@@ -40,7 +41,8 @@ def _db_options(p: argparse.ArgumentParser) -> None:
                    help="work on the embedded PostgreSQL in this directory directly")
 
 
-def _api_options(p: argparse.ArgumentParser, *, project: bool = True) -> None:
+def _api_options(p: argparse.ArgumentParser, *, project: bool = True,
+                 output: bool = True) -> None:
     g = p.add_argument_group("HTTP API")
     g.add_argument("--api-url", default=os.environ.get("EDGESYNC_API_URL", DEFAULT_API_URL),
                    help=f"API base URL (env EDGESYNC_API_URL; default {DEFAULT_API_URL})")
@@ -51,8 +53,10 @@ def _api_options(p: argparse.ArgumentParser, *, project: bool = True) -> None:
     if project:
         g.add_argument("--project", default=None,
                        help="project id (env EDGESYNC_PROJECT)")
-    g.add_argument("--output", "-o", choices=["table", "json"], default=None,
-                   help="table (default over the API) or json (default with --database-url)")
+    if output:
+        g.add_argument("--output", "-o", choices=["table", "json"], default=None,
+                       help="table (default over the API) or json (default with "
+                            "--database-url)")
 
 
 def _paging(p: argparse.ArgumentParser) -> None:
@@ -354,3 +358,12 @@ def add_data_points_parser(sub: Any) -> None:
     values.add_argument("--to", default=None, metavar="TIME", help="ts before (RFC 3339)")
     _paging(values)
     _api_options(values)
+
+
+def add_tui_parser(sub: Any) -> None:
+    tui = sub.add_parser(
+        "tui", help="the operator console in the terminal (lineages, reviews, rows)",
+        description="The operator console (docs/tui.md): lineages, their staged and written "
+                    "rows, schema reviews with per-column approval. A client of the HTTP API "
+                    "with the same settings as the other operator commands.")
+    _api_options(tui, output=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import urllib.parse
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import httpx
@@ -91,6 +91,26 @@ class ApiClient:
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params=params)
 
+    def stream_lines(self, path: str, *, headers: Mapping[str, str] | None = None,
+                     read_timeout: float = 30.0,
+                     opened: Callable[[httpx.Response], None] | None = None) -> Iterator[str]:
+        """The lines of a streaming GET (the event stream), as they arrive; errors as for
+        ``request``. ``opened`` gets the response, so another thread can ``close()`` it to
+        stop a reader waiting for the next line."""
+        timeout = httpx.Timeout(10.0, read=read_timeout)
+        try:
+            with self._http.stream("GET", path, headers=dict(headers or {}),
+                                   timeout=timeout) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise _error(response)
+                if opened is not None:
+                    opened(response)
+                yield from response.iter_lines()
+        except httpx.HTTPError as exc:
+            raise ApiClientError(0, "CONNECTION_FAILED",
+                                 f"{self.base_url}: {exc or type(exc).__name__}") from exc
+
     def post(self, path: str, body: Any = None, *, idempotency_key: str | None = None) -> Any:
         return self.request("POST", path, json=body, idempotency_key=idempotency_key)
 
@@ -170,6 +190,13 @@ class ProjectApi:
                          _body(action_version=action_version, column_actions=column_actions,
                                sync_authority=sync_authority))
 
+    def preview_approval(self, review_id: str,
+                         column_actions: list[dict[str, Any]] | None = None) -> Any:
+        """What approving with ``column_actions`` would give; changes nothing."""
+        return self._data(self.client.request(
+            "POST", f"{self.prefix}/edge/schema-reviews/{review_id}/preview",
+            json=_body(column_actions=column_actions)))
+
     def reject(self, review_id: str, action_version: int, reason: str | None = None) -> Any:
         return self.post(f"/edge/schema-reviews/{review_id}/reject",
                          {"action_version": action_version, "reason": reason})
@@ -200,6 +227,14 @@ class ProjectApi:
         return self.post(f"{self._edge(fleet_id)}/registry-reviews/{review_id}/{action}",
                          _body(action_version=action_version, column_actions=column_actions,
                                reason=reason))
+
+    def preview_registry_approval(self, review_id: str,
+                                  column_actions: list[dict[str, Any]] | None = None,
+                                  fleet_id: str | None = None) -> Any:
+        """What approving a registry review with ``column_actions`` would give."""
+        return self._data(self.client.request(
+            "POST", f"{self.prefix}{self._edge(fleet_id)}/registry-reviews/{review_id}/preview",
+            json=_body(column_actions=column_actions)))
 
     def coalesced_mirrors(self, fleet_id: str | None = None, **params: Any) -> dict[str, Any]:
         return self.get_page(self._edge(fleet_id) + "/coalesced-mirrors", **params)

@@ -50,10 +50,13 @@ async def list_(
     device_id: Annotated[uuid.UUID | None, Query()] = None,
     fleet_id: Annotated[uuid.UUID | None, Query()] = None,
     status: Annotated[Literal["active", "paused"] | None, Query()] = None,
+    q: Annotated[str | None, Query(
+        max_length=200, description="only lineages whose device name, source table, target "
+                                    "table or pause reason contains this (any case)")] = None,
 ) -> Page[LineageOut]:
     items, total = await list_lineages(conn, access.project_id, device_id=device_id,
                                        fleet_id=fleet_id, status=status,
-                                       offset=paging.offset, limit=paging.limit)
+                                       offset=paging.offset, limit=paging.limit, q=q)
     return paging.of(items, total)
 
 

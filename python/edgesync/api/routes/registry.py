@@ -18,6 +18,7 @@ from edgesync.api._envelopes import Item, Page
 from edgesync.api._errors import ApiError, error_responses
 from edgesync.api._idempotency import IdempotencyKey, idempotent
 from edgesync.api._pagination import Paging
+from edgesync.api._preview import ApprovalPreview, preview_registry_review
 from edgesync.api._registry_models import (
     CoalescedMirrorOut,
     ConsolidationOut,
@@ -28,7 +29,7 @@ from edgesync.api._registry_models import (
     RegistryReviewDetail,
     RegistryReviewOut,
 )
-from edgesync.api._review_models import ClaimBody
+from edgesync.api._review_models import ClaimBody, PreviewBody
 from edgesync.api._review_queries import check_action_version
 from edgesync.errors import NotFoundError
 from edgesync.store import Conn
@@ -218,6 +219,16 @@ def _make_router(prefix: str, tag: str, read: _ScopeDep, manage: _ScopeDep,
             return 200, Item[RegistryReviewOut](data=RegistryReviewOut.model_validate(result))
 
         return await idempotent(conn, access, request, idempotency_key, work)
+
+    @r.post("/registry-reviews/{review_id}/preview", response_model=Item[ApprovalPreview],
+            responses=_WRITE_ERRORS,
+            summary="What approving with these column actions would give (changes nothing)")
+    async def preview(scope: Read, conn: Db, review_id: ReviewId,
+                      body: PreviewBody) -> Item[ApprovalPreview]:
+        review = await _review(conn, scope, review_id)
+        actions = (None if body.column_actions is None else
+                   [a.model_dump(exclude_none=True) for a in body.column_actions])
+        return Item[ApprovalPreview](data=await preview_registry_review(conn, review, actions))
 
     def _decision(action: Literal["reject", "abandon"], summary: str) -> None:
         decide = (governance.reject_registry_review if action == "reject"

@@ -14,7 +14,14 @@ from edgesync.api._envelopes import Item, Page
 from edgesync.api._errors import error_responses
 from edgesync.api._idempotency import IdempotencyKey, idempotent
 from edgesync.api._pagination import Paging
-from edgesync.api._review_models import ApproveBody, ClaimBody, RejectBody, ReviewOut
+from edgesync.api._preview import ApprovalPreview, preview_review
+from edgesync.api._review_models import (
+    ApproveBody,
+    ClaimBody,
+    PreviewBody,
+    RejectBody,
+    ReviewOut,
+)
 from edgesync.api._review_queries import (
     check_action_version,
     get_review,
@@ -98,3 +105,17 @@ async def reject(access: CanManage, conn: Db, request: Request, review_id: Revie
         return 200, Item[ReviewOut](data=review_out(result))
 
     return await idempotent(conn, access, request, idempotency_key, work)
+
+
+@router.post("/{review_id}/preview", response_model=Item[ApprovalPreview],
+             responses=_READ_ERRORS,
+             summary="What an approval with these column actions would give (changes nothing)")
+async def preview(access: CanRead, conn: Db, review_id: ReviewId,
+                  body: PreviewBody) -> Item[ApprovalPreview]:
+    """Validates the actions as ``approve`` does and describes the target; it needs only
+    read access and no ``Idempotency-Key``, since nothing is stored."""
+    review = await get_review(conn, access.project_id, review_id)
+    actions = (None if body.column_actions is None else
+               [a.model_dump(exclude_none=True) for a in body.column_actions])
+    return Item[ApprovalPreview](data=await preview_review(conn, access.project_id, review,
+                                                           actions))

@@ -1,0 +1,234 @@
+"""One lineage: why it is paused, materialization errors, schema versions, bindings and
+replay progress; from here the staged and written rows, its review, reset and delete."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widget import Widget
+from textual.widgets import DataTable, ProgressBar, Static
+
+from edgesync.client import ApiClientError
+from edgesync.tui._base import ApiScreen
+from edgesync.tui._confirm import ConfirmScreen
+from edgesync.tui._format import cell, pause_words, short_time, text
+
+__all__ = ["LineageDetailScreen", "has_materialization_error", "replay_progress"]
+
+
+def has_materialization_error(lineage: dict[str, Any]) -> bool:
+    m = lineage.get("materialization") or {}
+    return bool(m.get("error_count") or m.get("failed_batches") or m.get("last_error"))
+
+
+def replay_progress(lineage: dict[str, Any]) -> tuple[int, int, str]:
+    """(rows done, rows in all, state) of the latest replay: done is what its intent has
+    replayed, and what is still staged is what it has left to do."""
+    replay = lineage.get("replay") or {}
+    intents = replay.get("intents") or []
+    staged = int(replay.get("staged_rows") or 0)
+    if not intents:
+        return 0, staged, "no replay yet"
+    latest = intents[0]
+    done = int(latest.get("rows_replayed") or 0)
+    state = str(latest["status"])
+    if latest.get("last_error"):
+        state += f": {latest['last_error']}"
+    return done, done + (staged if latest["status"] == "pending" else 0), state
+
+
+class LineageDetailScreen(ApiScreen):
+    TITLE = "Lineage"
+    BINDINGS = [
+        Binding("d", "rows('staged')", "staged rows"),
+        Binding("w", "rows('written')", "written rows"),
+        Binding("v", "review", "its review"),
+        Binding("x", "reset", "reset materialization"),
+        Binding("D", "delete", "delete"),
+    ]
+
+    def __init__(self, lineage_id: str) -> None:
+        super().__init__()
+        self.lineage_id = lineage_id
+        self.lineage: dict[str, Any] | None = None
+
+    def body(self) -> Iterable[Widget]:
+        with VerticalScroll():
+            yield Static("loading…", id="summary", classes="block", markup=False)
+            yield Static("Materialization", classes="section")
+            yield Static("", id="materialization", classes="block", markup=False)
+            yield Static("Replay", classes="section")
+            yield ProgressBar(id="replay-bar", show_eta=False)
+            yield Static("", id="replay", classes="block", markup=False)
+            yield Static("Schema versions", classes="section")
+            versions: DataTable[Text] = DataTable(id="versions", cursor_type="row")
+            versions.add_columns("first seen", "schema hash", "classification", "status",
+                                 "columns", "diff")
+            yield versions
+            yield Static("Bindings", classes="section")
+            bindings: DataTable[Text] = DataTable(id="bindings", cursor_type="row")
+            bindings.add_columns("schema hash", "source column", "action", "target column",
+                                 "target type", "data point")
+            yield bindings
+
+    def _fetch(self) -> dict[str, Any]:
+        """The lineage, and the coalesced mirror its target is when it shares one."""
+        lineage: dict[str, Any] = self.api.lineage(self.lineage_id)
+        lineage["coalesced_mirror"] = None
+        if lineage.get("target_table"):
+            try:
+                lineage["coalesced_mirror"] = self.api.coalesced_mirror(lineage["target_table"])
+            except ApiClientError as exc:
+                if exc.code != "COALESCED_MIRROR_NOT_FOUND":
+                    raise
+        return lineage
+
+    async def reload(self) -> None:
+        lineage = await self.call(self._fetch)
+        if lineage is None:
+            return
+        self.lineage = lineage
+        self.sub_title = f"{lineage['device_name']} / {lineage['source_table']}"
+        self.query_one("#summary", Static).update(_summary(lineage))
+        self.query_one("#materialization", Static).update(_materialization(lineage))
+        done, total, state = replay_progress(lineage)
+        self.query_one("#replay-bar", ProgressBar).update(total=max(total, 1),
+                                                          progress=done if total else 1)
+        replay = lineage["replay"]
+        self.query_one("#replay", Static).update(
+            f"latest replay: {state} · rows {done}/{total} · pending intents "
+            f"{replay['pending_intents']} · staged batches {replay['staged_batches']}")
+        versions = self.query_one("#versions", DataTable)
+        versions.clear()
+        for v in lineage["schema_versions"]:
+            cols = (v.get("schema_columns") or {}).get("columns") or []
+            versions.add_row(cell(short_time(v["first_seen_at"])), cell(v["schema_hash"][:16]),
+                             cell(v["classification"]), cell(v["status"]),
+                             cell(", ".join(str(c["name"]) for c in cols)),
+                             cell(_diff_words(v.get("diff") or {})))
+        bindings = self.query_one("#bindings", DataTable)
+        bindings.clear()
+        for b in lineage["bindings"]:
+            bindings.add_row(cell(b["schema_hash"][:16]), cell(b["source_column_name"]),
+                             cell(b["action"]), cell(b["mirror_column_name"]),
+                             cell(b["target_type"]), cell(b["device_data_point_id"]))
+        self.refresh_bindings()
+
+    def feed_event(self, event: dict[str, Any]) -> None:
+        if str((event.get("body") or {}).get("lineage_id")) == self.lineage_id:
+            self.action_refresh()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "reset":  # only a materialization error can be reset
+            return self.lineage is not None and has_materialization_error(self.lineage)
+        return True
+
+    def action_rows(self, mode: str) -> None:
+        from edgesync.tui._rows import RowsScreen
+
+        if self.lineage is not None:
+            self.app.push_screen(RowsScreen(self.lineage, mode))
+
+    def action_review(self) -> None:
+        self.spawn(self._open_review)
+
+    async def _open_review(self) -> None:
+        doc = await self.call(self.api.reviews, lineage_id=self.lineage_id, limit=500)
+        if doc is None:
+            return
+        if not doc["data"]:
+            self.say("this lineage has no schema review (a registry review may decide it)",
+                     error=True)
+            return
+        open_ = [r for r in doc["data"] if r["status"] in ("queued", "in_review")]
+        review = (open_ or doc["data"])[-1]
+        from edgesync.tui._review_detail import ReviewDetailScreen
+
+        self.app.push_screen(ReviewDetailScreen(review["id"]))
+
+    def action_reset(self) -> None:
+        if self.lineage is None or not has_materialization_error(self.lineage):
+            self.say("no materialization error: nothing to reset", error=True)
+            return
+        self.spawn(self._reset)
+
+    async def _reset(self) -> None:
+        result = await self.call(self.api.reset_materialization, self.lineage_id)
+        if result is not None:
+            self.say(f"materialization reset: {result['requeued_batches']} batches requeued, "
+                     "replay scheduled")
+            await self.reload()
+
+    def action_delete(self) -> None:
+        if self.lineage is None:
+            return
+        name = f"{self.lineage['device_name']} / {self.lineage['source_table']}"
+        self.app.push_screen(
+            ConfirmScreen(f"Delete lineage {name}?\n\nThis removes its cloud sync state: "
+                          "schema versions, reviews, bindings, staged rows and pending "
+                          "controls. Its edge_state_* table and rows stay."),
+            self._confirmed_delete)
+
+    def _confirmed_delete(self, yes: bool | None) -> None:
+        if yes:
+            self.spawn(self._delete)
+        else:
+            self.say("delete cancelled")
+
+    async def _delete(self) -> None:
+        if await self.call(self.api.delete_lineage, self.lineage_id) is not None:
+            self.app.pop_screen()
+            self.app.notify("lineage deleted")
+            screen = self.app.screen
+            if isinstance(screen, ApiScreen):
+                screen.say(f"lineage {self.lineage_id} deleted")
+
+
+def _summary(lineage: dict[str, Any]) -> Text:
+    out = Text()
+    paused = lineage["status"] == "paused"
+    out.append(f"{lineage['device_name']} / {lineage['source_table']}\n", style="bold")
+    out.append("status: ")
+    out.append(lineage["status"], style="bold yellow" if paused else "bold green")
+    if paused:
+        out.append(f" — {pause_words(lineage['pause_reason'])}", style="yellow")
+    out.append("\n")
+    for label, key in (("pipeline", "pipeline"), ("sync authority", "sync_authority"),
+                       ("target table", "target_table"), ("staged rows", "staged_rows"),
+                       ("staged bytes", "staged_bytes"),
+                       ("materialized rows", "materialized_rows"),
+                       ("rejected batches", "rejected_batches"),
+                       ("current schema", "current_schema_hash"),
+                       ("approved schema", "approved_schema_hash")):
+        out.append(f"{label}: {text(lineage.get(key))}\n")
+    mirror = lineage.get("coalesced_mirror")
+    if mirror:
+        out.append(f"coalesced mirror: shared by {mirror['device_count']} devices of the "
+                   f"{mirror['scope']} ({len(mirror['schema_hashes'])} schema hashes)\n",
+                   style="cyan")
+    out.append(f"last batch: {short_time(lineage.get('last_batch_at'))} · "
+               f"updated: {short_time(lineage.get('updated_at'))} · id {lineage['id']}")
+    return out
+
+
+def _materialization(lineage: dict[str, Any]) -> Text:
+    m = lineage["materialization"]
+    out = Text()
+    if not has_materialization_error(lineage):
+        out.append("no errors", style="green")
+        return out
+    out.append(f"errors since reset: {m['error_count']} · failed batches "
+               f"{m['failed_batches']} ({m['failed_rows']} rows)\n", style="bold red")
+    out.append(f"last error: {text(m['last_error'])}\n")
+    out.append("x resets the breaker and replays the failed rows", style="italic")
+    return out
+
+
+def _diff_words(diff: dict[str, Any]) -> str:
+    parts = [f"{kind.replace('_', ' ')}: {', '.join(cols)}" for kind, cols in diff.items()
+             if cols]
+    return "; ".join(parts) or "-"

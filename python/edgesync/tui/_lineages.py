@@ -1,0 +1,170 @@
+"""Lineages: every (device, source table) of the project, a page at a time, with why the
+paused ones wait. ``/`` searches on the server (``q=``), so it covers every page."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import partial
+from typing import Any
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.widget import Widget
+from textual.widgets import DataTable, Input, Static
+
+from edgesync.tui._base import ApiScreen
+from edgesync.tui._confirm import AskScreen
+from edgesync.tui._format import cell, pause_words, short_time
+
+__all__ = ["LineagesScreen"]
+
+PAGE_SIZE = 50
+_STATUSES: list[str | None] = [None, "active", "paused"]
+_COLUMNS = ["device", "table", "pipeline", "status", "pause reason", "staged", "materialized",
+            "errors", "last batch"]
+
+
+class LineagesScreen(ApiScreen):
+    TITLE = "Lineages"
+    BINDINGS = [
+        Binding("slash", "filter", "filter"),
+        Binding("f", "cycle_status", "status"),
+        Binding("F", "fleet", "fleet…"),
+        Binding("n", "page(1)", "next page"),
+        Binding("p", "page(-1)", "prev page"),
+        Binding("2", "app.reviews", "reviews"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.page = 1
+        self.total = 0
+        self.shown = 0
+        self.query_text = ""
+        self.status: str | None = None
+        self.fleet: tuple[str, str] | None = None  # (name, id)
+        self.rows: dict[str, dict[str, Any]] = {}
+
+    def body(self) -> Iterable[Widget]:
+        yield Input(placeholder="search device, table, target or pause reason; Enter applies, "
+                                "Esc closes", id="filter")
+        yield Static("", id="head", classes="head", markup=False)
+        table: DataTable[Text] = DataTable(id="main-table", cursor_type="row", zebra_stripes=True)
+        table.add_columns(*_COLUMNS)
+        yield table
+
+    def on_screen_resume(self) -> None:
+        if self.tui._api is not None:
+            self.action_refresh()
+
+    def feed_event(self, event: dict[str, Any]) -> None:
+        """Any governance event may change a status or a counter: read the page again
+        (not while the operator types a search)."""
+        if not self.query_one("#filter", Input).has_class("shown"):
+            self.action_refresh()
+
+    async def reload(self) -> None:
+        doc = await self.call(self.api.lineages, page=self.page, limit=PAGE_SIZE,
+                              status=self.status, q=self.query_text or None,
+                              fleet_id=self.fleet[1] if self.fleet else None)
+        if doc is None:
+            return
+        self.total = int(doc["meta"]["total"])
+        if not doc["data"] and self.page > 1:
+            self.page = 1
+            self.action_refresh()
+            return
+        table = self.query_one("#main-table", DataTable)
+        cursor = table.cursor_row
+        table.clear()
+        self.rows = {}
+        for item in doc["data"]:
+            self.rows[item["id"]] = item
+            table.add_row(
+                cell(item["device_name"]), cell(item["source_table"]), cell(item["pipeline"]),
+                Text(item["status"], style="yellow" if item["status"] == "paused" else "green"),
+                cell(pause_words(item["pause_reason"])), cell(item["staged_rows"]),
+                cell(item["materialized_rows"]), cell(item["materialization_errors"]),
+                cell(short_time(item.get("last_batch_at"))), key=item["id"])
+        if doc["data"]:
+            table.move_cursor(row=min(cursor, len(doc["data"]) - 1))
+        # The count goes in the head, not the status line: a re-read after an event must
+        # not wipe what the operator's last action said.
+        self.shown = len(doc["data"])
+        self.query_one("#head", Static).update(self._head())
+
+    def _head(self) -> str:
+        pages = max(1, -(-self.total // PAGE_SIZE))
+        parts = [f"page {self.page} of {pages}", f"{self.shown} of {self.total} lineages",
+                 f"status: {self.status or 'all'}"]
+        if self.fleet:
+            parts.append(f"fleet: {self.fleet[0]}")
+        if self.query_text:
+            parts.append(f"search: {self.query_text!r}")
+        return " · ".join(parts)
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("shown")
+        box.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.query_text = event.value.strip()
+        self.page = 1
+        self._close_filter()
+        self.action_refresh()
+
+    def _close_filter(self) -> None:
+        self.query_one("#filter", Input).remove_class("shown")
+        self.query_one("#main-table", DataTable).focus()
+
+    def action_back(self) -> None:
+        if self.query_one("#filter", Input).has_class("shown"):
+            self._close_filter()
+            return
+        super().action_back()
+
+    def action_cycle_status(self) -> None:
+        self.status = _STATUSES[(_STATUSES.index(self.status) + 1) % len(_STATUSES)]
+        self.page = 1
+        self.action_refresh()
+
+    def action_fleet(self) -> None:
+        def answered(name: str | None) -> None:
+            if name is not None:
+                self.spawn(partial(self._set_fleet, name.strip()))
+
+        self.app.push_screen(AskScreen("Only the lineages of the fleet named (empty: every "
+                                       "fleet):", self.fleet[0] if self.fleet else ""),
+                             answered)
+
+    async def _set_fleet(self, name: str) -> None:
+        if not name:
+            self.fleet = None
+        else:
+            doc = await self.call(self.api.devices, limit=500)
+            if doc is None:
+                return
+            ids = {d["fleet"]: d["fleet_id"] for d in doc["data"] if d.get("fleet")}
+            if name not in ids:
+                known = ", ".join(sorted(ids)) or "none"
+                self.say(f"no fleet named {name!r} (fleets with devices: {known})", error=True)
+                return
+            self.fleet = (name, str(ids[name]))
+        self.page = 1
+        await self.reload()
+
+    def action_page(self, step: int) -> None:
+        pages = max(1, -(-self.total // PAGE_SIZE))
+        page = min(max(1, self.page + step), pages)
+        if page != self.page:
+            self.page = page
+            self.action_refresh()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        from edgesync.tui._lineage_detail import LineageDetailScreen
+
+        lineage_id = event.row_key.value
+        if lineage_id is not None:
+            self.app.push_screen(LineageDetailScreen(lineage_id))

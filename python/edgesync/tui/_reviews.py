@@ -1,0 +1,106 @@
+"""Schema reviews of the project; ``f`` cycles the status shown."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.widget import Widget
+from textual.widgets import DataTable, Static
+
+from edgesync.tui._base import ApiScreen
+from edgesync.tui._format import cell, short_time
+
+__all__ = ["FILTERS", "ReviewsScreen"]
+
+PAGE_SIZE = 50
+FILTERS: list[tuple[str | None, str]] = [
+    (None, "All"), ("queued", "Queued"), ("in_review", "In review"), ("approved", "Approved"),
+    ("rejected", "Rejected"), ("abandoned", "Abandoned")]
+_STATUS_STYLE = {"queued": "yellow", "in_review": "cyan", "approved": "green",
+                 "rejected": "red", "abandoned": "dim"}
+
+
+class ReviewsScreen(ApiScreen):
+    TITLE = "Schema reviews"
+    BINDINGS = [
+        Binding("f", "cycle_filter", "filter"),
+        Binding("n", "page(1)", "next page"),
+        Binding("p", "page(-1)", "prev page"),
+        Binding("1", "app.lineages", "lineages"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.filter_index = 0
+        self.page = 1
+        self.total = 0
+        self.device_names: dict[str, str] = {}
+
+    @property
+    def filter_label(self) -> str:
+        return FILTERS[self.filter_index][1]
+
+    def body(self) -> Iterable[Widget]:
+        yield Static("", id="head", classes="head", markup=False)
+        table: DataTable[Text] = DataTable(id="main-table", cursor_type="row",
+                                           zebra_stripes=True)
+        table.add_columns("created", "device", "table", "classification", "status",
+                          "version", "claimed by", "decided by")
+        yield table
+
+    def on_screen_resume(self) -> None:
+        self.action_refresh()
+
+    def feed_event(self, event: dict[str, Any]) -> None:
+        if "review" in str(event.get("type", "")):
+            self.action_refresh()
+
+    def _fetch(self) -> dict[str, Any]:
+        if not self.device_names:
+            devices = self.api.devices(limit=500)["data"]
+            self.device_names = {d["id"]: d["name"] for d in devices}
+        status = FILTERS[self.filter_index][0]
+        doc: dict[str, Any] = self.api.reviews(status=status, page=self.page, limit=PAGE_SIZE)
+        return doc
+
+    async def reload(self) -> None:
+        doc = await self.call(self._fetch)
+        if doc is None:
+            return
+        self.total = int(doc["meta"]["total"])
+        table = self.query_one("#main-table", DataTable)
+        table.clear()
+        # Newest first: the API lists oldest first, and the newest is what needs a decision.
+        for r in reversed(doc["data"]):
+            table.add_row(
+                cell(short_time(r["created_at"])),
+                cell(self.device_names.get(r["device_id"], r["device_id"][:8])),
+                cell(r["source_table"]), cell(r["classification"]),
+                Text(r["status"], style=_STATUS_STYLE.get(r["status"], "")),
+                cell(r["action_version"]), cell(r["claimed_by"]), cell(r["decided_by"]),
+                key=r["id"])
+        pages = max(1, -(-self.total // PAGE_SIZE))
+        self.query_one("#head", Static).update(
+            f"filter: {self.filter_label} (f cycles) · page {self.page} of {pages} · "
+            f"{len(doc['data'])} of {self.total} reviews")
+
+    def action_cycle_filter(self) -> None:
+        self.filter_index = (self.filter_index + 1) % len(FILTERS)
+        self.page = 1
+        self.action_refresh()
+
+    def action_page(self, step: int) -> None:
+        pages = max(1, -(-self.total // PAGE_SIZE))
+        page = min(max(1, self.page + step), pages)
+        if page != self.page:
+            self.page = page
+            self.action_refresh()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        from edgesync.tui._review_detail import ReviewDetailScreen
+
+        if event.row_key.value is not None:
+            self.app.push_screen(ReviewDetailScreen(event.row_key.value))

@@ -1,0 +1,157 @@
+"""``edgesync tui`` as an operator runs it: the installed command in a real terminal
+(tmux, 120x40) against a running server; the screen text is read back with
+``tmux capture-pane``. Also the settings screen of a shell without the variables."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from e2e_kit import app, running_agent, wait_reviews
+from tui_console import Console, make_console
+
+from edgesync.server import Server
+
+pytestmark = [pytest.mark.e2e, pytest.mark.once, pytest.mark.timeout(120)]
+
+
+@pytest.fixture(scope="module")
+def tmux() -> str:
+    """The tmux binary, installed with apt-get when missing (the test cannot run without a
+    terminal, so no tmux is a failure, not a skip)."""
+    found = shutil.which("tmux")
+    if found is None and shutil.which("apt-get") and os.geteuid() == 0:
+        subprocess.run(["apt-get", "install", "-y", "tmux"], check=False,
+                       capture_output=True, timeout=300)
+        found = shutil.which("tmux")
+    if found is None:
+        pytest.fail("tmux is needed for the terminal test of edgesync tui: "
+                    "apt-get install -y tmux")
+    return found
+
+
+def edgesync_command() -> list[str]:
+    script = Path(sys.executable).parent / "edgesync"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "import sys; from edgesync.cli import main; sys.exit(main())"]
+
+
+class Terminal:
+    def __init__(self, tmux: str, name: str) -> None:
+        self.tmux = tmux
+        self.name = name
+
+    async def run(self, *args: str) -> str:
+        proc = await asyncio.create_subprocess_exec(
+            self.tmux, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await proc.communicate()
+        assert proc.returncode == 0, (args, err.decode())
+        return out.decode()
+
+    async def screen(self) -> str:
+        return await self.run("capture-pane", "-p", "-t", self.name)
+
+    async def keys(self, *keys: str) -> None:
+        await self.run("send-keys", "-t", self.name, *keys)
+
+    async def shows(self, *texts: str, limit: float = 30.0) -> str:
+        deadline = time.monotonic() + limit
+        while True:
+            screen = await self.screen()
+            if all(t in screen for t in texts):
+                return screen
+            assert time.monotonic() < deadline, f"{texts} not on screen:\n{screen}"
+            await asyncio.sleep(0.2)
+
+    async def gone(self, text: str, limit: float = 30.0) -> None:
+        deadline = time.monotonic() + limit
+        while text in (screen := await self.screen()):
+            assert time.monotonic() < deadline, f"{text!r} still on screen:\n{screen}"
+            await asyncio.sleep(0.2)
+
+    async def alive(self) -> bool:
+        proc = await asyncio.create_subprocess_exec(self.tmux, "has-session", "-t", self.name,
+                                                    stderr=asyncio.subprocess.DEVNULL)
+        return await proc.wait() == 0
+
+
+@pytest.fixture
+async def terminal(tmux: str) -> AsyncIterator[Terminal]:
+    term = Terminal(tmux, f"edgesync-tui-{uuid.uuid4().hex[:8]}")
+    yield term
+    if await term.alive():
+        await term.run("kill-session", "-t", term.name)
+
+
+async def start(term: Terminal, tmp_path: Path, console: Console | None) -> Path:
+    """``edgesync tui`` in a 120x40 tmux session: flags for the URL and the token, the
+    variables for the organization and project (as an operator's shell would have)."""
+    done = tmp_path / f"exit-{term.name}"
+    env = ["-e", "TERM=xterm-256color", "-e", "EDGESYNC_ORG_ID=", "-e", "EDGESYNC_PROJECT=",
+           "-e", "EDGESYNC_TOKEN=", "-e", "EDGESYNC_API_URL="]
+    flags: list[str] = []
+    if console is not None:
+        s = console.settings
+        env = ["-e", "TERM=xterm-256color", "-e", f"EDGESYNC_ORG_ID={s.org_id}",
+               "-e", f"EDGESYNC_PROJECT={s.project}"]
+        flags = ["--api-url", s.api_url, "--token", str(s.token)]
+    command = " ".join([*map(_quote, edgesync_command()), "tui", *map(_quote, flags)])
+    await term.run("new-session", "-d", "-s", term.name, "-x", "120", "-y", "40", *env,
+                   f"{command}; echo $? > {_quote(str(done))}")
+    return done
+
+
+def _quote(s: str) -> str:
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+async def test_edgesync_tui_in_a_terminal(tui_server: Server, tmp_path: Path, mqtt_url: str,
+                                          terminal: Terminal) -> None:
+    console = await make_console(tui_server, tmp_path, mqtt_url, "term")
+    dev = console.device
+    app(dev.db, "CREATE TABLE valves (id INTEGER PRIMARY KEY, state TEXT)")
+    async with running_agent(dev):
+        app(dev.db, "INSERT INTO valves VALUES (1, 'open')")
+        await wait_reviews(console.pool, dev, {"valves"})
+        done = await start(terminal, tmp_path, console)
+        screen = await terminal.shows("Lineages", dev.scope.device_name, "valves",
+                                      "review required", "1 of 1 lineages")
+        assert "Traceback" not in screen
+        header = screen.splitlines()
+        assert any("device" in line and "pause reason" in line for line in header)
+        await terminal.keys("?")
+        await terminal.shows("Keys: Lineages", "filter", "next page")
+        # Esc alone, then the next key: ESC followed at once by a key reads as Alt+key
+        await terminal.keys("Escape")
+        await terminal.gone("Keys: Lineages")
+        await terminal.keys("2")
+        await terminal.shows("Schema reviews", "filter: All", "valves", "queued")
+        await terminal.keys("Enter")
+        await terminal.shows("Schema review", "Columns and diff", "state", "added")
+        await terminal.keys("Escape")
+        await terminal.gone("Columns and diff")
+        await terminal.keys("1")
+        await terminal.shows("Lineages", "review required")
+        await terminal.keys("q")
+        deadline = time.monotonic() + 30  # hang guard
+        while not done.exists() or not done.read_text().strip():
+            assert time.monotonic() < deadline, await terminal.screen()
+            await asyncio.sleep(0.2)
+        assert done.read_text().strip() == "0"
+
+
+async def test_edgesync_tui_without_settings(tmp_path: Path, terminal: Terminal) -> None:
+    await start(terminal, tmp_path, None)
+    screen = await terminal.shows("settings missing", "--token / EDGESYNC_TOKEN",
+                                  "--org-id / EDGESYNC_ORG_ID")
+    assert "Traceback" not in screen
+    await terminal.keys("q")
