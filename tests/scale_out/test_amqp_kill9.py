@@ -106,8 +106,7 @@ def telemetry_load(path: Path, stop: threading.Event, errors: list[BaseException
 
 @pytest.mark.parametrize("telemetry", [
     pytest.param(False, id="rows"),
-    pytest.param(True, id="rows+telemetry", marks=pytest.mark.xfail(
-        strict=True, reason="stale_batch_seq: fixed by the group-commit rewrite")),
+    pytest.param(True, id="rows+telemetry"),
 ])
 async def test_worker_killed_9_on_the_amqp_queue_loses_and_doubles_nothing(
         tmp_path: Path, pool: asyncpg.Pool, database_url: str, amqp_url: str,

@@ -152,8 +152,7 @@ async def rejected(pool: asyncpg.Pool, dev: Device) -> dict[str, int]:
 
 @pytest.mark.parametrize("telemetry", [
     pytest.param(False, id="rows"),
-    pytest.param(True, id="rows+telemetry", marks=pytest.mark.xfail(
-        strict=True, reason="stale_batch_seq: fixed by the group-commit rewrite")),
+    pytest.param(True, id="rows+telemetry"),
 ])
 async def test_two_workers_on_a_shared_subscription_with_duplicated_shuffled_batches(
         tmp_path: Path, pool: asyncpg.Pool, database_url: str, private_mqtt: str,
