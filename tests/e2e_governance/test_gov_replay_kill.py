@@ -111,7 +111,7 @@ async def test_worker_killed_mid_replay_resumes(tmp_path: Path, database_url: st
                 "AND status = 'pending'", review["lineage_id"])
             waiting = await pool.fetchval(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM edge_staged_rows%'")
+                "AND wait_event_type = 'Lock' AND query LIKE '%DELETE FROM edge_staged_rows%'")
             return bool(done and waiting)
 
         await eventually(mid_replay, limit=60, what="worker blocked mid-replay")

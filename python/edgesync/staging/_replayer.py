@@ -35,7 +35,7 @@ __all__ = ["Replayer"]
 
 _log = logging.getLogger(__name__)
 # Staged batches per transaction (written with one COPY per target).
-_CHUNK = 200
+_CHUNK = 20
 
 
 class Replayer:
