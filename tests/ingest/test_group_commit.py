@@ -11,9 +11,11 @@ import asyncpg
 import pytest
 from ingest.ingest_kit import fleet, topic
 
-from edgesync import registry
+from edgesync import _core, registry
 from edgesync.ingest import GroupWriter, IngestPipeline, OutcomeStatus
+from edgesync.ingest._accept import Work, accept_group
 from edgesync.materialize import quote_ident
+from edgesync.protocol import TopicKind
 from edgesync.store import create_pool
 
 
@@ -160,3 +162,24 @@ async def test_a_cancelled_leader_hands_its_group_to_the_others(pool, batches, u
     rows = await pool.fetchval(f"SELECT count(DISTINCT device_id) FROM {quote_ident(table)} "
                                "WHERE mode = 'm0'")
     assert rows in (7, 8)  # the cancelled one may have committed before the cancel
+
+
+async def test_a_group_records_the_columns_its_later_batch_carried(pool, batches, unique):
+    async with pool.acquire() as conn:
+        scope = await registry.add_device(conn, project=f"gs-{unique}", name=f"gs-{unique}",
+                                          topic_slug=f"gs-{unique}")
+    f = batches()
+    bare = f.payload(f.rows(("insert", {"id": 1, "mode": "a", "setpoint": 1.0})),
+                     with_schema=False)
+    full = f.payload(f.rows(("insert", {"id": 2, "mode": "b", "setpoint": 2.0})))
+    # One group, the bare batch first.
+    works = [Work(scope, TopicKind.ROWS_BATCH, p, _core.decode_row_batch(p)) for p in (bare, full)]
+    async with pool.acquire() as conn, conn.transaction():
+        await accept_group(conn, works)
+    outcomes = [w.outcome for w in works]
+    assert {(o.status, o.code) for o in outcomes if o} == {(OutcomeStatus.STAGED, "schema_review")}
+    assert outcomes[0] is not None
+    columns = await pool.fetchval(
+        "SELECT schema_columns FROM edge_schema_versions WHERE lineage_id = $1",
+        outcomes[0].lineage_id)
+    assert [c["name"] for c in columns["columns"]] == ["id", "mode", "setpoint"]

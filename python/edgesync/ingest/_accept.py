@@ -176,9 +176,16 @@ async def _seq_rules(conn: Conn, works: list[Work]) -> list[Work]:
 
 async def _admit(conn: Conn, works: list[Work]) -> dict[tuple[uuid.UUID, str], Admission]:
     """One admission per (lineage, schema hash) of the group."""
+    # One batch speaks for its (lineage, hash): one that carries the schema's columns if
+    # any does (agents send them with the first batches only; shuffled, those may come
+    # second in a group), so they are recorded.
     firsts: dict[tuple[uuid.UUID, str], Work] = {}
     for w in works:
-        firsts.setdefault((_lineage(w).id, w.batch.schema_hash), w)
+        key = (_lineage(w).id, w.batch.schema_hash)
+        held = firsts.get(key)
+        if held is None or (held.batch.schema_columns_json is None
+                            and w.batch.schema_columns_json is not None):
+            firsts[key] = w
     out: dict[tuple[uuid.UUID, str], Admission] = {}
     # New lineages of a schema the registry approved: all at once.
     current: dict[uuid.UUID, Lineage] = await admit_arrivals(conn, [
