@@ -96,6 +96,22 @@ class AckingClient(aiomqtt.Client):
         # paho calls this from the thread that runs connect().
         self._loop.call_soon_threadsafe(opened, sock.fileno())
 
+    def _on_socket_register_write(self, client: paho.Client, userdata: Any,
+                                  sock: Any) -> None:
+        def write() -> None:
+            try:
+                client.loop_write()
+            except Exception as exc:
+                if not self._disconnected.done():
+                    self._disconnected.set_exception(exc)
+
+        def register(fd: int) -> None:
+            # A PUBACK sent as the connection drops: the socket may be closed by now.
+            if fd == self._fd:
+                self._loop.add_writer(fd, write)
+
+        self._loop.call_soon_threadsafe(register, sock.fileno())
+
     def _on_socket_close(self, client: paho.Client, userdata: Any,
                          sock: Any) -> None:
         self._fd, self._reader = -1, None
