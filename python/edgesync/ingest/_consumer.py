@@ -81,10 +81,17 @@ class MqttIngest:
                 # the reader then ends first, and so does the session.
                 reader = asyncio.create_task(self._read(client, tasks))
                 try:
+                    if client.session_present:
+                        # The session's subscriptions hold already; renewing them waits
+                        # for a SUBACK queued behind the whole backlog.
+                        healthy()
+                        self.connected.set()
+                        _log.info("ingest subscribed on %s (session resumed)", self._url)
                     await _first(reader, self._subscribe(client))
                     healthy()
-                    self.connected.set()
-                    _log.info("ingest subscribed on %s", self._url)
+                    if not self.connected.is_set():
+                        self.connected.set()
+                        _log.info("ingest subscribed on %s", self._url)
                     await reader
                 finally:
                     reader.cancel()

@@ -38,6 +38,7 @@ class AckingClient(aiomqtt.Client):
         self._paused = False
         self.unfinished = 0
         self.most_unfinished = 0
+        self.session_present = False
 
     def finished(self, message: aiomqtt.Message, *, ack: bool = True) -> None:
         """Done with ``message``: PUBACK it (QoS 1; with ``ack``), and let the window
@@ -51,6 +52,12 @@ class AckingClient(aiomqtt.Client):
     @property
     def reading_paused(self) -> bool:
         return self._paused
+
+    def _on_connect(self, client: paho.Client, userdata: Any, flags: Any,
+                    reason_code: Any, properties: Any = None) -> None:
+        # The broker kept this client's session (and its subscriptions) from before.
+        self.session_present = bool(getattr(flags, "session_present", False))
+        super()._on_connect(client, userdata, flags, reason_code, properties)
 
     def _on_message(self, client: paho.Client, userdata: Any, message: Any) -> None:
         super()._on_message(client, userdata, message)
