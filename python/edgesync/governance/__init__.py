@@ -21,7 +21,6 @@ from edgesync.governance._events import EVENT_CHANNEL, emit
 from edgesync.governance._lineages import (
     Lineage,
     get_lineage_for_update,
-    lock_lineage,
     lock_lineages,
     pause_lineage,
     resume_lineage,
@@ -77,7 +76,6 @@ __all__ = [
     "list_reviews",
     "load_state_target",
     "load_state_targets",
-    "lock_lineage",
     "lock_lineages",
     "pause_lineage",
     "read_data_point_values",

@@ -1,6 +1,6 @@
 """What happens to a batch: materialize now, or stage (and why).
 
-Runs under the lineage row lock taken by ``lock_lineage``. A hash never seen for
+Runs under the lineage row lock taken by ``lock_lineages``. A hash never seen for
 the lineage is recorded and classified; unless project policy lets an additive
 change continue, a review is queued and the lineage pauses (a schema-review pause
 sends nothing to the device: it keeps publishing and the cloud stages). Under

@@ -11,7 +11,7 @@ from edgesync.governance._events import emit
 from edgesync.registry import DeviceScope
 from edgesync.store import Conn
 
-__all__ = ["Lineage", "get_lineage_for_update", "lock_lineage", "lock_lineages", "pause_lineage",
+__all__ = ["Lineage", "get_lineage_for_update", "lock_lineages", "pause_lineage",
            "resume_lineage"]
 
 
@@ -33,28 +33,6 @@ class Lineage:
         return cls(r["id"], r["project_id"], r["device_id"], r["source_table"], r["pipeline"],
                    r["status"], r["pause_reason"], r["approved_schema_hash"], r["target_table"],
                    r.get("sync_authority") or "device_authoritative")
-
-
-async def lock_lineage(conn: Conn, scope: DeviceScope, source_table: str,
-                       pipeline: str) -> Lineage:
-    """Get-or-create the lineage and hold its row lock until the transaction ends, so
-    governance decisions for one lineage are taken one at a time."""
-    # Nearly always the lineage exists: one round trip.
-    row = await conn.fetchrow(
-        "SELECT * FROM edge_table_lineages WHERE device_id = $1 AND source_table = $2 FOR UPDATE",
-        scope.device_id, source_table)
-    if row is not None:
-        return Lineage.from_record(row)
-    await conn.execute(
-        "INSERT INTO edge_table_lineages (id, project_id, fleet_id, device_id, source_table, "
-        "pipeline) VALUES ($1, $2, $3, $4, $5, $6) "
-        "ON CONFLICT (device_id, source_table) DO NOTHING",
-        uuid.uuid4(), scope.project_id, scope.fleet_id, scope.device_id, source_table, pipeline)
-    row = await conn.fetchrow(
-        "SELECT * FROM edge_table_lineages WHERE device_id = $1 AND source_table = $2 FOR UPDATE",
-        scope.device_id, source_table)
-    assert row is not None
-    return Lineage.from_record(row)
 
 
 async def get_lineage_for_update(conn: Conn, lineage_id: uuid.UUID
@@ -86,9 +64,11 @@ async def resume_lineage(conn: Conn, lineage: Lineage) -> None:
 
 async def lock_lineages(conn: Conn, wanted: list[tuple[DeviceScope, str, str]]
                         ) -> dict[tuple[uuid.UUID, str], Lineage]:
-    """``lock_lineage`` for many ``(scope, source_table, pipeline)`` at once: two round
-    trips, three when some lineages are new. Rows are locked in ``id`` order (and new
-    keys inserted in key order), so two groups sharing lineages never deadlock."""
+    """Get-or-create the lineages of ``(scope, source_table, pipeline)`` and hold their
+    row locks until the transaction ends, so governance decisions for one lineage are
+    taken one at a time. Two round trips, three when some lineages are new. Rows are
+    locked in ``id`` order (and new keys inserted in key order), so two groups sharing
+    lineages never deadlock."""
     keys = sorted({(s.device_id, table): (s, pipeline) for s, table, pipeline in wanted}.items(),
                   key=lambda kv: (kv[0][0].bytes, kv[0][1]))
     devices = [k[0] for k, _ in keys]

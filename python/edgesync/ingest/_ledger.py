@@ -9,63 +9,11 @@ from typing import Any
 
 import orjson
 
-from edgesync import _core
-from edgesync._core import RowBatch
 from edgesync.errors import BatchRejected
 from edgesync.store import Conn
 
-__all__ = ["Claim", "SegmentKey", "claim_batch", "claim_many", "mark_seen_again",
-           "record_rejection", "redelivered", "redelivered_many", "settle_batch", "settle_many",
-           "taken_batch_seqs"]
-
-
-async def claim_batch(conn: Conn, device_id: uuid.UUID, topic_kind: str,
-                      batch: RowBatch) -> int | None:
-    """Insert the ledger row; ``None`` when this (device, batch_id) was already accepted.
-    Runs in the transaction that writes the batch's rows, so both commit or neither."""
-    seg_id: int | None = await conn.fetchval(
-        "INSERT INTO edge_export_segments (device_id, batch_id, topic_kind, source_table, "
-        "outcome, schema_hash, journal_epoch, first_commit_seq, last_commit_seq, row_count, "
-        "payload_bytes) VALUES ($1, $2, $3, $4, 'staged', $5, $6, $7, $8, $9, $10) "
-        "ON CONFLICT (device_id, batch_id) WHERE outcome <> 'rejected' DO NOTHING RETURNING id",
-        device_id, uuid.UUID(batch.batch_id), topic_kind, batch.source_table, batch.schema_hash,
-        uuid.UUID(batch.journal_epoch), batch.first_commit_seq, batch.last_commit_seq,
-        batch.row_count, batch.payload_size)
-    if seg_id is None:
-        # Seen again: a new seen_seq makes the progress reporter confirm it once more, so
-        # a device that missed the first confirmation stops re-sending.
-        await conn.execute(
-            "UPDATE edge_export_segments SET seen_seq = nextval('edge_export_segments_seen_seq') "
-            "WHERE device_id = $1 AND batch_id = $2 AND outcome <> 'rejected'",
-            device_id, uuid.UUID(batch.batch_id))
-    return seg_id
-
-
-async def mark_seen_again(conn: Conn, device_id: uuid.UUID, batch_id: str) -> bool:
-    """True when (device, batch_id) was accepted already; then it takes a new seen_seq
-    (like ``claim_batch`` for a duplicate) so its confirmation goes out again. One
-    indexed UPDATE, no transaction: the cheap answer to a redelivery."""
-    seg_id = await conn.fetchval(
-        "UPDATE edge_export_segments SET seen_seq = nextval('edge_export_segments_seen_seq') "
-        "WHERE device_id = $1 AND batch_id = $2 AND outcome <> 'rejected' RETURNING id",
-        device_id, uuid.UUID(batch_id))
-    return seg_id is not None
-
-
-async def redelivered(conn: Conn, device_id: uuid.UUID, payload: bytes) -> str | None:
-    """The batch_id of a payload whose batch was accepted already (then marked seen
-    again), read with ``peek_batch_id`` before any decoding; else None."""
-    batch_id = _core.peek_batch_id(payload)
-    if batch_id is None:
-        return None
-    return batch_id if await mark_seen_again(conn, device_id, batch_id) else None
-
-
-async def settle_batch(conn: Conn, seg_id: int, lineage_id: uuid.UUID,
-                       outcome: str) -> None:
-    await conn.execute(
-        "UPDATE edge_export_segments SET outcome = $2, lineage_id = $3 WHERE id = $1",
-        seg_id, outcome, lineage_id)
+__all__ = ["Claim", "SegmentKey", "claim_many", "record_rejection", "redelivered_many",
+           "settle_many", "taken_batch_seqs"]
 
 
 def _salvage(payload: bytes) -> dict[str, Any]:
@@ -110,8 +58,9 @@ SegmentKey = tuple[uuid.UUID, uuid.UUID]  # (device_id, batch_id)
 
 
 async def redelivered_many(conn: Conn, keys: list[SegmentKey]) -> set[SegmentKey]:
-    """Which of ``keys`` were accepted already; those take a new seen_seq (see
-    ``mark_seen_again``). One statement for the whole group, outside any transaction."""
+    """Which of ``keys`` were accepted already; those take a new seen_seq, so the progress
+    reporter confirms them once more and a device that missed the first confirmation
+    stops re-sending. One statement for the whole group, outside any transaction."""
     if not keys:
         return set()
     rows = await conn.fetch(

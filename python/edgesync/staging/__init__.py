@@ -1,14 +1,6 @@
 """Staging of rows that cannot be materialized yet, and their replay."""
 
 from edgesync.staging._replayer import Replayer
-from edgesync.staging._staged import (
-    StagedBatch,
-    list_staged_rows,
-    stage_many,
-    stage_row_batch,
-    stage_telemetry_batch,
-    unstage,
-)
+from edgesync.staging._staged import StagedBatch, list_staged_rows, stage_many, unstage_many
 
-__all__ = ["Replayer", "StagedBatch", "list_staged_rows", "stage_many", "stage_row_batch",
-           "stage_telemetry_batch", "unstage"]
+__all__ = ["Replayer", "StagedBatch", "list_staged_rows", "stage_many", "unstage_many"]

@@ -15,58 +15,9 @@ import orjson
 
 from edgesync import _core
 from edgesync._core import RowBatch, TelemetryBatch
-from edgesync.control import check_backpressure
 from edgesync.store import Conn
 
-__all__ = ["StagedBatch", "list_staged_rows", "stage_many", "stage_row_batch",
-           "stage_telemetry_batch", "unstage", "unstage_many"]
-
-
-async def stage_row_batch(conn: Conn, *, lineage_id: uuid.UUID,
-                          device_id: uuid.UUID, segment_id: int, batch: RowBatch,
-                          payload: bytes, reason: str) -> None:
-    blob = _core.compress_blob(payload)
-    await conn.execute(
-        "INSERT INTO edge_staged_rows (lineage_id, device_id, segment_id, source_table, "
-        "staging_reason, schema_hash, journal_epoch, first_commit_seq, last_commit_seq, "
-        "row_count, byte_count, blob) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-        lineage_id, device_id, segment_id, batch.source_table, reason, batch.schema_hash,
-        uuid.UUID(batch.journal_epoch), batch.first_commit_seq, batch.last_commit_seq,
-        batch.row_count, len(payload), blob)
-    await conn.execute(
-        "UPDATE edge_table_lineages SET staged_rows = staged_rows + $2, "
-        "staged_bytes = staged_bytes + $3, updated_at = now() WHERE id = $1",
-        lineage_id, batch.row_count, len(payload))
-    await check_backpressure(conn, lineage_id)
-
-
-async def stage_telemetry_batch(conn: Conn, *, lineage_id: uuid.UUID,
-                                device_id: uuid.UUID, segment_id: int, batch: TelemetryBatch,
-                                payload: bytes, reason: str) -> None:
-    """Like ``stage_row_batch``, keeping the batch's event time range and batch_seq."""
-    blob = _core.compress_blob(payload)
-    await conn.execute(
-        "INSERT INTO edge_staged_rows (lineage_id, device_id, segment_id, source_table, "
-        "staging_reason, schema_hash, pipeline, batch_seq, first_event_ts, last_event_ts, "
-        "row_count, byte_count, blob) "
-        "VALUES ($1, $2, $3, $4, $5, $6, 'telemetry', $7, $8, $9, $10, $11, $12)",
-        lineage_id, device_id, segment_id, batch.source_table, reason, batch.schema_hash,
-        batch.batch_seq, datetime.fromisoformat(batch.first_event_ts),
-        datetime.fromisoformat(batch.last_event_ts), batch.row_count, len(payload), blob)
-    await conn.execute(
-        "UPDATE edge_table_lineages SET staged_rows = staged_rows + $2, "
-        "staged_bytes = staged_bytes + $3, updated_at = now() WHERE id = $1",
-        lineage_id, batch.row_count, len(payload))
-    await check_backpressure(conn, lineage_id)
-
-
-async def unstage(conn: Conn, staged_id: int, lineage_id: uuid.UUID,
-                  row_count: int, byte_count: int) -> None:
-    await conn.execute("DELETE FROM edge_staged_rows WHERE id = $1", staged_id)
-    await conn.execute(
-        "UPDATE edge_table_lineages SET staged_rows = greatest(staged_rows - $2, 0), "
-        "staged_bytes = greatest(staged_bytes - $3, 0), updated_at = now() WHERE id = $1",
-        lineage_id, row_count, byte_count)
+__all__ = ["StagedBatch", "list_staged_rows", "stage_many", "unstage_many"]
 
 
 async def unstage_many(conn: Conn, lineage_id: uuid.UUID, staged_ids: list[int]) -> int:
