@@ -46,13 +46,17 @@ def edgesync_command() -> list[str]:
 
 
 class Terminal:
+    """One tmux session on a tmux server of its own (``-L``, no config file): a server the
+    machine already runs, with its own sizes and options, cannot change this terminal."""
+
     def __init__(self, tmux: str, name: str) -> None:
         self.tmux = tmux
         self.name = name
 
     async def run(self, *args: str) -> str:
         proc = await asyncio.create_subprocess_exec(
-            self.tmux, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            self.tmux, "-L", self.name, "-f", "/dev/null", *args,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         out, err = await proc.communicate()
         assert proc.returncode == 0, (args, err.decode())
         return out.decode()
@@ -79,8 +83,9 @@ class Terminal:
             await asyncio.sleep(0.2)
 
     async def alive(self) -> bool:
-        proc = await asyncio.create_subprocess_exec(self.tmux, "has-session", "-t", self.name,
-                                                    stderr=asyncio.subprocess.DEVNULL)
+        proc = await asyncio.create_subprocess_exec(
+            self.tmux, "-L", self.name, "-f", "/dev/null", "has-session", "-t", self.name,
+            stderr=asyncio.subprocess.DEVNULL)
         return await proc.wait() == 0
 
 
@@ -89,7 +94,7 @@ async def terminal(tmux: str) -> AsyncIterator[Terminal]:
     term = Terminal(tmux, f"edgesync-tui-{uuid.uuid4().hex[:8]}")
     yield term
     if await term.alive():
-        await term.run("kill-session", "-t", term.name)
+        await term.run("kill-server")
 
 
 async def start(term: Terminal, tmp_path: Path, console: Console | None) -> Path:
@@ -104,9 +109,16 @@ async def start(term: Terminal, tmp_path: Path, console: Console | None) -> Path
         env = ["-e", "TERM=xterm-256color", "-e", f"EDGESYNC_ORG_ID={s.org_id}",
                "-e", f"EDGESYNC_PROJECT={s.project}"]
         flags = ["--api-url", s.api_url, "--token", str(s.token)]
-    command = " ".join([*map(_quote, edgesync_command()), "tui", *map(_quote, flags)])
+    # COLUMNS/LINES inherited from the test's environment (CI runners set them) would
+    # override the terminal's real size in the app; the command starts without them.
+    command = " ".join(["env", "-u", "COLUMNS", "-u", "LINES",
+                        *map(_quote, edgesync_command()), "tui", *map(_quote, flags)])
     await term.run("new-session", "-d", "-s", term.name, "-x", "120", "-y", "40", *env,
                    f"{command}; echo $? > {_quote(str(done))}")
+    await term.run("resize-window", "-t", term.name, "-x", "120", "-y", "40")
+    size = await term.run("display-message", "-p", "-t", term.name,
+                          "#{window_width}x#{window_height}")
+    assert size.strip() == "120x40", f"tmux window is {size.strip()}, not 120x40"
     return done
 
 
