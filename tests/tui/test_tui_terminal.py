@@ -109,16 +109,20 @@ async def start(term: Terminal, tmp_path: Path, console: Console | None) -> Path
         env = ["-e", "TERM=xterm-256color", "-e", f"EDGESYNC_ORG_ID={s.org_id}",
                "-e", f"EDGESYNC_PROJECT={s.project}"]
         flags = ["--api-url", s.api_url, "--token", str(s.token)]
-    # COLUMNS/LINES inherited from the test's environment (CI runners set them) would
-    # override the terminal's real size in the app; the command starts without them.
+    # The app starts only once the window is known to be 120x40: an app that read the
+    # size of a window still being set up (CI once drew 80x25 in a 120x40 pane) would
+    # draw a cut-down table. COLUMNS/LINES from the test's environment are dropped too.
+    go = tmp_path / f"go-{term.name}"
     command = " ".join(["env", "-u", "COLUMNS", "-u", "LINES",
                         *map(_quote, edgesync_command()), "tui", *map(_quote, flags)])
     await term.run("new-session", "-d", "-s", term.name, "-x", "120", "-y", "40", *env,
+                   f"while [ ! -e {_quote(str(go))} ]; do sleep 0.05; done; "
                    f"{command}; echo $? > {_quote(str(done))}")
     await term.run("resize-window", "-t", term.name, "-x", "120", "-y", "40")
     size = await term.run("display-message", "-p", "-t", term.name,
                           "#{window_width}x#{window_height}")
     assert size.strip() == "120x40", f"tmux window is {size.strip()}, not 120x40"
+    go.touch()
     return done
 
 
