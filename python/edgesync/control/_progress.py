@@ -11,6 +11,7 @@ the outbox (see docs/protocol.md).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections import defaultdict
@@ -21,14 +22,17 @@ import asyncpg
 import orjson
 
 from edgesync.control._sender import Publisher
-from edgesync.control._signer import sign_for_device
+from edgesync.control._signer import sign_for_devices
 from edgesync.errors import ConfigError
 from edgesync.protocol import TopicKind, periodic_loop, topic_for
+from edgesync.store import Conn
 
 __all__ = ["ProgressReporter"]
 
 _log = logging.getLogger(__name__)
 _MAX_PER_CONTROL = 256
+# Controls signed in one statement and published together, in one transaction.
+_CONTROLS_PER_TRANSACTION = 500
 # On start, confirm again what was seen shortly before: a restart must not leave a
 # device waiting for confirmations that were computed but never sent.
 _REPLAY_WINDOW = 20_000
@@ -68,27 +72,41 @@ class ProgressReporter:
             for rec in seen:
                 groups[(rec["device_id"], rec["name"], rec["topic_slug"], rec["source_table"],
                         rec["journal_epoch"])].append(rec)
+            controls = [(device_id, topic_for(f"{slug}/{name}", TopicKind.INGEST_CONTROL),
+                         _progress_body(table, epoch, recs[start:start + _MAX_PER_CONTROL]))
+                        for (device_id, name, slug, table, epoch), recs in groups.items()
+                        for start in range(0, len(recs), _MAX_PER_CONTROL)]
             sent = 0
-            for (device_id, name, slug, table, epoch), recs in groups.items():
-                for start in range(0, len(recs), _MAX_PER_CONTROL):
-                    body = _progress_body(table, epoch, recs[start:start + _MAX_PER_CONTROL])
-                    try:
-                        # Published inside the signing transaction (see ControlSender):
-                        # sig_seq reaches the device in the order it was assigned.
-                        async with conn.transaction():
-                            wire = await sign_for_device(conn, device_id, body, ttl=self._ttl)
-                            await self._publisher.publish(
-                                topic_for(f"{slug}/{name}", TopicKind.INGEST_CONTROL),
-                                orjson.dumps(wire))
-                    except ConfigError as exc:
-                        _log.error("progress for %s not sent: %s", name, exc)
-                        break
-                    # A stop aiomqtt's wait_for dropped as the PUBACK came is raised by the
-                    # next publish (inside its transaction, so before its sig_seq is sent)
-                    # or by periodic_loop after the round.
-                    sent += 1
+            for start in range(0, len(controls), _CONTROLS_PER_TRANSACTION):
+                sent += await self._send(conn, controls[start:start + _CONTROLS_PER_TRANSACTION])
             self._after = int(seen[-1]["seen_seq"])
             return sent
+
+    async def _send(self, conn: Conn,
+                    controls: list[tuple[uuid.UUID, str, dict[str, Any]]]) -> int:
+        """Sign ``controls`` in one statement and publish them all at once, inside the
+        signing transaction (see ControlSender: sig_seq reaches each device in the order
+        it was assigned; publishes on one connection go out in call order). The sig_seqs
+        commit even when a publish failed — a device that got its control must never
+        see that sig_seq again — and the failure is raised after: the round is sent
+        again (progress is idempotent)."""
+        async with conn.transaction():
+            wires = await sign_for_devices(conn, [(d, body) for d, _, body in controls],
+                                           ttl=self._ttl)
+            publishes = []
+            for (_, topic, _), wire in zip(controls, wires, strict=True):
+                if isinstance(wire, ConfigError):
+                    _log.error("progress on %s not sent: %s", topic, wire)
+                    continue
+                publishes.append(self._publisher.publish(topic, orjson.dumps(wire)))
+            results = await asyncio.gather(*publishes, return_exceptions=True)
+        failed = [r for r in results if isinstance(r, BaseException)]
+        for r in failed:
+            if not isinstance(r, Exception):  # a stop (CancelledError, …)
+                raise r
+        if failed:
+            raise failed[0]
+        return len(results)
 
 
 def _progress_body(table: str, epoch: uuid.UUID | None, recs: list[asyncpg.Record]
