@@ -42,6 +42,7 @@ from edgesync.governance._reviews import (
     reject_review,
     reopen_review,
 )
+from edgesync.governance._target_cache import forget_targets
 
 __all__ = [
     "COALESCING_MODES",
@@ -63,6 +64,7 @@ __all__ = [
     "consolidate",
     "create_data_point",
     "emit",
+    "forget_targets",
     "get_coalesced_mirror",
     "get_data_point",
     "get_lineage_for_update",

@@ -22,6 +22,7 @@ from edgesync.errors import ConflictError, IdentifierError, InvalidRequestError
 from edgesync.governance._events import emit
 from edgesync.governance._lineages import Lineage, resume_lineage
 from edgesync.governance._mapping import resolve_mapped
+from edgesync.governance._target_cache import TargetColumns, target_cache
 from edgesync.materialize import (
     PG_TYPES,
     TS_PLATFORM_COLUMNS,
@@ -177,6 +178,17 @@ async def load_state_targets(conn: Conn, wanted: list[tuple[Lineage, str]], *,
             [lin.id for lin, _ in wanted if lin.id in fill],
             [h for lin, h in wanted if lin.id in fill],
             [orjson.dumps(fill[lin.id]).decode() for lin, _ in wanted if lin.id in fill])
+    out: dict[uuid.UUID, StateTarget] = {}
+    unknown: list[tuple[Lineage, str]] = []
+    for lin, h in wanted:
+        assert lin.target_table is not None
+        cached = target_cache.get((lin.id, h, lin.target_table))
+        if cached is None:
+            unknown.append((lin, h))
+        else:
+            out[lin.id] = _target_of(lin, cached)
+    if not unknown:
+        return out
     rows = await conn.fetch(
         "SELECT w.lineage_id, b.source_column_name, b.action, b.mirror_column_name, "
         "b.target_type, b.device_data_point_id, "
@@ -186,24 +198,37 @@ async def load_state_targets(conn: Conn, wanted: list[tuple[Lineage, str]], *,
         "LEFT JOIN pg_attribute a ON a.attrelid = to_regclass(quote_ident(w.tbl)) "
         "AND a.attname = b.mirror_column_name AND a.attnum > 0 AND NOT a.attisdropped "
         "WHERE b.action IN ('mirror', 'map', 'auto_create_and_map') ORDER BY b.id",
-        [lin.id for lin, _ in wanted], [h for _, h in wanted],
-        [lin.target_table for lin, _ in wanted])
-    by_lineage: dict[uuid.UUID, list[asyncpg.Record]] = {lin.id: [] for lin, _ in wanted}
+        [lin.id for lin, _ in unknown], [h for _, h in unknown],
+        [lin.target_table for lin, _ in unknown])
+    by_lineage: dict[uuid.UUID, list[asyncpg.Record]] = {lin.id: [] for lin, _ in unknown}
     for r in rows:
         by_lineage[r["lineage_id"]].append(r)
-    return {lin.id: _target(lin, by_lineage[lin.id]) for lin, _ in wanted}
+    for lin, h in unknown:
+        assert lin.target_table is not None
+        columns = _columns(by_lineage[lin.id])
+        target_cache.put((lin.id, h, lin.target_table), columns)
+        out[lin.id] = _target_of(lin, columns)
+    return out
 
 
-def _target(lineage: Lineage, rows: list[asyncpg.Record]) -> StateTarget:
-    assert lineage.target_table is not None
+def _columns(rows: list[asyncpg.Record]) -> TargetColumns:
     cols = [MirrorColumn(r["source_column_name"], r["mirror_column_name"], r["target_type"],
                          r["stored_type"])
             for r in rows if r["action"] == "mirror"]
     mapped = [MappedColumn(r["source_column_name"], r["target_type"], r["device_data_point_id"])
               for r in rows if r["action"] != "mirror"]
-    return StateTarget(lineage.target_table, cols,
+    return cols, mapped
+
+
+def _target_of(lineage: Lineage, columns: TargetColumns) -> StateTarget:
+    assert lineage.target_table is not None
+    return StateTarget(lineage.target_table, list(columns[0]),
                        cloud_authoritative=lineage.sync_authority == "cloud_authoritative",
-                       mapped=mapped)
+                       mapped=list(columns[1]))
+
+
+def _target(lineage: Lineage, rows: list[asyncpg.Record]) -> StateTarget:
+    return _target_of(lineage, _columns(rows))
 
 
 def _plan(columns: list[dict[str, Any]], actions: list[ColumnAction]

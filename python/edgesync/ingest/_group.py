@@ -38,6 +38,7 @@ import asyncpg
 
 from edgesync import _core
 from edgesync.errors import BatchRejected
+from edgesync.governance import forget_targets
 from edgesync.ingest._accept import Work, accept_group
 from edgesync.ingest._ledger import SegmentKey, record_rejection, redelivered_many
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
@@ -49,7 +50,6 @@ from edgesync.store import TRANSIENT_ERRORS, Conn
 __all__ = ["GroupWriter"]
 
 _log = logging.getLogger("edgesync.ingest")
-
 
 
 @dataclass(slots=True, eq=False)
@@ -157,11 +157,20 @@ class GroupWriter:
     async def _retrying(self, group: list[_Entry]) -> None:
         """One attempt at the group, repeated for as long as the database is away."""
         backoff = Backoff(base=0.1, cap=5.0)
+        refreshed = False
         while True:
             try:
                 async with self._pool.acquire() as conn:
                     await self._attempt(conn, group)
                 return
+            except WRITE_ERRORS:
+                # A column type altered by hand makes cached targets stale: once, the
+                # same group again with every target read from the catalog, before the
+                # error is taken to be the data's (and the group split).
+                if forget_targets() and not refreshed:
+                    refreshed = True
+                    continue
+                raise
             except TRANSIENT_ERRORS as exc:
                 wait = backoff.next_delay()
                 _log.warning("writing a group of %d batch(es) failed (%s: %s); retrying in "
