@@ -9,7 +9,9 @@ use serde_json::{Map, Value};
 
 use crate::affinity::Affinity;
 use crate::error::CoreError;
-use crate::fingerprint::{schema_fingerprint, ColumnSpec};
+use crate::fingerprint::{
+    ascii_spelling, hash_matches, schema_fingerprint, sha256_hex, ColumnSpec,
+};
 use crate::rawjson::{parse_top, RowSink, RowsShape};
 
 /// Largest accepted payload, in bytes (512 KiB).
@@ -492,6 +494,16 @@ fn schema_columns_canonical(
                 ))
             }
         };
+        // PostgreSQL text (the ledger, reviews, target columns) cannot hold NUL.
+        if name.contains('\0') {
+            return Err(bad(
+                at(".name"),
+                format!(
+                    "column name must not contain NUL, got {}",
+                    describe(col.get("name"))
+                ),
+            ));
+        }
         let affinity = match col.get("decl_type_affinity") {
             Some(Value::String(s)) => Affinity::from_name(s),
             _ => None,
@@ -534,12 +546,16 @@ fn schema_columns_canonical(
         CoreError::Schema(msg) => bad("schema_columns.columns".into(), msg),
         other => other,
     })?;
-    if fp.schema_hash != schema_hash {
+    if !hash_matches(&fp, schema_hash) {
+        let ascii = ascii_spelling(&fp.canonical_json)
+            .map(|a| format!(" or, ASCII-escaped, {}", sha256_hex(a.as_bytes())))
+            .unwrap_or_default();
         return Err(reject(
             "schema_hash_mismatch",
             Some("schema_hash".into()),
             format!(
-                "schema_hash {schema_hash} does not match the fingerprint of schema_columns ({})",
+                "schema_hash {schema_hash} does not match the fingerprint of schema_columns \
+                 (SHA-256 of its canonical JSON, UTF-8: {}{ascii})",
                 fp.schema_hash
             ),
         ));
@@ -1127,6 +1143,10 @@ pub(crate) mod tests {
                 "schema_columns.columns[0].default",
             ),
             (
+                Box::new(|m| m["schema_columns"]["columns"][1]["name"] = json!("mo\u{0}de")),
+                "schema_columns.columns[1].name",
+            ),
+            (
                 Box::new(|m| m["schema_columns"]["columns"][1]["name"] = json!("id")),
                 "schema_columns.columns",
             ),
@@ -1155,6 +1175,48 @@ pub(crate) mod tests {
             b.schema_columns_json.as_deref(),
             Some(crate::fingerprint::tests::DEVICE_STATE_JSON)
         );
+    }
+
+    #[test]
+    fn non_ascii_names_hash_in_either_spelling() {
+        // A third-party agent hashing Python's json.dumps default (ASCII-escaped)
+        // and the edgesync agent (UTF-8) both validate; the canonical JSON kept is UTF-8.
+        let cols = [
+            ColumnSpec::new("id", "INTEGER", 1, false),
+            ColumnSpec::new("temp\u{e9}rature", "REAL", 0, false),
+        ];
+        let fp = schema_fingerprint("m\u{e9}t\u{e9}o", &cols).unwrap();
+        let ascii = sha256_hex(ascii_spelling(&fp.canonical_json).unwrap().as_bytes());
+        for hash in [fp.schema_hash.clone(), ascii.clone()] {
+            let b = decode(&with(|m| {
+                m["source_table"] = json!("m\u{e9}t\u{e9}o");
+                m["schema_hash"] = json!(hash);
+                m["schema_columns"] = json!({"table_name": "m\u{e9}t\u{e9}o", "columns": [
+                    {"name": "id", "decl_type_affinity": "INTEGER", "pk_ordinal": 1, "not_null": false},
+                    {"name": "temp\u{e9}rature", "decl_type_affinity": "REAL", "pk_ordinal": 0, "not_null": false}
+                ]});
+                m["rows"] = json!([{"commit_seq": 101, "op": "insert", "pk": {"id": 1},
+                                    "row": {"id": 1}}]);
+                m["last_commit_seq"] = json!(101);
+            }))
+            .unwrap();
+            assert_eq!(b.schema_hash, hash);
+            assert_eq!(
+                b.schema_columns_json.as_deref(),
+                Some(fp.canonical_json.as_str())
+            );
+        }
+        // A mismatch names both accepted hashes.
+        let err = decode(&with(|m| {
+            m["source_table"] = json!("m\u{e9}t\u{e9}o");
+            m["schema_columns"]["table_name"] = json!("m\u{e9}t\u{e9}o");
+        }))
+        .unwrap_err();
+        let CoreError::Rejected { code, detail, .. } = err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(code, "schema_hash_mismatch");
+        assert!(detail.contains("ASCII-escaped"), "{detail}");
     }
 
     #[test]

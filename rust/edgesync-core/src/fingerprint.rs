@@ -124,6 +124,42 @@ pub fn schema_fingerprint(
     })
 }
 
+/// The same canonical JSON with every character outside printable ASCII
+/// (U+0020..U+007E) written as a lowercase `\uXXXX` escape, UTF-16 surrogate pairs
+/// above U+FFFF: what Python's `json.dumps(..., sort_keys=True, separators=(",", ":"))`
+/// writes with its default `ensure_ascii=True`. None when `canonical_json` has no
+/// such character (both spellings are then the same bytes).
+///
+/// Only string contents can hold such characters (the canonical form is ASCII
+/// outside strings, and serde_json already escapes control characters), so escaping
+/// them in the whole text escapes exactly the strings.
+pub fn ascii_spelling(canonical_json: &str) -> Option<String> {
+    if canonical_json.bytes().all(|b| b < 0x7f) {
+        return None;
+    }
+    let mut out = String::with_capacity(canonical_json.len() + 16);
+    let mut units = [0u16; 2];
+    for c in canonical_json.chars() {
+        if (c as u32) < 0x7f {
+            out.push(c);
+        } else {
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Whether `schema_hash` is the fingerprint of `fp`'s table in either spelling of
+/// its canonical JSON: UTF-8 as written (the edgesync agent) or ASCII-escaped
+/// ([`ascii_spelling`], a third-party agent using Python's `json.dumps` defaults).
+pub fn hash_matches(fp: &Fingerprint, schema_hash: &str) -> bool {
+    fp.schema_hash == schema_hash
+        || ascii_spelling(&fp.canonical_json)
+            .is_some_and(|a| sha256_hex(a.as_bytes()) == schema_hash)
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -270,6 +306,34 @@ pub(crate) mod tests {
                 other => panic!("{table:?} {cols:?} gave {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn ascii_spelling_is_python_json_dumps_default() {
+        // Expected text as written by Python 3:
+        // json.dumps(obj, sort_keys=True, separators=(",", ":")) with obj the canonical
+        // description of table "t\u00e9" with columns "\u6e29\u5ea6" (BMP), "\U0001f600"
+        // (astral) and "a\x7fb" (DEL, escaped by Python, not by serde_json).
+        let cols = vec![
+            ColumnSpec::new("\u{6e29}\u{5ea6}", "REAL", 0, false),
+            ColumnSpec::new("\u{1f600}", "TEXT", 0, false),
+            ColumnSpec::new("a\u{7f}b", "INTEGER", 1, true),
+        ];
+        let fp = schema_fingerprint("t\u{e9}", &cols).unwrap();
+        let ascii = ascii_spelling(&fp.canonical_json).unwrap();
+        assert_eq!(
+            ascii,
+            concat!(
+                r#"{"columns":[{"decl_type_affinity":"INTEGER","name":"a\u007fb","not_null":true,"pk_ordinal":1},"#,
+                r#"{"decl_type_affinity":"REAL","name":"\u6e29\u5ea6","not_null":false,"pk_ordinal":0},"#,
+                r#"{"decl_type_affinity":"TEXT","name":"\ud83d\ude00","not_null":false,"pk_ordinal":0}],"table_name":"t\u00e9"}"#
+            )
+        );
+        assert!(hash_matches(&fp, &fp.schema_hash));
+        assert!(hash_matches(&fp, &sha256_hex(ascii.as_bytes())));
+        assert!(!hash_matches(&fp, DEVICE_STATE_HASH));
+        let plain = schema_fingerprint("device_state", &device_state()).unwrap();
+        assert_eq!(ascii_spelling(&plain.canonical_json), None);
     }
 
     #[test]
