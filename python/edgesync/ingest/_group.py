@@ -40,7 +40,13 @@ from edgesync import _core
 from edgesync.errors import BatchRejected
 from edgesync.governance import forget_targets
 from edgesync.ingest._accept import Work, accept_group
-from edgesync.ingest._ledger import SegmentKey, record_rejection, redelivered_many
+from edgesync.ingest._ledger import (
+    UNSTORABLE_TEXT,
+    UNSTORABLE_TEXT_ERRORS,
+    SegmentKey,
+    record_rejection,
+    redelivered_many,
+)
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.materialize import WRITE_ERRORS, split_on
 from edgesync.protocol import Backoff, TopicKind
@@ -187,6 +193,18 @@ class GroupWriter:
                          entry.scope.device_name, exc)
             entry.write_error = str(exc)
             await split_on((Exception,), [entry], self._retrying, self._alone)
+            return
+        if isinstance(exc, UNSTORABLE_TEXT_ERRORS):
+            # Even staged it cannot be stored: recorded as a rejection, never dropped.
+            rej = BatchRejected(UNSTORABLE_TEXT, f"PostgreSQL text cannot hold a string of "
+                                f"this batch ({type(exc).__name__}: {exc})")
+            async with self._pool.acquire() as conn:
+                lineage_id = await record_rejection(conn, entry.scope.device_id,
+                                                    entry.kind.value, entry.payload, rej)
+            _log.warning("rejected %s from %s: %s", entry.kind.value, entry.scope.device_name,
+                         rej)
+            entry.resolve(IngestOutcome(OutcomeStatus.REJECTED, rej.code, rej.detail,
+                                        lineage_id))
             return
         _log.error("ingest of a batch from %s failed", entry.scope.device_name, exc_info=exc)
         entry.fail(exc)

@@ -7,13 +7,37 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
 import orjson
 
 from edgesync.errors import BatchRejected
 from edgesync.store import Conn
 
-__all__ = ["Claim", "SegmentKey", "claim_many", "record_rejection", "redelivered_many",
-           "settle_many", "taken_batch_seqs"]
+__all__ = ["UNSTORABLE_TEXT", "UNSTORABLE_TEXT_ERRORS", "Claim", "SegmentKey", "claim_many",
+           "ledger_text", "record_rejection", "redelivered_many", "settle_many",
+           "taken_batch_seqs"]
+
+# Rejection code of a message that passed validation yet holds a string PostgreSQL
+# text cannot store (NUL, raised as one of UNSTORABLE_TEXT_ERRORS): the last resort
+# that keeps it in the ledger. Names with NUL are refused earlier, by validation
+# (invalid_source_table, invalid_schema_columns), so this code means a field no
+# validator checks.
+UNSTORABLE_TEXT = "unstorable_text"
+UNSTORABLE_TEXT_ERRORS: tuple[type[Exception], ...] = (
+    asyncpg.CharacterNotInRepertoireError, asyncpg.UntranslatableCharacterError)
+
+
+def ledger_text(text: str, limit: int) -> str:
+    """``text`` as PostgreSQL text can hold it: NUL written as the two characters
+    ``\\0`` (and a lone surrogate as its ``\\udXXX`` escape), cut to ``limit``
+    characters. For the record only: never used to look anything up."""
+    if "\0" in text:
+        text = text.replace("\0", "\\0")
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        text = text.encode(errors="backslashreplace").decode()
+    return text[:limit]
 
 
 def _salvage(payload: bytes) -> dict[str, Any]:
@@ -29,7 +53,9 @@ def _salvage(payload: bytes) -> dict[str, Any]:
         out["batch_id"] = uuid.UUID(str(doc.get("batch_id")))
     table = doc.get("source_table")
     if isinstance(table, str) and table:
-        out["source_table"] = table[:255]
+        out["source_table"] = ledger_text(table, 255)
+        # A name PostgreSQL could not store has no lineage to count against.
+        out["known_table"] = out["source_table"] == table
     return out
 
 
@@ -38,7 +64,7 @@ async def record_rejection(conn: Conn, device_id: uuid.UUID, topic_kind: str,
     """Keep the rejection visible; returns the lineage it belongs to, when one exists."""
     meta = _salvage(payload)
     lineage_id = None
-    if "source_table" in meta:
+    if meta.get("known_table"):
         lineage_id = await conn.fetchval(
             "UPDATE edge_table_lineages SET rejected_batches = rejected_batches + 1 "
             "WHERE device_id = $1 AND source_table = $2 RETURNING id",
@@ -48,7 +74,8 @@ async def record_rejection(conn: Conn, device_id: uuid.UUID, topic_kind: str,
         "source_table, outcome, rejection_code, rejection_field, rejection_detail, payload_bytes) "
         "VALUES ($1, $2, $3, $4, $5, 'rejected', $6, $7, $8, $9)",
         device_id, lineage_id, meta.get("batch_id"), topic_kind, meta.get("source_table"),
-        rej.code, rej.field, rej.detail[:2000], len(payload))
+        rej.code, None if rej.field is None else ledger_text(rej.field, 255),
+        ledger_text(rej.detail, 2000), len(payload))
     return lineage_id if isinstance(lineage_id, uuid.UUID) else None
 
 

@@ -4,12 +4,18 @@ Observations are advisory (a data batch still triggers classification); they war
 the registry so operators see a schema before its first batch. Gap reports record a
 range of changes the device had to drop, so the loss is visible and can be repaired
 by a re-seed rather than silently absent.
+
+Every report that is refused (or not handled) gets a ledger row with its code, like a
+refused batch, so nothing a known device sent leaves only a log line — a report holding
+text PostgreSQL cannot store among them (``UNSTORABLE_TEXT``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -17,9 +23,16 @@ import asyncpg
 import orjson
 
 from edgesync.control import grant_upload
-from edgesync.errors import InvalidRequestError
+from edgesync.errors import BatchRejected, InvalidRequestError
 from edgesync.governance import emit
+from edgesync.ingest._ledger import (
+    UNSTORABLE_TEXT,
+    UNSTORABLE_TEXT_ERRORS,
+    ledger_text,
+    record_rejection,
+)
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
+from edgesync.protocol import TopicKind
 from edgesync.registry import DeviceScope
 
 __all__ = ["handle_ingest_request", "handle_schema_observe"]
@@ -39,13 +52,40 @@ def _reject(code: str, detail: str) -> IngestOutcome:
     return IngestOutcome(OutcomeStatus.REJECTED, code, detail)
 
 
+_BAD_TABLE = "source_table must be a non-empty string of at most 255 bytes without NUL"
+
+
 def _table(doc: dict[str, Any]) -> str | None:
     table = doc.get("source_table")
-    return table if isinstance(table, str) and 0 < len(table.encode()) <= 255 else None
+    if not isinstance(table, str) or "\0" in table:
+        return None
+    return table if 0 < len(table.encode()) <= 255 else None
+
+
+async def _recorded(pool: asyncpg.Pool, scope: DeviceScope, topic_kind: str, payload: bytes,
+                    handle: Callable[[], Awaitable[IngestOutcome]]) -> IngestOutcome:
+    """Runs ``handle``; a refused (or unhandled) report is kept in the ledger."""
+    try:
+        out = await handle()
+    except UNSTORABLE_TEXT_ERRORS as exc:
+        out = _reject(UNSTORABLE_TEXT, f"PostgreSQL text cannot hold a string of this report "
+                                       f"({type(exc).__name__}: {exc})")
+    if out.status in (OutcomeStatus.REJECTED, OutcomeStatus.IGNORED) and out.code:
+        async with pool.acquire() as conn:
+            lineage_id = await record_rejection(conn, scope.device_id, topic_kind, payload,
+                                                BatchRejected(out.code, out.detail or ""))
+        out = dataclasses.replace(out, lineage_id=lineage_id)
+    return out
 
 
 async def handle_schema_observe(pool: asyncpg.Pool, scope: DeviceScope, payload: bytes
                                 ) -> IngestOutcome:
+    return await _recorded(pool, scope, TopicKind.SCHEMA_OBSERVE.value, payload,
+                           lambda: _schema_observe(pool, scope, payload))
+
+
+async def _schema_observe(pool: asyncpg.Pool, scope: DeviceScope, payload: bytes
+                          ) -> IngestOutcome:
     doc = _object(payload)
     if doc is None:
         return _reject("malformed_json", "schema observation is not a JSON object")
@@ -53,7 +93,7 @@ async def handle_schema_observe(pool: asyncpg.Pool, scope: DeviceScope, payload:
         return _reject("invalid_format_version", "schema observation needs format_version 1")
     table, schema_hash = _table(doc), doc.get("schema_hash")
     if table is None:
-        return _reject("invalid_source_table", "source_table must be a non-empty string")
+        return _reject("invalid_source_table", _BAD_TABLE)
     if not isinstance(schema_hash, str) or not _HASH.match(schema_hash):
         return _reject("invalid_schema_hash", "schema_hash must be 64 lowercase hex digits")
     observed = None
@@ -72,6 +112,12 @@ async def handle_schema_observe(pool: asyncpg.Pool, scope: DeviceScope, payload:
 
 async def handle_ingest_request(pool: asyncpg.Pool, scope: DeviceScope, payload: bytes,
                                 upload_base_url: str | None = None) -> IngestOutcome:
+    return await _recorded(pool, scope, TopicKind.INGEST_REQUEST.value, payload,
+                           lambda: _ingest_request(pool, scope, payload, upload_base_url))
+
+
+async def _ingest_request(pool: asyncpg.Pool, scope: DeviceScope, payload: bytes,
+                          upload_base_url: str | None) -> IngestOutcome:
     doc = _object(payload)
     if doc is None:
         return _reject("malformed_json", "ingest request is not a JSON object")
@@ -90,7 +136,7 @@ async def _gap_report(pool: asyncpg.Pool, scope: DeviceScope, doc: dict[str, Any
                       ) -> IngestOutcome:
     table = _table(doc)
     if table is None:
-        return _reject("invalid_source_table", "source_table must be a non-empty string")
+        return _reject("invalid_source_table", _BAD_TABLE)
     seqs = [doc.get("first_commit_seq"), doc.get("last_commit_seq")]
     if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seqs):
         return _reject("invalid_gap_report", "first_commit_seq/last_commit_seq must be integers")
@@ -106,7 +152,7 @@ async def _gap_report(pool: asyncpg.Pool, scope: DeviceScope, doc: dict[str, Any
             "INSERT INTO edge_capture_gaps (device_id, lineage_id, source_table, journal_epoch, "
             "first_commit_seq, last_commit_seq, reason) VALUES ($1, $2, $3, $4, $5, $6, $7) "
             "RETURNING id", scope.device_id, lineage_id, table, epoch, seqs[0], seqs[1],
-            str(doc.get("reason") or "local retention exceeded")[:500])
+            ledger_text(str(doc.get("reason") or "local retention exceeded"), 500))
         await emit(conn, scope.project_id, "edgesync.capture_gap.reported.v1", lineage_id,
                    {"gap_id": gap_id, "device_id": str(scope.device_id), "source_table": table,
                     "first_commit_seq": seqs[0], "last_commit_seq": seqs[1]})
@@ -117,7 +163,7 @@ async def _url_request(pool: asyncpg.Pool, scope: DeviceScope, doc: dict[str, An
                        base_url: str) -> IngestOutcome:
     table = _table(doc)
     if table is None:
-        return _reject("invalid_source_table", "source_table must be a non-empty string")
+        return _reject("invalid_source_table", _BAD_TABLE)
     kind = doc.get("segment_kind", "bootstrap_snapshot")
     async with pool.acquire() as conn, conn.transaction():
         try:
