@@ -12,13 +12,17 @@ import re
 
 from edgesync.errors import IdentifierError
 
-__all__ = ["MAX_IDENT_BYTES", "PLATFORM_COLUMNS", "check_column_name", "quote_ident",
-           "target_table_name"]
+__all__ = ["MAX_IDENT_BYTES", "PLATFORM_COLUMNS", "SYSTEM_COLUMNS", "check_column_name",
+           "quote_ident", "target_table_name"]
 
 MAX_IDENT_BYTES = 63
 # Columns edgesync adds to every state table; a mirrored column may not take these names.
 PLATFORM_COLUMNS = ("device_id", "_edge_pk_hash", "_edge_journal_epoch", "_edge_commit_seq",
                     "_edge_deleted", "_edge_synced_at")
+# PostgreSQL's own system columns: every table has them, so CREATE TABLE / ALTER TABLE
+# refuses a user column of the same name ("column name conflicts with a system column").
+# Quoted identifiers are case-sensitive, so only these exact spellings clash.
+SYSTEM_COLUMNS = ("tableoid", "xmin", "cmin", "xmax", "cmax", "ctid")
 _SAFE = re.compile(r"[^a-z0-9_]+")
 
 
@@ -54,4 +58,7 @@ def check_column_name(name: str, *, field: str) -> str:
             "give it a shorter mirror_column_name")
     if name in PLATFORM_COLUMNS or name.startswith("_edge_"):
         raise IdentifierError(f"{field}: column {name!r} is reserved for edgesync")
+    if name in SYSTEM_COLUMNS:
+        raise IdentifierError(f"{field}: column {name!r} is a PostgreSQL system column; "
+                              "give it a mirror_column_name")
     return name
