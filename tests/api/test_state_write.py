@@ -69,9 +69,10 @@ async def test_device_authoritative_table_refuses_write_back(client: httpx.Async
                                                              pool: asyncpg.Pool) -> None:
     s = await stage(tenant)
     body = {"rows": [{"pk": {"id": 1}, "values": {"mode": "off"}}]}
+    # Before approval there is no mirror to write to (whatever the authority will be).
     r = await client.post(rows_url(tenant, s), headers=tenant.headers(**idem()), json=body)
-    assert r.status_code == 403, r.text
-    assert r.json()["error"]["code"] == "edge_state_not_cloud_authoritative"
+    assert r.status_code == 404, r.text
+    assert r.json()["error"]["code"] == "edge_state_mirror_not_provisioned"
     await approve(client, tenant, s.review_id)
     r = await client.post(rows_url(tenant, s), headers=tenant.headers(**idem()), json=body)
     assert r.status_code == 403

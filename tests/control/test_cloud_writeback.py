@@ -67,6 +67,9 @@ async def test_write_back_refusals(pool, batches, unique):
     assert exc.value.code == "edge_state_not_cloud_authoritative"
 
     scope2, under_review = await setup_lineage(pool, batches, unique + "r", None)
+    with pytest.raises(StateWriteError) as exc:  # not approved: 404, not "device-owned"
+        await write(pool, scope2, under_review, [{"pk": {"id": 1}, "values": {"mode": "x"}}])
+    assert exc.value.code == "edge_state_mirror_not_provisioned"
     async with pool.acquire() as conn:
         await conn.execute("UPDATE edge_table_lineages SET sync_authority = "
                            "'cloud_authoritative' WHERE id = $1", under_review)

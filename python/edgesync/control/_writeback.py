@@ -78,15 +78,20 @@ async def write_state_rows(conn: Conn, *, project_id: uuid.UUID, device_id: uuid
             "LEFT JOIN edge_schema_versions v ON v.lineage_id = l.id "
             "AND v.schema_hash = l.approved_schema_hash WHERE l.id = $1", lineage_id)
         assert info is not None
-        if lineage.pipeline != "rows" or info["sync_authority"] != "cloud_authoritative":
+        if lineage.pipeline != "rows":
             raise StateWriteError("edge_state_not_cloud_authoritative",
-                                  f"lineage {lineage_id} is device-authoritative")
+                                  f"lineage {lineage_id} is a telemetry lineage")
+        # Not approved yet comes first (the reference's order): its authority is only
+        # chosen at approval, so "device-authoritative" would send the operator astray.
         target = None
         if lineage.approved_schema_hash:
             target = await load_state_target(conn, lineage, lineage.approved_schema_hash)
         if target is None or not info["schema_columns"]:
             raise StateWriteError("edge_state_mirror_not_provisioned",
                                   "approve the schema review before writing back")
+        if info["sync_authority"] != "cloud_authoritative":
+            raise StateWriteError("edge_state_not_cloud_authoritative",
+                                  f"lineage {lineage_id} is device-authoritative")
         pk_names = {str(c["name"]) for c in info["schema_columns"]["columns"]
                     if c["pk_ordinal"]}
         by_source = {c.source: c for c in target.columns}
