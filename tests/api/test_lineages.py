@@ -136,6 +136,12 @@ async def test_delete_lineage(client: httpx.AsyncClient, tenant, stage,
                                s.lineage_id) == 0
     assert await pool.fetchval("SELECT count(*) FROM edge_staged_rows WHERE lineage_id = $1",
                                s.lineage_id) == 0
+    # The device is told, so it starts the table over (tests/e2e/test_ctl_forget.py).
+    forget = await pool.fetch("SELECT body, status FROM edge_pending_controls WHERE "
+                              "device_id = $1 AND control_kind = 'forget_lineage'",
+                              s.device.device_id)
+    assert [(r["body"]["source_table"], r["status"]) for r in forget] == [
+        ("device_state", "pending")]
     r = await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}"), headers=tenant.reader())
     assert r.status_code == 404 and r.json()["error"]["code"] == "LINEAGE_NOT_FOUND"
     again = await client.delete(tenant.url(f"/edge/lineages/{s.lineage_id}"),

@@ -10,6 +10,12 @@
   journaled back (``_writeback``).
 * ``url_grant``: an upload slot for a requested object; recorded here, uploaded by the
   agent's next flush (``_uploads``).
+* ``forget_lineage`` (edgesync extension): the cloud deleted the table's lineage. The
+  table is published again as a new one (``StateStore.forget`` /
+  ``TelemetryState.forget``: resumed, schema re-sent, cursor rewound) and, for a rows
+  table, every current row is journaled again as an insert, so the lineage the next
+  batch re-creates ends complete. Executing it twice (a crash in between) journals the
+  rows twice: harmless, newer wins.
 
 A malformed control is logged and has no effect (it was acknowledged all the same: the
 cloud must not resend it forever).
@@ -28,6 +34,7 @@ from edgesync.agent._progress import rows_progress, telemetry_progress
 from edgesync.agent._retention import JournalBudget
 from edgesync.agent._state import StateStore
 from edgesync.agent._telemetry_state import TelemetryState
+from edgesync.agent._triggers import snapshot_sql
 from edgesync.agent._uploads import Uploads
 from edgesync.agent._writeback import CloudVersions, apply_state_write
 
@@ -41,7 +48,8 @@ def _int(doc: dict[str, Any], key: str) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
-_KINDS = ("progress", "pause_lineage", "resume_lineage", "state_write", "url_grant")
+_KINDS = ("progress", "pause_lineage", "resume_lineage", "state_write", "url_grant",
+          "forget_lineage")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +65,8 @@ def execute_control(doc: dict[str, Any], source: sqlite3.Connection, state: Stat
                     telemetry: TelemetryState, budget: JournalBudget | None = None,
                     extras: Extras | None = None) -> None:
     cid, kind, table = doc.get("control_id"), doc.get("control_kind"), doc.get("source_table")
-    if kind not in _KINDS or (extras is None and kind in ("state_write", "url_grant")):
+    if kind not in _KINDS or (extras is None and kind in ("state_write", "url_grant",
+                                                          "forget_lineage")):
         log.info("control %s (%s) acknowledged; kind not supported", cid, kind)
         return
     if not isinstance(table, str) or not table:
@@ -72,6 +81,10 @@ def execute_control(doc: dict[str, Any], source: sqlite3.Connection, state: Stat
         extras.uploads.granted(doc)
         return
     is_telemetry = telemetry.table(table) is not None
+    if kind == "forget_lineage":
+        assert extras is not None
+        _forget(cid, table, is_telemetry, source, state, telemetry, extras)
+        return
     if kind == "progress":
         if is_telemetry:
             telemetry_progress(doc, table, telemetry)
@@ -97,3 +110,30 @@ def execute_control(doc: dict[str, Any], source: sqlite3.Connection, state: Stat
     if not ok:
         log.warning("control %s (%s) names table %r, which this agent does not publish",
                     cid, kind, table)
+
+
+def _forget(cid: object, table: str, is_telemetry: bool, source: sqlite3.Connection,
+            state: StateStore, telemetry: TelemetryState, extras: Extras) -> None:
+    if is_telemetry:
+        ok = telemetry.forget(table)
+    else:
+        info = extras.tables(table)
+        ok = info is not None and state.forget(table)
+        if info is not None and ok:
+            # Re-journal before anything else is published: the new lineage's first
+            # batches then carry the table's whole current content.
+            source.execute("BEGIN IMMEDIATE")
+            try:
+                n = source.execute(snapshot_sql(info)).rowcount
+                source.execute("COMMIT")
+            except BaseException:
+                source.execute("ROLLBACK")
+                raise
+            log.info("forget_lineage source_table=%s: %d row(s) journaled again", table, n)
+    extras.versions.forget(table)
+    if ok:
+        log.warning("forget_lineage source_table=%s: the cloud deleted its lineage; the "
+                    "table is sent again from the start", table)
+    else:
+        log.warning("control %s (forget_lineage) names table %r, which this agent does not "
+                    "publish", cid, table)

@@ -421,6 +421,23 @@ class StateStore:
                     (table, table))
             return n > 0
 
+    def forget(self, table: str) -> bool:
+        """The cloud deleted the table's lineage (``forget_lineage``): publish it again
+        as if new — not paused, no watermark, the schema sent (and observed) again, the
+        cursor back to the start so every journal row still held goes again under new
+        batch ids, no pending or published batch awaiting a confirmation that cannot
+        come. False when the table is unknown."""
+        with self._tx():
+            n = self._db.execute(
+                "UPDATE tables SET paused=0, server_watermark=NULL, schema_sent=0, "
+                "observed_hash=NULL, last_published_commit_seq=0 WHERE source_table=?",
+                (table,)).rowcount
+            if n:
+                self._db.execute("DELETE FROM pending_batches WHERE source_table=?", (table,))
+                self._db.execute("DELETE FROM published_batches WHERE source_table=?",
+                                 (table,))
+            return n > 0
+
     def mark_observed(self, table: str, schema_hash: str) -> None:
         with self._tx():
             self._db.execute("UPDATE tables SET observed_hash=? WHERE source_table=?",

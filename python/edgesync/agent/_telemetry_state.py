@@ -206,6 +206,20 @@ class TelemetryState:
                     "source_table=?)", (name, name))
             return n > 0
 
+    def forget(self, name: str) -> bool:
+        """The cloud deleted the table's lineage: not paused, no watermark, the schema
+        sent (and observed) again, every buffered batch re-published (the cloud's
+        ledger of them is gone with the lineage, so none is a duplicate there). The read
+        cursor stays: rows already sent were kept in the telemetry table."""
+        with self._state.tx():
+            n = self._db.execute(
+                "UPDATE telemetry SET paused=0, server_watermark=NULL, schema_sent=0, "
+                "observed_hash=NULL WHERE source_table=?", (name,)).rowcount
+            if n:
+                self._db.execute("UPDATE telemetry_outbox SET published=0 "
+                                 "WHERE source_table=?", (name,))
+            return n > 0
+
     def mark_observed(self, name: str, schema_hash: str) -> None:
         with self._state.tx():
             self._db.execute("UPDATE telemetry SET observed_hash=? WHERE source_table=?",

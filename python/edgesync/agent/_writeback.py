@@ -92,6 +92,13 @@ class CloudVersions:
                 f"pk IN ({','.join('?' * len(part))})", (table, *part)).fetchall())
         return out
 
+    def forget(self, table: str) -> None:
+        """The lineage is gone: the versions were the old lineage's (a new one counts
+        from 0 again)."""
+        with self._state.tx():
+            self._db.execute("DELETE FROM cloud_versions WHERE source_table=?", (table,))
+        self._tables.discard(table)
+
     def save(self, table: str, versions: Mapping[str, int]) -> None:
         with self._state.tx():
             self._db.executemany(

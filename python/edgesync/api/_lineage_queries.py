@@ -16,6 +16,7 @@ from edgesync.api._lineage_models import (
     SchemaVersion,
 )
 from edgesync.api._values import json_value
+from edgesync.control import forget_on_device
 from edgesync.governance import emit, get_lineage_for_update
 from edgesync.materialize import quote_ident
 from edgesync.store import Conn
@@ -121,12 +122,14 @@ async def mirror_rows(conn: Conn, lineage: LineageOut, *, offset: int, limit: in
 
 async def delete_lineage(conn: Conn, project_id: uuid.UUID, lineage_id: uuid.UUID) -> None:
     """Remove the cloud's sync state for the (device, table): versions, reviews, bindings,
-    staged rows, ledger entries and pending controls. The state table and its rows stay."""
+    staged rows, ledger entries and pending controls. The state table and its rows stay.
+    The device is told (``forget_lineage``) and starts the table over."""
     await get_lineage(conn, project_id, lineage_id)
     lineage = await get_lineage_for_update(conn, lineage_id)
     if lineage is None:
         raise lineage_not_found()
     await conn.execute("DELETE FROM edge_table_lineages WHERE id = $1", lineage_id)
+    await forget_on_device(conn, lineage.device_id, lineage.source_table)
     await emit(conn, project_id, "edgesync.table_lineage.deleted.v1", lineage_id,
                {"lineage_id": str(lineage_id), "device_id": str(lineage.device_id),
                 "source_table": lineage.source_table})

@@ -7,6 +7,7 @@ from edgesync.control._flow import (
     reset_materialization,
     sweep_backpressure,
 )
+from edgesync.control._forget import FORGET_LINEAGE, forget_on_device
 from edgesync.control._objects import MAX_OBJECT_BYTES, ObjectStore
 from edgesync.control._outbox import CONTROL_CHANNEL, enqueue_control
 from edgesync.control._policy import FlowPolicy
@@ -20,6 +21,7 @@ from edgesync.control._writeback import MAX_WRITE_ROWS, resend_cloud_rows, write
 
 __all__ = [
     "CONTROL_CHANNEL",
+    "FORGET_LINEAGE",
     "GRANT_TTL",
     "MAX_OBJECT_BYTES",
     "MAX_WRITE_ROWS",
@@ -32,6 +34,7 @@ __all__ = [
     "Publisher",
     "check_backpressure",
     "enqueue_control",
+    "forget_on_device",
     "grant_upload",
     "record_materialization_failure",
     "resend_cloud_rows",
