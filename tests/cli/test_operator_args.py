@@ -20,7 +20,8 @@ COLS = ["id", "mode", "setpoint", "blob"]
 
 @pytest.mark.parametrize("command", [
     ["lineages", "show"], ["lineages", "reset"], ["lineages", "delete"], ["lineages", "write"],
-    ["lineages", "telemetry"], ["reviews", "show"], ["reviews", "claim"], ["policy", "set"],
+    ["lineages", "telemetry"], ["lineages", "discard-staged"], ["reviews", "show"],
+    ["reviews", "claim"], ["policy", "set"],
     ["policy", "show"], ["devices", "list"], ["lineages", "reopen-review"],
     ["registry", "list"], ["registry", "show"], ["registry", "reviews"],
     ["registry", "review-show"], ["registry", "claim"], ["registry", "approve"],

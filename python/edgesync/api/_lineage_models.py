@@ -106,6 +106,24 @@ class ResetResult(BaseModel):
     requeued_batches: int = Field(description="materialization_failed batches made replayable")
 
 
+class DiscardBody(BaseModel):
+    """Which staged batches to discard: all (empty body), or narrowed by reason and/or
+    schema version."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    staging_reason: Literal["schema_review", "schema_rejected", "lineage_paused",
+                            "materialization_failed"] | None = None
+    schema_hash: str | None = Field(None, pattern=r"^[0-9a-f]{64}$",
+                                    description="only batches staged under this version")
+
+
+class DiscardResult(BaseModel):
+    lineage_id: uuid.UUID
+    discarded_batches: int
+    discarded_rows: int
+
+
 class DeletedLineage(BaseModel):
     id: uuid.UUID
     deleted: bool = True

@@ -16,6 +16,11 @@ from typing import Any
 
 from edgesync.client._client import DEFAULT_API_URL
 
+# edgesync.staging.STAGING_REASONS, spelled out: the HTTP client imports no server code
+# (tests/cli/test_operator_args.py checks the two agree).
+STAGING_REASONS = ("schema_review", "schema_rejected", "lineage_paused",
+                   "materialization_failed")
+
 __all__ = ["MODE_NOTE", "add_data_points_parser", "add_devices_parsers", "add_lineages_parser",
            "add_policy_parser", "add_registry_parser", "add_reviews_parser", "add_tui_parser",
            "uses_database"]
@@ -163,7 +168,8 @@ def add_reviews_parser(sub: Any) -> None:
 
 
 def add_lineages_parser(sub: Any) -> None:
-    lineages = _sub(sub, "lineages", "list, show, reset, delete lineages; write back rows",
+    lineages = _sub(sub, "lineages", "list, show, reset, discard staged rows, delete "
+                    "lineages; write back rows",
                     "Lineages: one per (device, source table).")
     lsub = lineages.add_subparsers(dest="lineages_command", required=True, metavar="ACTION")
     llist = _sub(lsub, "list", "list lineages", "List lineages and their counters.")
@@ -211,6 +217,19 @@ def add_lineages_parser(sub: Any) -> None:
                  "rows and schedule a replay.")
     reset.add_argument("lineage_id", type=uuid.UUID)
     _api_options(reset)
+
+    discard = _sub(lsub, "discard-staged", "discard staged rows (all, by reason, by version)",
+                   "Delete a lineage's staged batches for good: all of them, or only those "
+                   "of one --reason and/or one --schema-hash (a schema version, e.g. a "
+                   "rejected one). Prints how many batches and rows went. Asks first unless "
+                   "--yes.")
+    discard.add_argument("lineage_id", type=uuid.UUID)
+    discard.add_argument("--reason", choices=STAGING_REASONS, default=None,
+                         help="only batches staged for this reason")
+    discard.add_argument("--schema-hash", default=None, metavar="HASH",
+                         help="only batches staged under this schema version (64 hex digits)")
+    discard.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    _api_options(discard)
 
     delete = _sub(lsub, "delete", "remove the cloud sync state of a lineage",
                   "Delete a lineage's sync state (versions, reviews, bindings, staged rows, "

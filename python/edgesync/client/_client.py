@@ -161,6 +161,12 @@ class ProjectApi:
     def reset_materialization(self, lineage_id: str) -> Any:
         return self.post(f"/edge/lineages/{lineage_id}/reset-materialization")
 
+    def discard_staged(self, lineage_id: str, *, reason: str | None = None,
+                       schema_hash: str | None = None) -> Any:
+        body = {k: v for k, v in (("staging_reason", reason), ("schema_hash", schema_hash))
+                if v is not None}
+        return self.post(f"/edge/lineages/{lineage_id}/discard-staged", body)
+
     def delete_lineage(self, lineage_id: str) -> Any:
         return self.delete(f"/edge/lineages/{lineage_id}")
 

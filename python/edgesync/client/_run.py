@@ -61,6 +61,8 @@ def _lineages(ctx: Ctx) -> None:
                  "materialization reset; replay scheduled")
     elif cmd == "delete":
         _delete_lineage(ctx, lid)
+    elif cmd == "discard-staged":
+        _discard_staged(ctx, lid)
     else:
         rows = load_json_file(a.rows, "--rows")
         if isinstance(rows, dict):
@@ -105,6 +107,22 @@ def _delete_lineage(ctx: Ctx, lid: str) -> None:
         if answer not in ("y", "yes"):
             raise _Aborted()
     ctx.item(ctx.api.delete_lineage(lid), ["id", "deleted"], "lineage deleted")
+
+
+def _discard_staged(ctx: Ctx, lid: str) -> None:
+    a = ctx.args
+    if not a.yes:
+        lineage = ctx.api.lineage(lid)
+        which = " ".join(f for f in (a.reason and f"reason {a.reason}",
+                                     a.schema_hash and f"schema {a.schema_hash[:12]}…") if f)
+        sys.stderr.write(f"Discard the staged rows ({which or 'all'}) of "
+                         f"{lineage['device_name']}/{lineage['source_table']} ({lid}) for "
+                         "good? [y/N] ")
+        sys.stderr.flush()
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            raise _Aborted()
+    ctx.item(ctx.api.discard_staged(lid, reason=a.reason, schema_hash=a.schema_hash),
+             ["lineage_id", "discarded_batches", "discarded_rows"], "staged rows discarded")
 
 
 class _Aborted(Exception):

@@ -157,6 +157,8 @@ async def admit(conn: Conn, scope: DeviceScope, lineage: Lineage,
                 lineage, status = decided, "approved"
     if status == "approved" and lineage.status == "active":
         return Admission(lineage, target=await load_state_target(conn, lineage, schema_hash))
+    if status == "rejected":  # kept, labelled for what it is: discardable
+        return Admission(lineage, staging_reason="schema_rejected")
     if status != "approved" or lineage.pause_reason == "schema_review":
         return Admission(lineage, staging_reason="schema_review")
     return Admission(lineage, staging_reason="lineage_paused")

@@ -122,12 +122,17 @@ async def approve_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
 
 async def reject_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
                         action_version: int, reason: str | None) -> dict[str, Any]:
-    """Reject: the lineage stays paused and its staged rows stay staged."""
+    """Reject: the lineage stays paused; its rows staged under the rejected version stay
+    staged, labelled ``schema_rejected`` (discardable by schema version or reason)."""
     async with conn.transaction():
         review = await get_review(conn, review_id, for_update=True)
         _check(review, action_version, ("queued", "in_review"))
         await conn.execute("UPDATE edge_schema_versions SET status = 'rejected' WHERE id = $1",
                            review["schema_version_id"])
+        await conn.execute(
+            "UPDATE edge_staged_rows SET staging_reason = 'schema_rejected' WHERE lineage_id = $1 "
+            "AND schema_hash = $2 AND staging_reason = 'schema_review'",
+            review["lineage_id"], review["schema_hash"])
         result = await _transition(conn, review, "rejected", actor, decision_reason=reason)
         await emit(conn, review["project_id"], "integration.edge_schema_review.rejected.v1",
                    review["id"], {"review_id": str(review["id"]), "reason": reason})

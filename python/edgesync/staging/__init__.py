@@ -1,6 +1,14 @@
 """Staging of rows that cannot be materialized yet, and their replay."""
 
 from edgesync.staging._replayer import Replayer
-from edgesync.staging._staged import StagedBatch, list_staged_rows, stage_many, unstage_many
+from edgesync.staging._staged import (
+    STAGING_REASONS,
+    StagedBatch,
+    discard_staged,
+    list_staged_rows,
+    stage_many,
+    unstage_many,
+)
 
-__all__ = ["Replayer", "StagedBatch", "list_staged_rows", "stage_many", "unstage_many"]
+__all__ = ["STAGING_REASONS", "Replayer", "StagedBatch", "discard_staged", "list_staged_rows",
+           "stage_many", "unstage_many"]

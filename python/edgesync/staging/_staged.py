@@ -17,7 +17,32 @@ from edgesync import _core
 from edgesync._core import RowBatch, TelemetryBatch
 from edgesync.store import Conn
 
-__all__ = ["StagedBatch", "list_staged_rows", "stage_many", "unstage_many"]
+__all__ = ["STAGING_REASONS", "StagedBatch", "discard_staged", "list_staged_rows", "stage_many",
+           "unstage_many"]
+
+# Why a batch waits in staging (edge_staged_rows.staging_reason).
+STAGING_REASONS = ("schema_review", "schema_rejected", "lineage_paused",
+                   "materialization_failed")
+
+
+async def discard_staged(conn: Conn, lineage_id: uuid.UUID, *, reason: str | None = None,
+                         schema_hash: str | None = None) -> tuple[int, int]:
+    """Delete a lineage's staged batches — all, or those of one ``staging_reason`` and/or
+    one ``schema_hash`` — and take them off its counters; returns ``(batches, rows)``.
+    Their ledger rows stay (``outcome = 'staged'``): a redelivery is still a duplicate,
+    so a discarded batch never comes back by itself."""
+    rec = await conn.fetchrow(
+        "WITH gone AS (DELETE FROM edge_staged_rows WHERE lineage_id = $1 "
+        "  AND ($2::text IS NULL OR staging_reason = $2) "
+        "  AND ($3::text IS NULL OR schema_hash = $3) RETURNING row_count, byte_count), "
+        "sums AS (SELECT count(*) AS n, coalesce(sum(row_count), 0) AS r, "
+        "  coalesce(sum(byte_count), 0) AS b FROM gone), "
+        "upd AS (UPDATE edge_table_lineages SET staged_rows = greatest(staged_rows - sums.r, 0), "
+        "  staged_bytes = greatest(staged_bytes - sums.b, 0), updated_at = now() FROM sums "
+        "  WHERE id = $1 AND sums.n > 0) "
+        "SELECT n, r FROM sums", lineage_id, reason, schema_hash)
+    assert rec is not None
+    return int(rec["n"]), int(rec["r"])
 
 
 async def unstage_many(conn: Conn, lineage_id: uuid.UUID, staged_ids: list[int]) -> int:

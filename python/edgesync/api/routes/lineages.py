@@ -1,4 +1,5 @@
-"""``/edge/lineages``: list, detail, staged rows, mirror rows, reset, delete."""
+"""``/edge/lineages``: list, detail, staged rows, mirror rows, reset, discard staged rows,
+delete."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from edgesync.api._errors import error_responses
 from edgesync.api._idempotency import IdempotencyKey, idempotent
 from edgesync.api._lineage_models import (
     DeletedLineage,
+    DiscardBody,
+    DiscardResult,
     LineageDetail,
     LineageOut,
     ResetResult,
@@ -126,6 +129,28 @@ async def reset(access: CanManage, conn: Db, request: Request, lineage_id: Linea
         await get_lineage(tx, access.project_id, lineage_id)
         result = await control.reset_materialization(tx, lineage_id)
         return 200, Item[ResetResult](data=ResetResult.model_validate(result))
+
+    return await idempotent(conn, access, request, idempotency_key, work)
+
+
+@router.post("/{lineage_id}/discard-staged", response_model=Item[DiscardResult],
+             responses=_WRITE_ERRORS,
+             summary="Discard staged batches: all, or by staging reason and/or schema version")
+async def discard_staged(access: CanManage, conn: Db, request: Request, lineage_id: LineageId,
+                         body: DiscardBody, idempotency_key: IdempotencyKey = None) -> Response:
+    async def work(tx: Conn) -> tuple[int, Item[DiscardResult]]:
+        await get_lineage(tx, access.project_id, lineage_id)
+        locked = await governance.get_lineage_for_update(tx, lineage_id)
+        assert locked is not None
+        batches, rows = await staging.discard_staged(
+            tx, lineage_id, reason=body.staging_reason, schema_hash=body.schema_hash)
+        await governance.emit(tx, access.project_id, "edgesync.staged_rows.discarded.v1",
+                              lineage_id, {"lineage_id": str(lineage_id), "actor": access.actor,
+                                           "staging_reason": body.staging_reason,
+                                           "schema_hash": body.schema_hash,
+                                           "batches": batches, "rows": rows})
+        return 200, Item[DiscardResult](data=DiscardResult(
+            lineage_id=lineage_id, discarded_batches=batches, discarded_rows=rows))
 
     return await idempotent(conn, access, request, idempotency_key, work)
 
