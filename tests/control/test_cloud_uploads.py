@@ -16,7 +16,8 @@ from fastapi import FastAPI
 from review_helpers import approve
 
 from edgesync import registry
-from edgesync.control import ObjectStore, upload_router
+from edgesync.api.routes.uploads import upload_router
+from edgesync.control import ObjectStore
 from edgesync.ingest import IngestPipeline, OutcomeStatus
 from edgesync.ingest._objects import ObjectIngester
 from edgesync.materialize import quote_ident

@@ -12,6 +12,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey
 
 from edgesync import registry
+from edgesync._defaults import DEVICE_CERT_DAYS
 from edgesync.credentials._authorities import get_ca
 from edgesync.credentials._passwords import hash_password, new_password
 from edgesync.credentials._x509 import (
@@ -26,6 +27,7 @@ from edgesync.registry import DeviceScope
 from edgesync.store import Conn
 
 __all__ = [
+    "DEVICE_CERT_DAYS",
     "CertificateSecret",
     "PasswordSecret",
     "find_device",
@@ -34,8 +36,6 @@ __all__ = [
     "list_credentials",
     "revoke_credentials",
 ]
-
-DEVICE_CERT_DAYS = 365
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""Parsers of the operator commands (``lineages``, ``reviews``, ``policy``, ``devices``).
+"""Parsers of the operator commands (``lineages``, ``reviews``, ``policy``, ``devices``);
+the commands are ``edgesync.client._run``.
 
 The commands that existed before the HTTP API (``devices add|list``, ``reviews
 list|approve|reject``, ``lineages list``) still work on the database directly when
@@ -14,7 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from edgesync.client._client import DEFAULT_API_URL
+from edgesync._defaults import DEFAULT_API_URL
 
 __all__ = ["MODE_NOTE", "add_data_points_parser", "add_devices_parsers", "add_lineages_parser",
            "add_policy_parser", "add_registry_parser", "add_reviews_parser", "add_tui_parser",
