@@ -23,7 +23,7 @@ def add_credentials_parsers(sub: Any, devices_sub: Any, db_options: Any) -> None
                     "once (a new password revokes the previous one). Without, list the "
                     "device's credentials (no secrets).")
     cred.add_argument("name", help="device name")
-    cred.add_argument("--project", required=True, help="project name")
+    cred.add_argument("--project", required=True, help="project name or id")
     cred.add_argument("--password", action="store_true", help="issue an MQTT password")
     cred.add_argument("--cert", action="store_true",
                       help="issue an mTLS client certificate (CN = device name)")
@@ -38,7 +38,7 @@ def add_credentials_parsers(sub: Any, devices_sub: Any, db_options: Any) -> None
         description="Issue fresh credentials for the device and write agent.yaml, agent.env, "
                     "the broker CA and (for mTLS) device.pem/device.key into --out.")
     bundle.add_argument("name", help="device name")
-    bundle.add_argument("--project", required=True, help="project name")
+    bundle.add_argument("--project", required=True, help="project name or id")
     bundle.add_argument("--out", type=Path, required=True, help="directory to write")
     bundle.add_argument("--mqtt-url", default=os.environ.get("EDGESYNC_PUBLIC_MQTT_URL"),
                         help="the broker as devices reach it, ssl://host:port: the project's "
@@ -60,7 +60,7 @@ def add_credentials_parsers(sub: Any, devices_sub: Any, db_options: Any) -> None
         "revoke", help="revoke a device's credentials",
         description="Revoke one credential (--credential) or all live ones of the device.")
     revoke.add_argument("name", help="device name")
-    revoke.add_argument("--project", required=True, help="project name")
+    revoke.add_argument("--project", required=True, help="project name or id")
     revoke.add_argument("--credential", type=uuid.UUID, default=None,
                         help="credential id (from `devices credentials NAME`)")
     db_options(revoke)
@@ -73,7 +73,7 @@ def add_credentials_parsers(sub: Any, devices_sub: Any, db_options: Any) -> None
         description="Issue a fleet bootstrap certificate with a device quota. With --out, "
                     "write bootstrap-certificate.pem, bootstrap-private.key.pem, "
                     "bootstrap-ca.pem and jitr.json there instead of printing the PEMs.")
-    issue.add_argument("--project", required=True, help="project name")
+    issue.add_argument("--project", required=True, help="project name or id")
     issue.add_argument("--fleet", required=True, help="fleet name (created when new)")
     issue.add_argument("--quota", type=int, required=True, help="devices it may enroll (1-1000)")
     issue.add_argument("--days", type=int, default=BOOTSTRAP_DAYS,
@@ -84,13 +84,13 @@ def add_credentials_parsers(sub: Any, devices_sub: Any, db_options: Any) -> None
     db_options(issue)
     jlist = jsub.add_parser("list", help="list bootstrap certificates",
                             description="List a project's bootstrap certificates.")
-    jlist.add_argument("--project", required=True, help="project name")
+    jlist.add_argument("--project", required=True, help="project name or id")
     db_options(jlist)
     jrevoke = jsub.add_parser("revoke", help="revoke a bootstrap certificate",
                               description="Stop new enrollments with it; enrolled devices "
                                           "keep working.")
     jrevoke.add_argument("ref", help="bootstrap certificate id or serial")
-    jrevoke.add_argument("--project", required=True, help="project name")
+    jrevoke.add_argument("--project", required=True, help="project name or id")
     db_options(jrevoke)
 
     bc = sub.add_parser(

@@ -25,6 +25,7 @@ from edgesync.credentials._bundle import write_bundle
 from edgesync.credentials._control_token import ensure_control_token
 from edgesync.credentials._device_credentials import (
     find_device,
+    find_project,
     issue_certificate,
     issue_password,
     list_credentials,
@@ -40,8 +41,7 @@ _RELOAD = ("run `edgesync broker-config` again and reload Mosquitto (kill -HUP) 
 
 
 async def _project(conn: Conn, name: str) -> Any:
-    row = await conn.fetchrow(
-        "SELECT id, name, topic_slug, org_id FROM edge_projects WHERE name = $1", name)
+    row = await find_project(conn, name)
     if row is None:
         raise NotFoundError(f"no project named {name!r}")
     return row
