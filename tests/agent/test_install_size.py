@@ -14,7 +14,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-import edgesync
+import edgesync.errors
 
 TARGET_MB = 60
 ROOT = Path(__file__).parents[2]
@@ -54,7 +54,7 @@ def edgesync_bytes() -> int:
     try:
         return _dist_bytes(md.distribution("edgesync"))
     except md.PackageNotFoundError:
-        pkg = Path(edgesync.__file__).parent
+        pkg = Path(edgesync.errors.__file__).parent  # edgesync is a namespace package
         return sum(_blocks(p) for p in pkg.rglob("*") if p.is_file())
 
 
