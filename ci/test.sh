@@ -28,6 +28,24 @@ python3 -m venv .venv-test
 .venv-test/bin/python -m pip install -q --upgrade pip
 .venv-test/bin/python -m pip install -q "${wheel}[test]"
 
+echo "== agent-only virtualenv"
+# A device's install: the wheel with no extras. Its size is measured before the test tools
+# go in (target 60 MB, pip and setuptools included), then the agent tests run there: they
+# need no cloud module (tests/agent/test_device_boundaries.py checks what they load).
+rm -rf .venv-agent
+python3 -m venv .venv-agent
+.venv-agent/bin/python -m pip install -q --upgrade pip
+.venv-agent/bin/python -m pip install -q "${wheel}"
+agent_site=$(.venv-agent/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+agent_mb=$(du -sm "$agent_site" | cut -f1)
+echo "agent-only install: ${agent_mb} MB in $agent_site ($(.venv-agent/bin/python -m pip list -q 2>/dev/null | tail -n +3 | wc -l) distributions)"
+if (( agent_mb > 60 )); then
+  echo "agent-only install is ${agent_mb} MB, over the 60 MB target" >&2
+  exit 1
+fi
+.venv-agent/bin/python -m pip install -q "${wheel}[agent-test]"
+timeout --kill-after=30 1500 .venv-agent/bin/python -m pytest -p no:cacheprovider -q tests/agent
+
 echo "== static checks"
 .venv-test/bin/ruff check python tests benches
 .venv-test/bin/mypy

@@ -4,6 +4,10 @@ and builders for device payloads.
 ``EDGESYNC_TEST_DATABASE_URL`` / ``EDGESYNC_TEST_MQTT_URL`` choose the servers; by
 default the local PostgreSQL (127.0.0.1:5432) and Mosquitto (127.0.0.1:1883).
 A missing server fails the run: these tests never skip for lack of a service.
+
+This file is loaded for every test, also in CI's agent-only virtualenv (the wheel with no
+extras, where only tests/agent runs): at module level it imports nothing of the cloud side.
+The database fixtures import asyncpg and ``edgesync.store`` when a test asks for them.
 """
 
 from __future__ import annotations
@@ -20,15 +24,16 @@ import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import asyncpg
 import orjson
 import pytest
 
 from edgesync import _core
 from edgesync.protocol import parse_broker_url, uuid7
-from edgesync.store import create_pool, migrate
+
+if TYPE_CHECKING:
+    import asyncpg
 
 BASE_DB = os.environ.get("EDGESYNC_TEST_DATABASE_URL",
                          "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -108,6 +113,8 @@ def _with_db(url: str, name: str) -> str:
 
 @pytest.fixture(scope="session")
 async def database_url() -> AsyncIterator[str]:
+    import asyncpg
+
     name = f"edgesync_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     try:
         admin = await asyncpg.connect(BASE_DB)
@@ -123,6 +130,8 @@ async def database_url() -> AsyncIterator[str]:
 
 @pytest.fixture(scope="session")
 async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    from edgesync.store import create_pool, migrate
+
     p = await create_pool(database_url, max_size=8)
     async with p.acquire() as conn:
         await migrate(conn)

@@ -67,24 +67,37 @@ async def agent_run(path: Path) -> None:
         await agent.run()
 
 
+def _database(args: argparse.Namespace) -> tuple[str | None, Path]:
+    """The database a database-direct command works on: --database-url, else the embedded
+    PostgreSQL of --data-dir, else the one ``edgesync serve`` keeps in the default data
+    directory. Never a new embedded server: a typo'd or forgotten option would otherwise
+    start an empty database and issue credentials nobody's broker knows."""
+    from edgesync.server import default_data_dir
+
+    if args.database_url or args.data_dir:
+        return args.database_url, args.data_dir or default_data_dir()
+    data_dir = default_data_dir()
+    if not (data_dir / "postgres").is_dir():
+        raise ConfigError("--database-url", "no database to work on: give --database-url URL, "
+                          "or --data-dir DIR where `edgesync serve` keeps its embedded "
+                          f"PostgreSQL (there is none in the default {data_dir})")
+    return None, data_dir
+
+
 async def credentials(args: argparse.Namespace) -> Any:
     """``devices credentials|bundle|revoke``, ``jitr …`` and ``broker-config``."""
     from edgesync.credentials._cli import credentials_command
-    from edgesync.server import default_data_dir
     from edgesync.store import open_database
 
-    async with open_database(args.database_url, args.data_dir or default_data_dir()) as pool, \
-            pool.acquire() as conn:
+    async with open_database(*_database(args)) as pool, pool.acquire() as conn:
         return await credentials_command(conn, args)
 
 
 async def admin(args: argparse.Namespace) -> Any:
     from edgesync import governance, registry
-    from edgesync.server import default_data_dir
     from edgesync.store import open_database
 
-    data_dir = args.data_dir or default_data_dir()
-    async with open_database(args.database_url, data_dir) as pool, pool.acquire() as conn:
+    async with open_database(*_database(args)) as pool, pool.acquire() as conn:
         if args.command == "admin":
             from edgesync.identity._admin import admin_command
 

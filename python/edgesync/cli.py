@@ -13,6 +13,8 @@ from typing import Any
 
 import orjson
 
+from edgesync import _extras
+from edgesync._defaults import DEFAULT_API_URL
 from edgesync.errors import EdgesyncError
 
 __all__ = ["main"]
@@ -111,7 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--mqtt-url", default=None,
                       help="use this broker instead of the embedded one")
 
-    from edgesync.client._cli import (
+    from edgesync._parsers.operators import (
         MODE_NOTE,
         add_data_points_parser,
         add_devices_parsers,
@@ -127,7 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     dsub = devices.add_subparsers(dest="devices_command", required=True, metavar="ACTION")
     add_devices_parsers(dsub)
 
-    from edgesync.credentials._cli import add_credentials_parsers
+    from edgesync._parsers.credentials import add_credentials_parsers
 
     add_credentials_parsers(sub, dsub, _db_options)
     add_reviews_parser(sub)
@@ -137,7 +139,7 @@ def _parser() -> argparse.ArgumentParser:
     add_policy_parser(sub)
     add_tui_parser(sub)
 
-    from edgesync.identity._admin import add_admin_parser
+    from edgesync._parsers.admin import add_admin_parser
 
     add_admin_parser(sub, _db_options)
     events = sub.add_parser("events", help="follow governance events through the HTTP API",
@@ -146,8 +148,7 @@ def _parser() -> argparse.ArgumentParser:
     watch = esub.add_parser("watch", help="print each event as a JSON line",
                             description="Print a project's events as JSON lines until stopped.")
     watch.add_argument("--project", required=True, help="project id (UUID)")
-    watch.add_argument("--api-url", default=os.environ.get("EDGESYNC_API_URL",
-                                                           "http://127.0.0.1:8080"),
+    watch.add_argument("--api-url", default=os.environ.get("EDGESYNC_API_URL", DEFAULT_API_URL),
                        help="API base URL (env EDGESYNC_API_URL; default http://127.0.0.1:8080)")
     watch.add_argument("--token", default=os.environ.get("EDGESYNC_TOKEN"),
                        help="API token (env EDGESYNC_TOKEN)")
@@ -175,10 +176,25 @@ def _configure_logging(level_name: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _configure_logging(args.log_level)
+    what = f"'edgesync {args.command}'"
     try:
+        problem = None if args.command == "agent" else _extras.missing(_extras.SERVER, what)
+        if problem is None and args.command == "demo" and not (args.database_url
+                                                                and args.mqtt_url):
+            problem = _extras.missing(_extras.EMBEDDED, what)
+        if problem is not None:
+            sys.stderr.write(f"edgesync: error: {problem}\n")
+            return 2
         return _dispatch(args)
     except EdgesyncError as exc:
         sys.stderr.write(f"edgesync: error: {exc}\n")
+        return 2
+    except ModuleNotFoundError as exc:
+        # A cloud module imported later than the check above (a partial install).
+        hint = _extras.install_hint(exc.name, what)
+        if hint is None:
+            raise
+        sys.stderr.write(f"edgesync: error: {hint}\n")
         return 2
 
 
@@ -206,13 +222,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         from edgesync.tui import run_tui
 
         return run_tui(args)
-    from edgesync.credentials._cli import is_credentials_command
+    from edgesync._parsers.credentials import is_credentials_command
 
     if is_credentials_command(args):
         _print_json(asyncio.run(cmd.credentials(args)))
         return 0
     if args.command in ("devices", "reviews", "lineages", "policy", "registry", "data-points"):
-        from edgesync.client._cli import uses_database
+        from edgesync._parsers.operators import uses_database
 
         if not uses_database(args):
             from edgesync.client._run import run_api_command

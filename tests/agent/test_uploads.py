@@ -3,7 +3,6 @@ for a re-seed after a capture gap and for a row too large for a batch."""
 
 from __future__ import annotations
 
-import io
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -13,9 +12,9 @@ from typing import Any
 
 import orjson
 import pytest
-import zstandard
 from agent_helpers import make_config, next_message, observer, send_control
 
+from edgesync import _core
 from edgesync.agent import Agent
 
 
@@ -40,8 +39,8 @@ class UploadServer:
         threading.Thread(target=self.http.serve_forever, daemon=True).start()
 
     def lines(self, batch_id: str) -> list[dict[str, Any]]:
-        raw = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(self.bodies[batch_id]))
-        return [orjson.loads(line) for line in raw.read().splitlines() if line.strip()]
+        raw = _core.decompress_blob(self.bodies[batch_id])  # every frame, one after another
+        return [orjson.loads(line) for line in raw.splitlines() if line.strip()]
 
 
 @pytest.fixture

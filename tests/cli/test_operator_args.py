@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from edgesync import cli
+from edgesync._parsers.operators import uses_database
 from edgesync.client._actions import column_actions
-from edgesync.client._cli import uses_database
 from edgesync.client._format import print_table
 from edgesync.errors import ConfigError
 

@@ -16,7 +16,8 @@ from fastapi import FastAPI
 from review_helpers import approve
 
 from edgesync import registry
-from edgesync.control import ObjectStore, upload_router
+from edgesync.api.routes.uploads import upload_router
+from edgesync.control import ObjectStore
 from edgesync.ingest import IngestPipeline, OutcomeStatus
 from edgesync.ingest._objects import ObjectIngester
 from edgesync.materialize import quote_ident
@@ -81,15 +82,20 @@ async def test_snapshot_of_200k_rows_uploads_and_materializes(pool, batches, uni
     out = await pipe.handle(f"{scope.root_topic}/sync/ingest/request", orjson.dumps(fin))
     assert out.code == "upload_finalized"
     ingester = ObjectIngester(pool, pipe, store)
+    obj = store.path(uuid.UUID(g["batch_id"]))
+    kept = obj.read_bytes()
     assert await ingester.ingest_next()
     upload = await pool.fetchrow("SELECT status, rows_ingested, last_error FROM edge_uploads "
                                  "WHERE id = $1", uuid.UUID(g["batch_id"]))
     assert tuple(upload) == ("ingested", 200_000, None)
+    assert not obj.exists()  # ingested objects are removed
     lineage = await pool.fetchrow("SELECT * FROM edge_table_lineages WHERE device_id = $1",
                                   scope.device_id)
     assert lineage["staged_rows"] == 200_000 and lineage["pause_reason"] == "schema_review"
 
-    # Finalize redelivered and processed again: chunks are duplicates, nothing doubles.
+    # A crash after the chunks committed, before the status and the removal: the object is
+    # ingested again, its chunks are duplicates, nothing doubles.
+    obj.write_bytes(kept)
     await pool.execute("UPDATE edge_uploads SET status = 'uploaded' WHERE id = $1",
                        uuid.UUID(g["batch_id"]))
     assert await ingester.ingest_next()

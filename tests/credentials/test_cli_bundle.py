@@ -137,3 +137,32 @@ def test_jitr_issue_list_revoke(database_url: str, unique: str, tmp_path: Path) 
     assert run_json("jitr", "list", "--project", project, *db)[0]["status"] == "revoked"
     bad = run("jitr", "issue", "--project", project, "--fleet", "f", "--quota", "0", *db)
     assert bad.returncode == 2 and "max_devices" in bad.stderr
+
+
+def test_bundle_takes_the_project_by_name_or_id(database_url: str, unique: str,
+                                                tmp_path: Path) -> None:
+    db = ("--database-url", database_url)
+    project = f"cli-ref-{unique}"
+    added = run_json("devices", "add", "gw-3", "--project", project, "--topic-slug",
+                     f"cr{unique}", *db)
+    by_id = run_json("devices", "bundle", "gw-3", "--project", str(added["project_id"]),
+                     "--out", str(tmp_path / "b"), "--auth", "password",
+                     "--mqtt-url", "ssl://127.0.0.1:8885", *db)
+    assert by_id["root_topic"] == f"cr{unique}/gw-3"
+    listed = run_json("devices", "credentials", "gw-3", "--project", project, *db)
+    assert [c["kind"] for c in listed] == ["password"]
+
+
+def test_without_a_database_option_no_new_embedded_postgres_is_made(tmp_path: Path) -> None:
+    # an empty user data directory: the default would be {XDG_DATA_HOME}/edgesync
+    env = {"PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
+           "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
+    for argv in (["devices", "bundle", "gw-1", "--project", "p", "--out", str(tmp_path / "o")],
+                 ["devices", "credentials", "gw-1", "--project", "p"],
+                 ["admin", "bootstrap", "--org", "o", "--project", "p"]):
+        out = subprocess.run([EDGESYNC, *argv], capture_output=True, text=True, timeout=60,
+                             check=False, env=env)
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.count("\n") == 1 and "--data-dir" in out.stderr, out.stderr
+        assert "--database-url" in out.stderr
+    assert not (tmp_path / "data").exists()

@@ -17,8 +17,8 @@ from cryptography import x509
 from fastapi import FastAPI
 
 from edgesync import credentials, registry
+from edgesync.api.routes.jitr import make_jitr_router
 from edgesync.credentials import BootstrapSecret, make_csr, new_key
-from edgesync.credentials._routes import make_jitr_router
 from edgesync.credentials._x509 import common_name, new_ca, signed_by
 
 
@@ -222,7 +222,7 @@ def test_openapi_documents_the_endpoint() -> None:
 
 
 def test_broker_url_handed_to_devices_never_carries_credentials() -> None:
-    from edgesync.credentials._routes import public_broker_url
+    from edgesync.api.routes.jitr import public_broker_url
 
     assert public_broker_url("ssl://edgesync-worker:s3cret@mqtt.example:8884") == (
         "ssl://mqtt.example:8884")

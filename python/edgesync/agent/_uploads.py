@@ -19,7 +19,7 @@ batches and confirms those; when only the rows whose table row was gone at uploa
 are left in the range, the whole range is deleted). A grant whose URL expired, or a
 PUT refused with 403/404, goes back to ``wanted``.
 
-The object is zstd-compressed JSON lines: a header (``format_version``,
+The object is zstd-compressed JSON lines (a frame per page of rows): a header (``format_version``,
 ``capture_strategy``, ``source_table``, ``journal_epoch``, ``schema_hash``,
 ``schema_columns``) and then one row operation per line, as in a row batch.
 """
@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import zstandard
 
+from edgesync._core import compress_blob
 from edgesync.agent._batcher import CAPTURE_STRATEGY, FORMAT_VERSION, JournalRow
 from edgesync.agent._discovery import TableInfo
 from edgesync.agent._state import StateStore
@@ -276,14 +276,20 @@ class Uploads:
             header["schema_columns"] = orjson.loads(schema_json)
         entries = shipped = 0
         tmp = path.with_suffix(".tmp")
-        with tmp.open("wb") as raw, zstandard.ZstdCompressor().stream_writer(raw) as z:
-            z.write(orjson.dumps(header) + b"\n")
+        # One zstd frame per page of rows (the Rust extension's compressor: the agent needs
+        # no zstd package of its own); a reader decompresses the frames one after another.
+        with tmp.open("wb") as raw:
+            lines = [orjson.dumps(header)]
             for page in read(table, up.first_commit_seq, up.last_commit_seq):
                 for r in page:
                     entries += 1
                     if r.encoded is not None:
-                        z.write(r.encoded + b"\n")
+                        lines.append(r.encoded)
                         shipped += 1
+                raw.write(compress_blob(b"\n".join(lines) + b"\n"))
+                lines = []
+            if lines:  # an empty range: the header alone
+                raw.write(compress_blob(lines[0] + b"\n"))
         tmp.replace(path)
         with self._state.tx():
             self._db.execute("UPDATE uploads SET gone_rows=? WHERE upload_key=?",

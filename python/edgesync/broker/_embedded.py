@@ -11,7 +11,7 @@ import logging
 import socket
 from collections.abc import AsyncIterator
 
-from edgesync.errors import BrokerError
+from edgesync.errors import BrokerError, ConfigError
 from edgesync.protocol import BrokerUrl
 
 __all__ = ["embedded_broker", "free_port"]
@@ -28,7 +28,11 @@ def free_port(host: str = "127.0.0.1") -> int:
 @contextlib.asynccontextmanager
 async def embedded_broker(host: str = "127.0.0.1", port: int | None = None
                           ) -> AsyncIterator[BrokerUrl]:
-    from amqtt.broker import Broker
+    try:
+        from amqtt.broker import Broker
+    except ModuleNotFoundError as exc:
+        raise ConfigError("--mqtt-url", "this install has no embedded MQTT broker: give a "
+                          "broker URL, or pip install 'edgesync[embedded]'") from exc
 
     port = port or free_port(host)
     config = {

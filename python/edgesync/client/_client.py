@@ -15,11 +15,11 @@ from typing import Any
 
 import httpx
 
+from edgesync._defaults import DEFAULT_API_URL
 from edgesync.errors import EdgesyncError
 
 __all__ = ["DEFAULT_API_URL", "ApiClient", "ApiClientError"]
 
-DEFAULT_API_URL = "http://127.0.0.1:8080"
 _MUTATIONS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 

@@ -1,5 +1,6 @@
 """Downlink control: the outbox and its sender, progress confirmations, and the pauses
-that reach devices (backpressure, materialization circuit breaker)."""
+that reach devices (backpressure, materialization circuit breaker). The HTTP endpoint of
+presigned uploads is in ``edgesync.api.routes.uploads``: nothing here imports FastAPI."""
 
 from edgesync.control._flow import (
     check_backpressure,
@@ -15,7 +16,6 @@ from edgesync.control._progress import ProgressReporter
 from edgesync.control._publisher import MqttPublisher
 from edgesync.control._sender import ControlSender, Publisher
 from edgesync.control._sweeper import BackpressureSweeper
-from edgesync.control._upload_routes import upload_router
 from edgesync.control._uploads import GRANT_TTL, grant_upload, verify_upload_url
 from edgesync.control._writeback import MAX_WRITE_ROWS, resend_cloud_rows, write_state_rows
 
@@ -40,7 +40,6 @@ __all__ = [
     "resend_cloud_rows",
     "reset_materialization",
     "sweep_backpressure",
-    "upload_router",
     "verify_upload_url",
     "write_state_rows",
 ]

@@ -27,6 +27,10 @@ class ObjectStore:
     def path(self, upload_id: uuid.UUID) -> Path:
         return self.root / f"{upload_id}.jsonl.zst"
 
+    def remove(self, upload_id: uuid.UUID) -> None:
+        """Delete an object once its rows are ingested (gone already is fine)."""
+        self.path(upload_id).unlink(missing_ok=True)
+
     async def put(self, upload_id: uuid.UUID, chunks: AsyncIterator[bytes]) -> int:
         """Store a stream; returns its size. Refuses (and discards) an object over the limit."""
         await asyncio.to_thread(self.root.mkdir, parents=True, exist_ok=True)

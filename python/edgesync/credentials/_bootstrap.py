@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from edgesync._defaults import BOOTSTRAP_DAYS
 from edgesync.credentials._authorities import get_ca
 from edgesync.credentials._x509 import issue_leaf, new_key, private_key_pem
 from edgesync.errors import InvalidRequestError, NotFoundError
@@ -17,7 +18,6 @@ from edgesync.store import Conn
 __all__ = ["BOOTSTRAP_DAYS", "BootstrapSecret", "issue_bootstrap", "list_bootstraps",
            "revoke_bootstrap"]
 
-BOOTSTRAP_DAYS = 90
 MAX_QUOTA = 1000
 
 

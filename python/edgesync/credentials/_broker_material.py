@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edgesync._defaults import WORKER_USERNAME
 from edgesync.broker import MosquittoConfig, ProjectListeners, write_mosquitto_config
 from edgesync.credentials._authorities import get_ca, server_ca
 from edgesync.credentials._passwords import hash_password, new_password
@@ -22,7 +23,6 @@ from edgesync.store import Conn
 
 __all__ = ["WORKER_USERNAME", "BrokerConfigOptions", "BrokerConfigResult", "write_broker_config"]
 
-WORKER_USERNAME = "edgesync-worker"
 # A broker username: no wildcards, separators or spaces (it lands in the ACL and passwd files).
 _ACCOUNT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 

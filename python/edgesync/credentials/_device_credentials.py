@@ -12,6 +12,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey
 
 from edgesync import registry
+from edgesync._defaults import DEVICE_CERT_DAYS
 from edgesync.credentials._authorities import get_ca
 from edgesync.credentials._passwords import hash_password, new_password
 from edgesync.credentials._x509 import (
@@ -26,16 +27,16 @@ from edgesync.registry import DeviceScope
 from edgesync.store import Conn
 
 __all__ = [
+    "DEVICE_CERT_DAYS",
     "CertificateSecret",
     "PasswordSecret",
     "find_device",
+    "find_project",
     "issue_certificate",
     "issue_password",
     "list_credentials",
     "revoke_credentials",
 ]
-
-DEVICE_CERT_DAYS = 365
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +56,23 @@ class CertificateSecret:
     not_after: datetime
 
 
+async def find_project(conn: Conn, project: str) -> Any:
+    """The project (id, name, topic_slug, org_id) named ``project``, or with that id: the
+    API and the operator commands name projects by id, the bootstrap commands by name, and
+    either works here. None when there is none."""
+    try:
+        project_id: uuid.UUID | None = uuid.UUID(project)
+    except ValueError:
+        project_id = None
+    return await conn.fetchrow(
+        "SELECT id, name, topic_slug, org_id FROM edge_projects WHERE name = $1 OR id = $2 "
+        "ORDER BY (id = $2) DESC LIMIT 1", project, project_id)
+
+
 async def find_device(conn: Conn, project: str, name: str) -> DeviceScope:
-    slug = await conn.fetchval("SELECT topic_slug FROM edge_projects WHERE name = $1", project)
-    scope = None if slug is None else await registry.get_device(conn, slug, name)
+    """The device ``name`` of ``project`` (a project name or id)."""
+    row = await find_project(conn, project)
+    scope = None if row is None else await registry.get_device(conn, row["topic_slug"], name)
     if scope is None:
         raise NotFoundError(f"no device {name!r} in project {project!r}")
     return scope

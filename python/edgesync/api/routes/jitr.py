@@ -20,8 +20,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from edgesync.credentials._device_credentials import DEVICE_CERT_DAYS
-from edgesync.credentials._enrollment import EnrollmentError, enroll
+from edgesync.credentials import DEVICE_CERT_DAYS, EnrollmentError, enroll
 
 __all__ = ["EnrollIn", "EnrollOut", "make_jitr_router", "public_broker_url", "router"]
 
