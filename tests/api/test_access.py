@@ -61,6 +61,7 @@ def mutations(lineage_id: uuid.UUID, review_id: uuid.UUID, device_id: uuid.UUID,
     return [
         ("POST", f"/edge/lineages/{lineage_id}/reset-materialization", None),
         ("POST", f"/edge/lineages/{lineage_id}/reopen-review", None),
+        ("POST", f"/edge/lineages/{lineage_id}/discard-staged", {}),
         ("DELETE", f"/edge/lineages/{lineage_id}", None),
         ("POST", f"/edge/schema-reviews/{review_id}/claim", {"action_version": 1}),
         ("POST", f"/edge/schema-reviews/{review_id}/approve", {"action_version": 1}),

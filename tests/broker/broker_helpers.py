@@ -81,9 +81,9 @@ class Mosquitto:
             await self.proc.wait()
 
 
-async def until(probe: Callable[[], Awaitable[bool]]) -> None:
+async def until(probe: Callable[[], Awaitable[bool]], limit: float = 30.0) -> None:
     """Poll ``probe`` until true; the timeout is a safety net, not an assertion on time."""
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(limit):
         for _ in itertools.count():
             if await probe():
                 return

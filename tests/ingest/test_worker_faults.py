@@ -96,16 +96,17 @@ async def test_kill_9_and_broker_restart_lose_and_double_nothing(
     log = tmp_path / "serve.log"
     worker = serve(database_url, port, log)
     progress = [0]
+    ledger = "SELECT count(*) FROM edge_export_segments WHERE device_id = ANY($1::uuid[]) " \
+             "AND outcome = 'materialized'"
+    ids = [s.device_id for s in scopes]
+    base = await pool.fetchval(ledger, ids)
     try:
         async def subscribed() -> bool:
             return "ingest subscribed" in log.read_text(errors="replace")
 
-        await until(subscribed)
+        # A start-up on a busy machine (CI runs other suites' servers too) can be slow.
+        await until(subscribed, limit=120)
         sender = asyncio.create_task(publish_all(url, messages, progress))
-        ledger = "SELECT count(*) FROM edge_export_segments WHERE device_id = ANY($1::uuid[]) " \
-                 "AND outcome = 'materialized'"
-        ids = [s.device_id for s in scopes]
-        base = await pool.fetchval(ledger, ids)
 
         async def committed(n: int) -> bool:
             return await pool.fetchval(ledger, ids) - base >= n
