@@ -112,12 +112,12 @@ async def test_kill_9_and_broker_restart_lose_and_double_nothing(
             return await pool.fetchval(ledger, ids) - base >= n
 
         # Killed mid-stream: some groups committed, some in flight, more queued.
-        await until(lambda: committed(len(messages) // 4))
+        await until(lambda: committed(len(messages) // 4), limit=120)
         worker.send_signal(signal.SIGKILL)
         worker.wait(timeout=30)
         await asyncio.sleep(0.5)
         worker = serve(database_url, port, log)
-        await until(lambda: committed(len(messages) // 2))
+        await until(lambda: committed(len(messages) // 2), limit=120)
         # The broker restarts under load; the worker reconnects by itself.
         await broker.stop()
         await asyncio.sleep(0.5)
