@@ -7,7 +7,10 @@ from typing import final
 __all__ = [
     "MAX_BATCH_BYTES",
     "MAX_BATCH_ROWS",
+    "REJECTION_CODES",
+    "ROW_CAPTURE_STRATEGY",
     "SUPPORTED_FORMAT_VERSION",
+    "TELEMETRY_CAPTURE_STRATEGY",
     "JournalReader",
     "JournalRow",
     "RowBatch",
@@ -34,6 +37,17 @@ MAX_BATCH_BYTES: int
 
 SUPPORTED_FORMAT_VERSION: int
 """The one payload ``format_version`` this build understands (1)."""
+
+ROW_CAPTURE_STRATEGY: str
+"""The ``capture_strategy`` of row batches (``sqlite_row_batch_v1``)."""
+
+TELEMETRY_CAPTURE_STRATEGY: str
+"""The ``capture_strategy`` of telemetry batches (``sqlite_telemetry_batch_v1``)."""
+
+REJECTION_CODES: tuple[str, ...]
+"""Every rejection code the decoders and COPY encoders raise (``BatchRejected.code``), in
+the order the checks run; ``edgesync.protocol.RejectionCode`` holds them and the codes
+the Python pipeline adds."""
 
 def sqlite_affinity(declared_type: str) -> str:
     """SQLite column affinity (INTEGER, TEXT, BLOB, REAL, NUMERIC) of a declared type."""

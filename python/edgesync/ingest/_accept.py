@@ -58,7 +58,7 @@ from edgesync.ingest._ledger import (
 )
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.materialize import WriteItem, write_batches
-from edgesync.protocol import TopicKind
+from edgesync.protocol import RejectionCode, TopicKind
 from edgesync.registry import DeviceScope
 from edgesync.staging import StagedBatch, stage_many
 from edgesync.store import Conn
@@ -167,8 +167,8 @@ async def _seq_rules(conn: Conn, works: list[Work]) -> list[Work]:
         if seq_key not in taken and holder == w.key[1]:
             live.append(w)
             continue
-        rej = BatchRejected("duplicate_batch_seq", f"batch_seq {b.batch_seq} was already "
-                            "accepted with another batch_id", "batch_seq")
+        rej = BatchRejected(RejectionCode.DUPLICATE_BATCH_SEQ, f"batch_seq {b.batch_seq} was "
+                            "already accepted with another batch_id", "batch_seq")
         await record_rejection(conn, w.scope.device_id, w.kind.value, w.payload, rej)
         w.outcome = IngestOutcome(OutcomeStatus.REJECTED, rej.code, rej.detail, _lineage(w).id)
     return live

@@ -555,6 +555,16 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_BATCH_ROWS", core::MAX_BATCH_ROWS)?;
     m.add("MAX_BATCH_BYTES", core::MAX_BATCH_BYTES)?;
     m.add("SUPPORTED_FORMAT_VERSION", core::SUPPORTED_FORMAT_VERSION)?;
+    m.add("ROW_CAPTURE_STRATEGY", core::ROW_CAPTURE_STRATEGY)?;
+    m.add(
+        "TELEMETRY_CAPTURE_STRATEGY",
+        core::TELEMETRY_CAPTURE_STRATEGY,
+    )?;
+    let codes: Vec<&str> = core::RejectionCode::ALL
+        .iter()
+        .map(|c| c.as_str())
+        .collect();
+    m.add("REJECTION_CODES", PyTuple::new(m.py(), codes)?)?;
     m.add_function(wrap_pyfunction!(sqlite_affinity, m)?)?;
     m.add_function(wrap_pyfunction!(schema_fingerprint, m)?)?;
     m.add_function(wrap_pyfunction!(pk_hash, m)?)?;
