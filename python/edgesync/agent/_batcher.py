@@ -33,16 +33,18 @@ from dataclasses import dataclass
 import orjson
 
 from edgesync import _core
+from edgesync._core import (
+    MAX_BATCH_BYTES,
+    MAX_BATCH_ROWS,
+    ROW_CAPTURE_STRATEGY,
+    SUPPORTED_FORMAT_VERSION,
+)
 from edgesync.agent._discovery import Column, TableInfo
 from edgesync.agent._state import PendingBatch, StateStore, TableState
 from edgesync.agent._triggers import JOURNAL_TABLE, META_TABLE, key_column, quote_ident
 from edgesync.protocol import uuid7
 
 __all__ = [
-    "CAPTURE_STRATEGY",
-    "FORMAT_VERSION",
-    "MAX_BATCH_BYTES",
-    "MAX_BATCH_ROWS",
     "Batch",
     "Batcher",
     "JournalQuery",
@@ -57,11 +59,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("edgesync.agent")
-
-FORMAT_VERSION = 1
-CAPTURE_STRATEGY = "sqlite_row_batch_v1"
-MAX_BATCH_ROWS = 4096
-MAX_BATCH_BYTES = 512 * 1024
 
 _J = quote_ident(JOURNAL_TABLE)
 _M = quote_ident(META_TABLE)
@@ -270,8 +267,8 @@ def _drop_kept_top(db: sqlite3.Connection) -> tuple[str, int] | None:
 
 def _prefix(p: PendingBatch) -> bytes:
     head = orjson.dumps({
-        "format_version": FORMAT_VERSION,
-        "capture_strategy": CAPTURE_STRATEGY,
+        "format_version": SUPPORTED_FORMAT_VERSION,
+        "capture_strategy": ROW_CAPTURE_STRATEGY,
         "batch_id": p.batch_id,
         "journal_epoch": p.journal_epoch,
         "source_table": p.source_table,
