@@ -22,6 +22,21 @@ pub const MAX_BATCH_ROWS: usize = 4096;
 /// The one `format_version` understood.
 pub const SUPPORTED_FORMAT_VERSION: i64 = 1;
 
+/// The envelope fields every validated batch carries, rows or telemetry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    pub format_version: i64,
+    pub capture_strategy: String,
+    /// Lower-case UUIDv7.
+    pub batch_id: String,
+    pub source_table: String,
+    pub schema_hash: String,
+    /// Canonical JSON of `schema_columns` (the fingerprint input), when present.
+    pub schema_columns_json: Option<String>,
+    /// Size of the payload in bytes.
+    pub payload_size: usize,
+}
+
 pub(crate) const TENANT_FIELDS: [&str; 4] = ["device_id", "org_id", "project_id", "fleet_id"];
 const MAX_SOURCE_TABLE_BYTES: usize = 255;
 
@@ -663,19 +678,19 @@ pub(crate) mod tests {
     fn valid_batch_decodes() {
         let payload = bytes(&valid());
         let b = decode_row_batch(&payload).unwrap();
-        assert_eq!(b.format_version, 1);
-        assert_eq!(b.capture_strategy, "sqlite_row_batch_v1");
-        assert_eq!(b.batch_id, BATCH_ID);
+        assert_eq!(b.envelope.format_version, 1);
+        assert_eq!(b.envelope.capture_strategy, "sqlite_row_batch_v1");
+        assert_eq!(b.envelope.batch_id, BATCH_ID);
         assert_eq!(b.journal_epoch, EPOCH);
-        assert_eq!(b.source_table, "device_state");
-        assert_eq!(b.schema_hash, device_state_hash());
+        assert_eq!(b.envelope.source_table, "device_state");
+        assert_eq!(b.envelope.schema_hash, device_state_hash());
         assert_eq!(
-            b.schema_columns_json.as_deref(),
+            b.envelope.schema_columns_json.as_deref(),
             Some(crate::fingerprint::tests::DEVICE_STATE_JSON)
         );
         assert_eq!((b.first_commit_seq, b.last_commit_seq), (101, 103));
         assert_eq!(b.row_count(), 3);
-        assert_eq!(b.payload_size, payload.len());
+        assert_eq!(b.envelope.payload_size, payload.len());
         assert_eq!(b.rows[2].op, Op::Delete);
         assert!(!b.rows[2].has_row());
         assert_eq!(
@@ -692,12 +707,12 @@ pub(crate) mod tests {
             m.remove("schema_columns");
         });
         let b = decode(&v).unwrap();
-        assert_eq!(b.batch_id, BATCH_ID);
-        assert_eq!(b.schema_columns_json, None);
+        assert_eq!(b.envelope.batch_id, BATCH_ID);
+        assert_eq!(b.envelope.schema_columns_json, None);
         let v = with(|m| {
             m.insert("schema_columns".into(), Value::Null);
         });
-        assert_eq!(decode(&v).unwrap().schema_columns_json, None);
+        assert_eq!(decode(&v).unwrap().envelope.schema_columns_json, None);
     }
 
     #[test]
@@ -1188,7 +1203,7 @@ pub(crate) mod tests {
         }))
         .unwrap();
         assert_eq!(
-            b.schema_columns_json.as_deref(),
+            b.envelope.schema_columns_json.as_deref(),
             Some(crate::fingerprint::tests::DEVICE_STATE_JSON)
         );
     }

@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use crate::envelope::{
     capture_strategy, check_tenant_fields, describe, describe_number, format_version,
     parse_payload, reject, rows_count, schema_columns, schema_hash, source_table, type_name,
-    uuid_field, MAX_BATCH_BYTES,
+    uuid_field, Envelope, MAX_BATCH_BYTES,
 };
 use crate::error::CoreError;
 use crate::rawjson::{
@@ -96,20 +96,11 @@ impl Row {
 /// A validated row batch. Owns a copy of the payload text; rows refer to it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RowBatch {
-    pub format_version: i64,
-    pub capture_strategy: String,
-    /// Lower-case UUIDv7.
-    pub batch_id: String,
+    pub envelope: Envelope,
     /// Lower-case UUIDv7.
     pub journal_epoch: String,
-    pub source_table: String,
-    pub schema_hash: String,
-    /// Canonical JSON of `schema_columns` (the fingerprint input), when present.
-    pub schema_columns_json: Option<String>,
     pub first_commit_seq: i64,
     pub last_commit_seq: i64,
-    /// Size of the payload in bytes.
-    pub payload_size: usize,
     pub rows: Vec<Row>,
     text: Box<str>,
     entries: Vec<Entry>,
@@ -322,16 +313,18 @@ pub fn decode_row_batch_within(payload: &[u8], max_bytes: usize) -> Result<RowBa
     let schema_columns_json = schema_columns(top, &source_table, &schema_hash)?;
 
     Ok(RowBatch {
-        format_version,
-        capture_strategy,
-        batch_id,
+        envelope: Envelope {
+            format_version,
+            capture_strategy,
+            batch_id,
+            source_table,
+            schema_hash,
+            schema_columns_json,
+            payload_size: payload.len(),
+        },
         journal_epoch,
-        source_table,
-        schema_hash,
-        schema_columns_json,
         first_commit_seq,
         last_commit_seq,
-        payload_size: payload.len(),
         rows,
         text: parsed.text.into(),
         entries: sink.entries,

@@ -24,7 +24,7 @@ use crate::copy::{write_fields, PgType, SlotFinder};
 use crate::envelope::{
     capture_strategy, check_tenant_fields, describe, describe_number, format_version,
     is_hyphenated_uuid, parse_payload, reject, rows_count, schema_columns, schema_hash,
-    source_table, type_name, uuid_field, MAX_BATCH_BYTES,
+    source_table, type_name, uuid_field, Envelope, MAX_BATCH_BYTES,
 };
 use crate::error::CoreError;
 use crate::rawjson::{checked_raw, Elem, Entry, Key, ObjSeed, ObjShape, RowSink, Scan, Scanner};
@@ -54,15 +54,8 @@ impl Sample {
 /// A validated telemetry batch. Owns a copy of the payload text; rows refer to it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TelemetryBatch {
-    pub format_version: i64,
-    pub capture_strategy: String,
-    /// Lower-case UUIDv7.
-    pub batch_id: String,
+    pub envelope: Envelope,
     pub batch_seq: i64,
-    pub source_table: String,
-    pub schema_hash: String,
-    /// Canonical JSON of `schema_columns` (the fingerprint input), when present.
-    pub schema_columns_json: Option<String>,
     /// As sent.
     pub cursor_start_ts: String,
     /// As sent.
@@ -70,8 +63,6 @@ pub struct TelemetryBatch {
     /// Earliest and latest row `ts`.
     pub first_event_ts: Instant,
     pub last_event_ts: Instant,
-    /// Size of the payload in bytes.
-    pub payload_size: usize,
     pub rows: Vec<Sample>,
     text: Box<str>,
     entries: Vec<Entry>,
@@ -385,18 +376,20 @@ pub fn decode_telemetry_batch(payload: &[u8]) -> Result<TelemetryBatch, CoreErro
     let cursor_end_ts = cursor(top, "cursor_end_ts", last, "latest")?;
     let schema_columns_json = schema_columns(top, &source_table, &schema_hash)?;
     Ok(TelemetryBatch {
-        format_version,
-        capture_strategy,
-        batch_id,
+        envelope: Envelope {
+            format_version,
+            capture_strategy,
+            batch_id,
+            source_table,
+            schema_hash,
+            schema_columns_json,
+            payload_size: payload.len(),
+        },
         batch_seq,
-        source_table,
-        schema_hash,
-        schema_columns_json,
         cursor_start_ts,
         cursor_end_ts,
         first_event_ts: first,
         last_event_ts: last,
-        payload_size: payload.len(),
         rows,
         text: parsed.text.into(),
         entries: sink.entries,
@@ -471,8 +464,8 @@ pub(crate) mod tests {
     #[test]
     fn valid_batch_decodes_and_encodes() {
         let b = decode(&valid()).unwrap();
-        assert_eq!((b.batch_id.as_str(), b.batch_seq), (BATCH_ID, 42));
-        assert_eq!(b.capture_strategy, TELEMETRY_CAPTURE_STRATEGY);
+        assert_eq!((b.envelope.batch_id.as_str(), b.batch_seq), (BATCH_ID, 42));
+        assert_eq!(b.envelope.capture_strategy, TELEMETRY_CAPTURE_STRATEGY);
         assert_eq!(b.row_count(), 3);
         assert_eq!(b.cursor_end_ts, "2026-04-28T11:00:10+02:00");
         assert_eq!(
@@ -480,7 +473,7 @@ pub(crate) mod tests {
             "2026-04-28T09:00:00.000000+00:00"
         );
         assert_eq!(b.last_event_ts.to_iso(), "2026-04-28T09:00:10.000000+00:00");
-        assert!(b.schema_columns_json.is_some());
+        assert!(b.envelope.schema_columns_json.is_some());
         assert_eq!(b.rows[0].row_id(), Some(ROW_ID.to_lowercase().as_str()));
         assert_eq!(b.rows[2].row_id(), None);
         assert_eq!(b.field_names(), ["value_c", "note"]);
