@@ -42,6 +42,7 @@ from edgesync._core import (
 from edgesync.agent._discovery import Column, TableInfo
 from edgesync.agent._state import PendingBatch, StateStore, TableState
 from edgesync.agent._triggers import JOURNAL_TABLE, META_TABLE, key_column, quote_ident
+from edgesync.errors import OversizedRowError
 from edgesync.protocol import uuid7
 
 __all__ = [
@@ -49,7 +50,6 @@ __all__ = [
     "Batcher",
     "JournalQuery",
     "JournalRow",
-    "OversizedRowError",
     "encode_batch",
     "journal_query",
     "journal_select_sql",
@@ -76,17 +76,6 @@ class Batch:
     pending: PendingBatch
     payload: bytes
     row_count: int
-
-
-class OversizedRowError(Exception):
-    """One journal row alone does not fit in a batch (needs the spill flow)."""
-
-    def __init__(self, table: str, commit_seq: int, size: int) -> None:
-        super().__init__(
-            f"table {table!r}: journal row commit_seq={commit_seq} needs {size} bytes, "
-            f"more than a batch may carry ({MAX_BATCH_BYTES}); publishing of this table "
-            "is held until it can be sent")
-        self.table, self.commit_seq, self.size = table, commit_seq, size
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,7 +297,7 @@ def _fit(prefix_len: int, rows: Sequence[JournalRow], table: str) -> int:
         total = prefix_len + len(mid) + body + (1 if count else 0) + size + len(end)
         if total > MAX_BATCH_BYTES:
             if count == 0:
-                raise OversizedRowError(table, r.commit_seq, total)
+                raise OversizedRowError(table, r.commit_seq, total, MAX_BATCH_BYTES)
             break
         body += size + (1 if count else 0)
         count += 1
