@@ -81,5 +81,6 @@ def test_http_errors_share_one_shape() -> None:
     assert str(errors.ApiError(404, "NOT_FOUND", "no such thing")) == "no such thing"
     assert str(errors.ApiClientError(0, "CONNECTION_FAILED", "refused")) == (
         "CONNECTION_FAILED: refused")
-    assert str(errors.ApiClientError(422, "INVALID", "bad", "f")) == "HTTP 422 INVALID: bad (field f)"
+    assert str(errors.ApiClientError(422, "INVALID", "bad", "f")) == (
+        "HTTP 422 INVALID: bad (field f)")
     assert str(errors.EnrollmentError(400, "BAD_CERT", "expired")) == "BAD_CERT: expired"

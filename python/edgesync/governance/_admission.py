@@ -15,16 +15,17 @@ from typing import Any
 
 import orjson
 
-from edgesync.governance._bindings import ColumnAction, approve_schema, load_state_target
+from edgesync.governance._bindings import approve_schema, load_state_target
 from edgesync.governance._classify import classify
-from edgesync.governance._events import emit
+from edgesync.governance._column_actions import ColumnAction
 from edgesync.governance._lineages import Lineage, get_lineage_for_update, pause_lineage
 from edgesync.governance._registry import registry_key, route_version
+from edgesync.governance._review_queue import open_device_review
 from edgesync.materialize import StateTarget
 from edgesync.registry import DeviceScope
 from edgesync.store import Conn
 
-__all__ = ["Admission", "admit", "open_device_review"]
+__all__ = ["Admission", "admit"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,19 +56,6 @@ async def _additive_actions(conn: Conn, lineage: Lineage, added: list[str]
     kept = [ColumnAction(r["source_column_name"], r["action"], r["mirror_column_name"],
                          r["target_type"], r["device_data_point_id"]) for r in rows]
     return kept + [ColumnAction(name, "mirror") for name in added]
-
-
-async def open_device_review(conn: Conn, project_id: uuid.UUID, lineage_id: uuid.UUID,
-                             version_id: uuid.UUID, schema_hash: str,
-                             classification: str) -> None:
-    review_id = await conn.fetchval(
-        "INSERT INTO edge_schema_reviews (id, lineage_id, schema_version_id, schema_hash, "
-        "classification) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING id",
-        uuid.uuid4(), lineage_id, version_id, schema_hash, classification)
-    if review_id is not None:
-        await emit(conn, project_id, "integration.edge_schema_review.queued.v1", review_id,
-                   {"review_id": str(review_id), "lineage_id": str(lineage_id),
-                    "schema_hash": schema_hash, "classification": classification})
 
 
 async def _by_registry(conn: Conn, scope: DeviceScope, lineage: Lineage,

@@ -22,8 +22,9 @@ from typing import Any
 
 import orjson
 
-from edgesync.governance._bindings import ColumnAction, _plan, provision_target
+from edgesync.governance._bindings import _plan, provision_target
 from edgesync.governance._classify import classify
+from edgesync.governance._column_actions import ColumnAction
 from edgesync.governance._lineages import Lineage
 from edgesync.governance._registry import registry_columns, registry_key
 from edgesync.registry import DeviceScope

@@ -28,7 +28,8 @@ from typing import Any
 import asyncpg
 
 from edgesync.errors import ConflictError, EdgesyncError, NotFoundError
-from edgesync.governance._bindings import ColumnAction, approve_schema, plan_columns
+from edgesync.governance._bindings import approve_schema, plan_columns
+from edgesync.governance._column_actions import ColumnAction
 from edgesync.governance._events import emit
 from edgesync.governance._lineages import Lineage
 from edgesync.governance._registry import RegistryKey, registry_columns

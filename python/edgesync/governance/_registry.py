@@ -24,8 +24,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from edgesync.governance._bindings import ColumnAction, approve_schema
+from edgesync.governance._bindings import approve_schema
+from edgesync.governance._column_actions import ColumnAction
 from edgesync.governance._lineages import Lineage
+from edgesync.governance._review_queue import open_registry_review
 from edgesync.materialize import target_table_name
 from edgesync.registry import DeviceScope
 from edgesync.store import Conn
@@ -113,8 +115,6 @@ async def route_version(conn: Conn, key: RegistryKey, lineage: Lineage,
     (bindings, target and replay intent are in place), ``waiting`` (a registry review
     is open, or the hash was rejected) or ``device_review`` (the registry review was
     abandoned: the caller opens a device review)."""
-    from edgesync.governance._registry_reviews import open_registry_review
-
     entry = await _entry_for_share(conn, key, schema_hash, columns, classification)
     if entry["status"] == "abandoned":
         await conn.execute("UPDATE edge_schema_versions SET registry_id = NULL WHERE id = $1",

@@ -13,39 +13,23 @@ import uuid
 from typing import Any
 
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
-from edgesync.governance._bindings import (
-    ColumnAction,
-    approve_schema,
-    mirror_all_actions,
-    plan_columns,
-    provision_target,
-)
+from edgesync.governance._bindings import approve_schema, plan_columns, provision_target
+from edgesync.governance._column_actions import ColumnAction, mirror_all_actions
 from edgesync.governance._events import emit
 from edgesync.governance._lineages import Lineage
 from edgesync.governance._mapping import resolve_mapped
 from edgesync.governance._registry import coalesced_table_name, registry_columns
+from edgesync.governance._review_queue import open_device_review
 from edgesync.store import Conn
 
 __all__ = ["abandon_registry_review", "approve_registry_review", "claim_registry_review",
-           "get_registry_review", "list_registry_reviews", "open_registry_review",
-           "reject_registry_review"]
+           "get_registry_review", "list_registry_reviews", "reject_registry_review"]
 
 _SQL = """
 SELECT rr.*, r.fleet_id, r.scope, r.pipeline, r.source_table, r.schema_hash, r.classification,
        r.status AS registry_status, r.target_table
 FROM edge_registry_reviews rr JOIN edge_schema_registry r ON r.id = rr.registry_id
 """
-
-
-async def open_registry_review(conn: Conn, entry: dict[str, Any]) -> None:
-    review_id = await conn.fetchval(
-        "INSERT INTO edge_registry_reviews (id, registry_id, project_id) VALUES ($1, $2, $3) "
-        "ON CONFLICT DO NOTHING RETURNING id", uuid.uuid4(), entry["id"], entry["project_id"])
-    if review_id is not None:
-        await emit(conn, entry["project_id"], "integration.edge_registry_review.queued.v1",
-                   review_id, {"review_id": str(review_id), "registry_id": str(entry["id"]),
-                               "source_table": entry["source_table"],
-                               "schema_hash": entry["schema_hash"]})
 
 
 async def list_registry_reviews(conn: Conn, project_id: uuid.UUID, *,
@@ -182,8 +166,6 @@ async def abandon_registry_review(conn: Conn, review_id: uuid.UUID, *, actor: st
                                   project_id: uuid.UUID | None = None) -> dict[str, Any]:
     """Give the hash back to per-device reviews: each waiting lineage gets a device review
     (still paused, rows still staged)."""
-    from edgesync.governance._admission import open_device_review
-
     async with conn.transaction():
         review = await _locked(conn, review_id, project_id, action_version,
                                ("queued", "in_review"))

@@ -10,7 +10,8 @@ import uuid
 from typing import Any
 
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
-from edgesync.governance._bindings import ColumnAction, approve_schema, mirror_all_actions
+from edgesync.governance._bindings import approve_schema
+from edgesync.governance._column_actions import ColumnAction, mirror_all_actions
 from edgesync.governance._events import emit
 from edgesync.governance._lineages import get_lineage_for_update
 from edgesync.materialize import StateTarget
