@@ -19,8 +19,8 @@ import orjson
 
 from edgesync.errors import ConflictError, IdentifierError, InvalidRequestError
 from edgesync.governance._column_actions import ColumnAction
-from edgesync.governance._events import emit
-from edgesync.governance._lineages import Lineage, resume_lineage
+from edgesync.governance._events import EventType, emit
+from edgesync.governance._lineages import Lineage, LineageStatus, PauseReason, resume_lineage
 from edgesync.governance._mapping import resolve_mapped
 from edgesync.governance._target_cache import TargetColumns, target_cache
 from edgesync.materialize import (
@@ -41,7 +41,7 @@ __all__ = ["REPLAY_CHANNEL", "approve_schema", "load_state_target", "load_state_
 
 REPLAY_CHANNEL = "edge_replay"
 # Pauses an approval may lift (any other reason, e.g. backpressure, outlives it).
-_REVIEW_PAUSES = ("schema_review", "deferred_columns", None)
+_REVIEW_PAUSES = (PauseReason.SCHEMA_REVIEW, PauseReason.DEFERRED_COLUMNS, None)
 
 
 def state_prefix(device_id: uuid.UUID) -> str:
@@ -275,10 +275,10 @@ async def approve_schema(conn: Conn, lineage: Lineage, version_id: uuid.UUID,
             "UPDATE edge_table_lineages SET status = 'paused', pause_reason = 'deferred_columns', "
             "updated_at = now() WHERE id = $1 AND (pause_reason IS NULL "
             "OR pause_reason IN ('schema_review', 'deferred_columns'))", lineage.id)
-        if lineage.status != "paused":
+        if lineage.status != LineageStatus.PAUSED:
             await emit(conn, lineage.project_id,
-                       "integration.edge_table_lineage.ingestion_paused.v1", lineage.id,
-                       {"lineage_id": str(lineage.id), "reason": "deferred_columns"})
+                       EventType.LINEAGE_PAUSED, lineage.id,
+                       {"lineage_id": str(lineage.id), "reason": PauseReason.DEFERRED_COLUMNS})
         return False
     await conn.execute(
         "INSERT INTO edge_replay_intents (id, lineage_id, review_id, registry_review_id) "
@@ -287,4 +287,4 @@ async def approve_schema(conn: Conn, lineage: Lineage, version_id: uuid.UUID,
     if lineage.pause_reason in _REVIEW_PAUSES:
         await resume_lineage(conn, lineage)
         return True
-    return lineage.status == "active"
+    return lineage.status == LineageStatus.ACTIVE

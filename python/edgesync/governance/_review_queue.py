@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from edgesync.governance._events import emit
+from edgesync.governance._events import EventType, emit
 from edgesync.store import Conn
 
 __all__ = ["open_device_review", "open_registry_review"]
@@ -26,7 +26,7 @@ async def open_device_review(conn: Conn, project_id: uuid.UUID, lineage_id: uuid
         "classification) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING id",
         uuid.uuid4(), lineage_id, version_id, schema_hash, classification)
     if review_id is not None:
-        await emit(conn, project_id, "integration.edge_schema_review.queued.v1", review_id,
+        await emit(conn, project_id, EventType.SCHEMA_REVIEW_QUEUED, review_id,
                    {"review_id": str(review_id), "lineage_id": str(lineage_id),
                     "schema_hash": schema_hash, "classification": classification})
 
@@ -36,7 +36,7 @@ async def open_registry_review(conn: Conn, entry: dict[str, Any]) -> None:
         "INSERT INTO edge_registry_reviews (id, registry_id, project_id) VALUES ($1, $2, $3) "
         "ON CONFLICT DO NOTHING RETURNING id", uuid.uuid4(), entry["id"], entry["project_id"])
     if review_id is not None:
-        await emit(conn, entry["project_id"], "integration.edge_registry_review.queued.v1",
+        await emit(conn, entry["project_id"], EventType.REGISTRY_REVIEW_QUEUED,
                    review_id, {"review_id": str(review_id), "registry_id": str(entry["id"]),
                                "source_table": entry["source_table"],
                                "schema_hash": entry["schema_hash"]})

@@ -42,6 +42,8 @@ from edgesync.governance import (
     Admission,
     Arrival,
     Lineage,
+    LineageStatus,
+    StagingReason,
     admit,
     admit_arrivals,
     load_state_targets,
@@ -194,7 +196,7 @@ async def _admit(conn: Conn, works: list[Work]) -> dict[tuple[uuid.UUID, str], A
     # New hashes, other new lineages, paused lineages: governance decides, one at a time.
     for (lineage_id, schema_hash), w in firsts.items():
         lineage = current.get(lineage_id, _lineage(w))
-        if lineage.approved_schema_hash == schema_hash and lineage.status == "active":
+        if lineage.approved_schema_hash == schema_hash and lineage.status == LineageStatus.ACTIVE:
             continue
         adm = await admit(conn, w.scope, lineage, schema_hash, w.batch.schema_columns_json)
         out[(lineage_id, schema_hash)] = adm
@@ -203,7 +205,7 @@ async def _admit(conn: Conn, works: list[Work]) -> dict[tuple[uuid.UUID, str], A
     fast = [(current.get(lid, _lineage(w)), h) for (lid, h), w in firsts.items()
             if (lid, h) not in out]
     fast = [(lin, h) for lin, h in fast if lin.approved_schema_hash == h
-            and lin.status == "active"]
+            and lin.status == LineageStatus.ACTIVE]
     fill = {}
     for lin, h in fast:
         raw = firsts[(lin.id, h)].batch.schema_columns_json
@@ -233,7 +235,7 @@ async def _materialize(conn: Conn, works: list[Work],
             assert adm.staging_reason is not None
             staged.append((w, adm.staging_reason))
         elif w.write_error is not None:
-            staged.append((w, "materialization_failed"))
+            staged.append((w, StagingReason.MATERIALIZATION_FAILED))
         else:
             items.append((w, WriteItem(w.scope.device_id, w.batch, adm.target)))
     await write_batches(conn, [item for _, item in items])
@@ -241,7 +243,7 @@ async def _materialize(conn: Conn, works: list[Work],
     for w, item in items:
         if item.error is not None:  # a value that does not fit: nothing written
             w.write_error = item.error
-            staged.append((w, "materialization_failed"))
+            staged.append((w, StagingReason.MATERIALIZATION_FAILED))
             continue
         if item.conflicts:
             await resend_cloud_rows(conn, _lineage(w).id, w.scope.device_id, item.conflicts)

@@ -24,7 +24,7 @@ import orjson
 
 from edgesync.control import grant_upload
 from edgesync.errors import BatchRejected, InvalidRequestError
-from edgesync.governance import emit
+from edgesync.governance import EventType, emit
 from edgesync.ingest._ledger import (
     UNSTORABLE_TEXT,
     UNSTORABLE_TEXT_ERRORS,
@@ -156,7 +156,7 @@ async def _gap_report(pool: asyncpg.Pool, scope: DeviceScope, doc: dict[str, Any
             "first_commit_seq, last_commit_seq, reason) VALUES ($1, $2, $3, $4, $5, $6, $7) "
             "RETURNING id", scope.device_id, lineage_id, table, epoch, seqs[0], seqs[1],
             ledger_text(str(doc.get("reason") or "local retention exceeded"), 500))
-        await emit(conn, scope.project_id, "edgesync.capture_gap.reported.v1", lineage_id,
+        await emit(conn, scope.project_id, EventType.CAPTURE_GAP_REPORTED, lineage_id,
                    {"gap_id": gap_id, "device_id": str(scope.device_id), "source_table": table,
                     "first_commit_seq": seqs[0], "last_commit_seq": seqs[1]})
     return IngestOutcome(OutcomeStatus.MATERIALIZED, None, f"gap {gap_id}", lineage_id)

@@ -144,7 +144,7 @@ async def discard_staged(access: CanManage, conn: Db, request: Request, lineage_
         assert locked is not None
         batches, rows = await staging.discard_staged(
             tx, lineage_id, reason=body.staging_reason, schema_hash=body.schema_hash)
-        await governance.emit(tx, access.project_id, "edgesync.staged_rows.discarded.v1",
+        await governance.emit(tx, access.project_id, governance.EventType.STAGED_ROWS_DISCARDED,
                               lineage_id, {"lineage_id": str(lineage_id), "actor": access.actor,
                                            "staging_reason": body.staging_reason,
                                            "schema_hash": body.schema_hash,
