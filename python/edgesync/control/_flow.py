@@ -17,6 +17,7 @@ import asyncpg
 from edgesync.control._outbox import enqueue_control
 from edgesync.control._policy import FlowPolicy
 from edgesync.governance import EventType, LineageStatus, PauseReason, emit
+from edgesync.protocol import ControlKind
 from edgesync.store import Conn
 
 __all__ = ["check_backpressure", "record_materialization_failure", "reset_materialization",
@@ -45,7 +46,7 @@ async def _pause_device(conn: Conn, lineage: asyncpg.Record, reason: PauseReason
         "UPDATE edge_table_lineages SET status = 'paused', pause_reason = $2, "
         "paused_by_control = true, updated_at = now() WHERE id = $1", lineage["id"], reason)
     await enqueue_control(conn, device_id=lineage["device_id"], lineage_id=lineage["id"],
-                          kind="pause_lineage",
+                          kind=ControlKind.PAUSE_LINEAGE,
                           body={"source_table": lineage["source_table"],
                                 "server_watermark": await _watermark(conn, lineage),
                                 "reason": detail})
@@ -77,7 +78,7 @@ async def _resume_device(conn: Conn, lineage: asyncpg.Record) -> None:
         lineage["id"], status, reason)
     if lineage["paused_by_control"]:
         await enqueue_control(conn, device_id=lineage["device_id"], lineage_id=lineage["id"],
-                              kind="resume_lineage",
+                              kind=ControlKind.RESUME_LINEAGE,
                               body={"source_table": lineage["source_table"],
                                     "server_watermark": await _watermark(conn, lineage)})
     if status == LineageStatus.ACTIVE:

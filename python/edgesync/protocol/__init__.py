@@ -2,6 +2,7 @@
 
 from edgesync.protocol._acking import AckingClient
 from edgesync.protocol._broker_url import BrokerUrl, parse_broker_url
+from edgesync.protocol._control_kinds import ControlKind
 from edgesync.protocol._loop import Healthy, listen_loop, periodic_loop, session_loop
 from edgesync.protocol._mqtt import TlsFiles, mqtt_client
 from edgesync.protocol._reconnect import Backoff, raise_if_cancelling
@@ -23,6 +24,7 @@ __all__ = [
     "AckingClient",
     "Backoff",
     "BrokerUrl",
+    "ControlKind",
     "Healthy",
     "RejectionCode",
     "TlsFiles",
