@@ -1231,9 +1231,9 @@ pub(crate) mod tests {
                 m["last_commit_seq"] = json!(101);
             }))
             .unwrap();
-            assert_eq!(b.schema_hash, hash);
+            assert_eq!(b.envelope.schema_hash, hash);
             assert_eq!(
-                b.schema_columns_json.as_deref(),
+                b.envelope.schema_columns_json.as_deref(),
                 Some(fp.canonical_json.as_str())
             );
         }
