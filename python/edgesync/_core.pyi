@@ -4,10 +4,16 @@ from collections.abc import Sequence
 from os import PathLike
 from typing import final
 
+from typing_extensions import disjoint_base
+
 __all__ = [
     "MAX_BATCH_BYTES",
     "MAX_BATCH_ROWS",
+    "REJECTION_CODES",
+    "ROW_CAPTURE_STRATEGY",
     "SUPPORTED_FORMAT_VERSION",
+    "TELEMETRY_CAPTURE_STRATEGY",
+    "Envelope",
     "JournalReader",
     "JournalRow",
     "RowBatch",
@@ -34,6 +40,17 @@ MAX_BATCH_BYTES: int
 
 SUPPORTED_FORMAT_VERSION: int
 """The one payload ``format_version`` this build understands (1)."""
+
+ROW_CAPTURE_STRATEGY: str
+"""The ``capture_strategy`` of row batches (``sqlite_row_batch_v1``)."""
+
+TELEMETRY_CAPTURE_STRATEGY: str
+"""The ``capture_strategy`` of telemetry batches (``sqlite_telemetry_batch_v1``)."""
+
+REJECTION_CODES: tuple[str, ...]
+"""Every rejection code the decoders and COPY encoders raise (``BatchRejected.code``), in
+the order the checks run; ``edgesync.protocol.RejectionCode`` holds them and the codes
+the Python pipeline adds."""
 
 def sqlite_affinity(declared_type: str) -> str:
     """SQLite column affinity (INTEGER, TEXT, BLOB, REAL, NUMERIC) of a declared type."""
@@ -68,9 +85,10 @@ def decompress_blob(data: bytes | bytearray | memoryview, max_size: int = 1 << 3
     size; truncated input and trailing garbage are errors. Releases the GIL.
     """
 
-@final
-class RowBatch:
-    """A validated ``sync/rows/batch`` payload, kept in Rust memory (read-only)."""
+@disjoint_base
+class Envelope:
+    """The fields every validated batch carries: the base of RowBatch and TelemetryBatch
+    (not constructible; the decoders return its subclasses)."""
 
     @property
     def format_version(self) -> int: ...
@@ -79,8 +97,6 @@ class RowBatch:
     @property
     def batch_id(self) -> str: ...
     @property
-    def journal_epoch(self) -> str: ...
-    @property
     def source_table(self) -> str: ...
     @property
     def schema_hash(self) -> str: ...
@@ -88,13 +104,20 @@ class RowBatch:
     def schema_columns_json(self) -> bytes | None:
         """The ``schema_columns`` object re-serialized canonically, when present."""
     @property
+    def payload_size(self) -> int: ...
+    @property
+    def row_count(self) -> int: ...
+
+@final
+class RowBatch(Envelope):
+    """A validated ``sync/rows/batch`` payload, kept in Rust memory (read-only)."""
+
+    @property
+    def journal_epoch(self) -> str: ...
+    @property
     def first_commit_seq(self) -> int: ...
     @property
     def last_commit_seq(self) -> int: ...
-    @property
-    def row_count(self) -> int: ...
-    @property
-    def payload_size(self) -> int: ...
     def lkcv_rows(self) -> list[tuple[str, int, int]]:
         """``(pk_hash, commit_seq, lkcv)`` of the rows carrying an ``lkcv``."""
 
@@ -142,24 +165,11 @@ def decode_row_batch(
     """
 
 @final
-class TelemetryBatch:
+class TelemetryBatch(Envelope):
     """A validated ``sync/telemetry/batch`` payload, kept in Rust memory (read-only)."""
 
     @property
-    def format_version(self) -> int: ...
-    @property
-    def capture_strategy(self) -> str: ...
-    @property
-    def batch_id(self) -> str: ...
-    @property
     def batch_seq(self) -> int: ...
-    @property
-    def source_table(self) -> str: ...
-    @property
-    def schema_hash(self) -> str: ...
-    @property
-    def schema_columns_json(self) -> bytes | None:
-        """The ``schema_columns`` object re-serialized canonically, when present."""
     @property
     def cursor_start_ts(self) -> str:
         """As sent (equal, as an instant, to the earliest row ``ts``)."""
@@ -172,10 +182,6 @@ class TelemetryBatch:
     @property
     def last_event_ts(self) -> str:
         """Latest row ``ts``: ISO 8601 UTC with microseconds."""
-    @property
-    def row_count(self) -> int: ...
-    @property
-    def payload_size(self) -> int: ...
     def field_names(self) -> list[str]:
         """Union of the keys of every row's ``fields``, in first-seen order."""
 

@@ -1,42 +1,64 @@
-"""Every exception edgesync raises, defined once.
+"""Every exception edgesync raises, defined once, grouped by what a caller catches.
 
 The Rust extension (``edgesync._core``) raises these same classes: its single
 error enum is converted in one place in the binding crate, so Python callers
-never see a Rust-specific type.
+never see a Rust-specific type. ``tests/test_errors_tree.py`` checks the classes
+against this tree.
 
     EdgesyncError
-    ├── ConfigError            bad YAML / CLI option; ``field`` names the key
-    ├── BatchRejected          a device payload failed validation; ``code`` is a
-    │                          rejection code from the protocol (see docs/protocol.md)
-    ├── SchemaError            a fingerprint input that cannot describe a table
-    ├── BlobError              a staged blob that cannot be (de)compressed
-    ├── IdentifierError        a device-supplied SQL identifier that cannot be used
-    ├── StoreError             database set-up problems
-    │   └── SchemaTooNewError  the database was migrated by a newer edgesync
-    ├── InvalidRequestError    an operator request that cannot be carried out as
-    │                          asked; ``field`` names the offending part
-    ├── NotFoundError          an object that does not exist (or is not visible)
-    ├── ConflictError          optimistic-concurrency or state-machine conflict
-    ├── StateWriteError        a cloud write-back that cannot be done; ``code`` is the
-    │                          documented edge_state_* error code
-    ├── BrokerError            the MQTT broker could not be reached or refused us
-    └── ControlRejected        a downlink control failed signature, expiry or replay
-                               checks; ``reason`` says which
+    ├── ConfigError                bad YAML / CLI option / server setting; ``field`` names the key
+    ├── BrokerError                the MQTT broker could not be reached or refused us
+    ├── IngestError                device data that cannot be taken in as sent
+    │   ├── BatchRejected          a payload failed validation; ``code`` is a
+    │   │                          ``protocol.RejectionCode`` (see docs/protocol.md)
+    │   ├── SchemaError            a fingerprint input that cannot describe a table
+    │   ├── BlobError              a staged blob that cannot be (de)compressed
+    │   └── IdentifierError        a device-supplied SQL identifier that cannot be used
+    ├── RequestError               an operator request that cannot be carried out
+    │   ├── InvalidRequestError    not as asked; ``field`` names the offending part
+    │   ├── NotFoundError          an object that does not exist (or is not visible)
+    │   ├── ConflictError          optimistic-concurrency or state-machine conflict
+    │   └── StateWriteError        a cloud write-back that cannot be done; ``code`` is the
+    │                              documented edge_state_* error code
+    ├── HttpError                  an HTTP error answer: status, code, message, field
+    │   ├── ApiError               raised by a route: the API answers with it
+    │   ├── ApiClientError         the API answered with one (or could not be reached)
+    │   └── EnrollmentError        a device enrollment (JITR) was refused
+    ├── StoreError                 the cloud database (PostgreSQL) could not be prepared or used
+    │   └── SchemaTooNewError      the database was migrated by a newer edgesync
+    └── DeviceError                the device side: the agent
+        ├── DeviceStateError       the agent's state.db cannot be opened or prepared
+        ├── OversizedRowError      one journal row alone is larger than a batch may be
+        └── ControlRejected        a downlink control failed signature, expiry or replay
+                                   checks; ``reason`` says which
+
+``ConfigError`` and ``InvalidRequestError`` share their body (``field``, ``reason``) but
+stay two classes: a configuration problem stops a command or service at start, a bad
+request is answered (HTTP 422) and the service goes on.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "ApiClientError",
+    "ApiError",
     "BatchRejected",
     "BlobError",
     "BrokerError",
     "ConfigError",
     "ConflictError",
     "ControlRejected",
+    "DeviceError",
+    "DeviceStateError",
     "EdgesyncError",
+    "EnrollmentError",
+    "HttpError",
     "IdentifierError",
+    "IngestError",
     "InvalidRequestError",
     "NotFoundError",
+    "OversizedRowError",
+    "RequestError",
     "SchemaError",
     "SchemaTooNewError",
     "StateWriteError",
@@ -48,8 +70,8 @@ class EdgesyncError(Exception):
     """Base class of every error edgesync raises on purpose."""
 
 
-class ConfigError(EdgesyncError):
-    """A configuration value is missing or invalid."""
+class _FieldReason(EdgesyncError):
+    """``field`` names the offending key or part, ``reason`` says what is wrong."""
 
     def __init__(self, field: str, reason: str) -> None:
         super().__init__(f"{field}: {reason}")
@@ -57,8 +79,23 @@ class ConfigError(EdgesyncError):
         self.reason = reason
 
 
-class BatchRejected(EdgesyncError):
-    """A device payload was refused; ``code`` is the protocol rejection code."""
+class ConfigError(_FieldReason):
+    """A configuration value is missing or invalid."""
+
+
+class BrokerError(EdgesyncError):
+    """The MQTT broker could not be reached or refused the connection."""
+
+
+# --- ingest: device data -------------------------------------------------------------
+
+class IngestError(EdgesyncError):
+    """Device data that cannot be taken in as sent."""
+
+
+class BatchRejected(IngestError):
+    """A device payload was refused; ``code`` is the protocol rejection code
+    (a ``protocol.RejectionCode``, or its value when raised by ``_core``)."""
 
     def __init__(self, code: str, detail: str, field: str | None = None) -> None:
         where = f" (field {field})" if field else ""
@@ -68,57 +105,37 @@ class BatchRejected(EdgesyncError):
         self.field = field
 
 
-class SchemaError(EdgesyncError):
+class SchemaError(IngestError):
     """A table description cannot be fingerprinted."""
 
 
-class BlobError(EdgesyncError):
+class BlobError(IngestError):
     """A staged blob could not be compressed or decompressed."""
 
 
-class IdentifierError(EdgesyncError):
+class IdentifierError(IngestError):
     """A table or column name from a device cannot become a PostgreSQL identifier."""
 
 
-class StoreError(EdgesyncError):
-    """The cloud database could not be prepared or used."""
+# --- operator requests ---------------------------------------------------------------
+
+class RequestError(EdgesyncError):
+    """An operator request (API, CLI, governance call) that cannot be carried out."""
 
 
-class SchemaTooNewError(StoreError):
-    """The database carries migrations this edgesync does not know."""
-
-
-class InvalidRequestError(EdgesyncError):
+class InvalidRequestError(_FieldReason, RequestError):
     """An operator request is malformed or names something that does not fit."""
 
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
 
-
-class NotFoundError(EdgesyncError):
+class NotFoundError(RequestError):
     """The object does not exist, or the caller may not see it."""
 
 
-class ConflictError(EdgesyncError):
+class ConflictError(RequestError):
     """A state change lost a race or is not allowed from the current state."""
 
 
-class BrokerError(EdgesyncError):
-    """The MQTT broker could not be reached or refused the connection."""
-
-
-class ControlRejected(EdgesyncError):
-    """A signed downlink control was refused (unsigned, bad_signature, expired, replayed)."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
-
-
-class StateWriteError(EdgesyncError):
+class StateWriteError(RequestError):
     """Cloud write-back refused: ``edge_state_not_cloud_authoritative``,
     ``edge_state_mirror_not_provisioned`` or ``edge_state_write_failed``."""
 
@@ -126,3 +143,90 @@ class StateWriteError(EdgesyncError):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+
+
+# --- HTTP answers --------------------------------------------------------------------
+
+class HttpError(EdgesyncError):
+    """An HTTP error answer: ``status``, a stable ``code``, a ``message`` and the
+    ``field`` it is about (None when it is about the request as a whole)."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(self._text(status, code, message, field))
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+
+    @staticmethod
+    def _text(status: int, code: str, message: str, field: str | None) -> str:
+        return f"{code}: {message}"
+
+
+class ApiError(HttpError):
+    """An error answer of the API with its own status and stable code (``headers`` are
+    sent with it)."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(status, code, message, field)
+        self.headers = headers
+
+    @staticmethod
+    def _text(status: int, code: str, message: str, field: str | None) -> str:
+        return message
+
+
+class ApiClientError(HttpError):
+    """The API answered with an error (``status`` > 0), or could not be reached
+    (``status`` 0, ``code`` ``CONNECTION_FAILED``)."""
+
+    @staticmethod
+    def _text(status: int, code: str, message: str, field: str | None) -> str:
+        where = f" (field {field})" if field else ""
+        head = f"HTTP {status} {code}" if status else code
+        return f"{head}: {message}{where}"
+
+
+class EnrollmentError(HttpError):
+    """An enrollment refused with an HTTP status and a stable code."""
+
+
+# --- stores --------------------------------------------------------------------------
+
+class StoreError(EdgesyncError):
+    """The cloud database (PostgreSQL) could not be prepared or used."""
+
+
+class SchemaTooNewError(StoreError):
+    """The database carries migrations this edgesync does not know."""
+
+
+# --- the device ----------------------------------------------------------------------
+
+class DeviceError(EdgesyncError):
+    """A failure on the device side (the agent)."""
+
+
+class DeviceStateError(DeviceError):
+    """The agent's ``state.db`` could not be opened or prepared."""
+
+
+class OversizedRowError(DeviceError):
+    """One journal row alone does not fit in a batch (needs the spill flow)."""
+
+    def __init__(self, table: str, commit_seq: int, size: int, limit: int) -> None:
+        super().__init__(
+            f"table {table!r}: journal row commit_seq={commit_seq} needs {size} bytes, "
+            f"more than a batch may carry ({limit}); publishing of this table "
+            "is held until it can be sent")
+        self.table, self.commit_seq, self.size = table, commit_seq, size
+
+
+class ControlRejected(DeviceError):
+    """A signed downlink control was refused (unsigned, bad_signature, expired, replayed)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail

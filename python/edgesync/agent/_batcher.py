@@ -33,21 +33,23 @@ from dataclasses import dataclass
 import orjson
 
 from edgesync import _core
+from edgesync._core import (
+    MAX_BATCH_BYTES,
+    MAX_BATCH_ROWS,
+    ROW_CAPTURE_STRATEGY,
+    SUPPORTED_FORMAT_VERSION,
+)
 from edgesync.agent._discovery import Column, TableInfo
 from edgesync.agent._state import PendingBatch, StateStore, TableState
 from edgesync.agent._triggers import JOURNAL_TABLE, META_TABLE, key_column, quote_ident
+from edgesync.errors import OversizedRowError
 from edgesync.protocol import uuid7
 
 __all__ = [
-    "CAPTURE_STRATEGY",
-    "FORMAT_VERSION",
-    "MAX_BATCH_BYTES",
-    "MAX_BATCH_ROWS",
     "Batch",
     "Batcher",
     "JournalQuery",
     "JournalRow",
-    "OversizedRowError",
     "encode_batch",
     "journal_query",
     "journal_select_sql",
@@ -57,11 +59,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("edgesync.agent")
-
-FORMAT_VERSION = 1
-CAPTURE_STRATEGY = "sqlite_row_batch_v1"
-MAX_BATCH_ROWS = 4096
-MAX_BATCH_BYTES = 512 * 1024
 
 _J = quote_ident(JOURNAL_TABLE)
 _M = quote_ident(META_TABLE)
@@ -79,17 +76,6 @@ class Batch:
     pending: PendingBatch
     payload: bytes
     row_count: int
-
-
-class OversizedRowError(Exception):
-    """One journal row alone does not fit in a batch (needs the spill flow)."""
-
-    def __init__(self, table: str, commit_seq: int, size: int) -> None:
-        super().__init__(
-            f"table {table!r}: journal row commit_seq={commit_seq} needs {size} bytes, "
-            f"more than a batch may carry ({MAX_BATCH_BYTES}); publishing of this table "
-            "is held until it can be sent")
-        self.table, self.commit_seq, self.size = table, commit_seq, size
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,8 +256,8 @@ def _drop_kept_top(db: sqlite3.Connection) -> tuple[str, int] | None:
 
 def _prefix(p: PendingBatch) -> bytes:
     head = orjson.dumps({
-        "format_version": FORMAT_VERSION,
-        "capture_strategy": CAPTURE_STRATEGY,
+        "format_version": SUPPORTED_FORMAT_VERSION,
+        "capture_strategy": ROW_CAPTURE_STRATEGY,
         "batch_id": p.batch_id,
         "journal_epoch": p.journal_epoch,
         "source_table": p.source_table,
@@ -311,7 +297,7 @@ def _fit(prefix_len: int, rows: Sequence[JournalRow], table: str) -> int:
         total = prefix_len + len(mid) + body + (1 if count else 0) + size + len(end)
         if total > MAX_BATCH_BYTES:
             if count == 0:
-                raise OversizedRowError(table, r.commit_seq, total)
+                raise OversizedRowError(table, r.commit_seq, total, MAX_BATCH_BYTES)
             break
         body += size + (1 if count else 0)
         count += 1

@@ -37,6 +37,7 @@ from edgesync.agent._telemetry_state import TelemetryState
 from edgesync.agent._triggers import snapshot_sql
 from edgesync.agent._uploads import Uploads
 from edgesync.agent._writeback import CloudVersions, apply_state_write
+from edgesync.protocol import ControlKind
 
 __all__ = ["Extras", "execute_control"]
 
@@ -48,8 +49,8 @@ def _int(doc: dict[str, Any], key: str) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
-_KINDS = ("progress", "pause_lineage", "resume_lineage", "state_write", "url_grant",
-          "forget_lineage")
+# A tuple, not a set: ``control_kind`` comes from JSON and may be unhashable (a list).
+_KINDS = tuple(ControlKind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,27 +66,27 @@ def execute_control(doc: dict[str, Any], source: sqlite3.Connection, state: Stat
                     telemetry: TelemetryState, budget: JournalBudget | None = None,
                     extras: Extras | None = None) -> None:
     cid, kind, table = doc.get("control_id"), doc.get("control_kind"), doc.get("source_table")
-    if kind not in _KINDS or (extras is None and kind in ("state_write", "url_grant",
-                                                          "forget_lineage")):
+    if kind not in _KINDS or (extras is None and kind in (
+            ControlKind.STATE_WRITE, ControlKind.URL_GRANT, ControlKind.FORGET_LINEAGE)):
         log.info("control %s (%s) acknowledged; kind not supported", cid, kind)
         return
     if not isinstance(table, str) or not table:
         log.warning("control %s (%s) has no source_table; ignored", cid, kind)
         return
-    if kind == "state_write":
+    if kind == ControlKind.STATE_WRITE:
         assert extras is not None
         apply_state_write(doc, source, extras.tables(table), extras.versions)
         return
-    if kind == "url_grant":
+    if kind == ControlKind.URL_GRANT:
         assert extras is not None
         extras.uploads.granted(doc)
         return
     is_telemetry = telemetry.table(table) is not None
-    if kind == "forget_lineage":
+    if kind == ControlKind.FORGET_LINEAGE:
         assert extras is not None
         _forget(cid, table, is_telemetry, source, state, telemetry, extras)
         return
-    if kind == "progress":
+    if kind == ControlKind.PROGRESS:
         if is_telemetry:
             telemetry_progress(doc, table, telemetry)
         else:
@@ -96,7 +97,7 @@ def execute_control(doc: dict[str, Any], source: sqlite3.Connection, state: Stat
         log.warning("control %s (%s): server_watermark must be a non-negative integer; "
                     "ignored", cid, kind)
         return
-    if kind == "pause_lineage":
+    if kind == ControlKind.PAUSE_LINEAGE:
         ok = (telemetry.pause(table, watermark) if is_telemetry
               else state.pause(table, watermark))
         if ok:

@@ -24,7 +24,7 @@ from typing import Any, NoReturn, Self, TypeVar
 
 import orjson
 
-from edgesync.agent._batcher import Batch, Batcher, OversizedRowError, truncate_journal
+from edgesync.agent._batcher import Batch, Batcher, truncate_journal
 from edgesync.agent._config import AgentConfig
 from edgesync.agent._discovery import discover
 from edgesync.agent._downlink import Extras, execute_control
@@ -39,7 +39,7 @@ from edgesync.agent._telemetry_state import OutboxBatch, TelemetryState
 from edgesync.agent._triggers import install_triggers
 from edgesync.agent._uploads import Upload, Uploads
 from edgesync.agent._writeback import CloudVersions
-from edgesync.errors import ConfigError
+from edgesync.errors import ConfigError, OversizedRowError
 from edgesync.protocol import TopicKind, periodic_loop, topic_for
 
 __all__ = ["Agent"]

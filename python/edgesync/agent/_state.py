@@ -18,7 +18,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgesync.errors import StoreError
+from edgesync.errors import DeviceStateError
 from edgesync.protocol import uuid7
 
 __all__ = ["PendingBatch", "PublishedBatch", "StateStore", "TableState"]
@@ -156,14 +156,14 @@ class StateStore:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open state database {str(path)!r}: {exc}") from exc
+            raise DeviceStateError(f"cannot open state database {str(path)!r}: {exc}") from exc
         self.path = path
         try:
             self._db.execute("PRAGMA busy_timeout = 5000")
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA synchronous = FULL")
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot prepare state database {str(path)!r}: {exc}") from exc
+            raise DeviceStateError(f"cannot prepare state database {str(path)!r}: {exc}") from exc
         self._migrate()
 
     # -- plumbing
@@ -188,11 +188,12 @@ class StateStore:
                 elif row is None:
                     self._db.execute("INSERT INTO meta VALUES ('format', ?)", (_STATE_FORMAT,))
                 elif row[0] != _STATE_FORMAT:
-                    raise StoreError(
+                    raise DeviceStateError(
                         f"state database {str(self.path)!r} has format {row[0]}, "
                         f"this agent understands {_STATE_FORMAT}")
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot prepare state database {str(self.path)!r}: {exc}") from exc
+            raise DeviceStateError(
+                f"cannot prepare state database {str(self.path)!r}: {exc}") from exc
 
     def close(self) -> None:
         self._db.close()

@@ -37,13 +37,18 @@ from typing import Any
 
 import orjson
 
+from edgesync._core import (
+    MAX_BATCH_BYTES,
+    MAX_BATCH_ROWS,
+    SUPPORTED_FORMAT_VERSION,
+    TELEMETRY_CAPTURE_STRATEGY,
+)
 from edgesync.agent._discovery import TelemetryTable
 from edgesync.agent._telemetry_state import OutboxBatch, TelemetryState
 from edgesync.agent._triggers import quote_ident
 from edgesync.protocol import uuid7
 
 __all__ = [
-    "CAPTURE_STRATEGY",
     "TelemetryCapture",
     "format_ts",
     "parse_ts",
@@ -51,9 +56,6 @@ __all__ = [
     "rowid_alias",
 ]
 
-CAPTURE_STRATEGY = "sqlite_telemetry_batch_v1"
-MAX_BATCH_ROWS = 4096
-MAX_BATCH_BYTES = 512 * 1024
 _PAGE = 2048
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS_THRESHOLD = 1e11  # epoch numbers at or above this are milliseconds
@@ -381,7 +383,8 @@ class TelemetryCapture:
         picked.sort(key=lambda p: (p[0], p[1]))
         seq, batch_id = st.next_batch_seq, uuid7()
         head: dict[str, Any] = {
-            "format_version": 1, "capture_strategy": CAPTURE_STRATEGY, "batch_id": batch_id,
+            "format_version": SUPPORTED_FORMAT_VERSION,
+            "capture_strategy": TELEMETRY_CAPTURE_STRATEGY, "batch_id": batch_id,
             "batch_seq": seq, "source_table": name, "schema_hash": st.schema_hash}
         if not st.schema_sent and st.schema_json is not None:
             head["schema_columns"] = orjson.loads(st.schema_json)

@@ -36,8 +36,8 @@ from typing import Any
 
 import orjson
 
-from edgesync._core import compress_blob
-from edgesync.agent._batcher import CAPTURE_STRATEGY, FORMAT_VERSION, JournalRow
+from edgesync._core import ROW_CAPTURE_STRATEGY, SUPPORTED_FORMAT_VERSION, compress_blob
+from edgesync.agent._batcher import JournalRow
 from edgesync.agent._discovery import TableInfo
 from edgesync.agent._state import StateStore
 from edgesync.agent._triggers import JOURNAL_TABLE, quote_ident, snapshot_sql
@@ -269,7 +269,7 @@ class Uploads:
         self.spool.mkdir(parents=True, exist_ok=True)
         path = self.path(up.upload_key)
         header: dict[str, Any] = {
-            "format_version": FORMAT_VERSION, "capture_strategy": CAPTURE_STRATEGY,
+            "format_version": SUPPORTED_FORMAT_VERSION, "capture_strategy": ROW_CAPTURE_STRATEGY,
             "source_table": up.source_table, "journal_epoch": up.journal_epoch,
             "schema_hash": schema_hash}
         if schema_json is not None:

@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from edgesync.api._envelopes import ErrorDetail, ErrorEnvelope
 from edgesync.errors import (
+    ApiError,
     ConfigError,
     ConflictError,
     EdgesyncError,
@@ -29,19 +30,6 @@ from edgesync.errors import (
 __all__ = ["ApiError", "describe", "error_responses", "install_error_handlers"]
 
 _log = logging.getLogger(__name__)
-
-
-class ApiError(Exception):
-    """An error answer with its own status and stable code."""
-
-    def __init__(self, status: int, code: str, message: str, field: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.field = field
-        self.headers = headers
 
 
 # Write-back refusals keep the reference's lower-case codes (docs/api.md, "Write-back").

@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from edgesync.governance import LineageStatus
+
 __all__ = ["Binding", "DeletedLineage", "LineageDetail", "LineageOut", "MaterializationState",
            "ReplayIntent", "ReplayProgress", "ResetResult", "SchemaVersion", "StagedRow"]
 
@@ -20,7 +22,7 @@ class LineageOut(BaseModel):
     fleet_id: uuid.UUID | None
     source_table: str
     pipeline: Literal["rows", "telemetry"]
-    status: Literal["active", "paused"]
+    status: LineageStatus
     pause_reason: str | None
     sync_authority: Literal["device_authoritative", "cloud_authoritative"]
     current_schema_hash: str | None

@@ -17,7 +17,7 @@ from edgesync.api._lineage_models import (
 )
 from edgesync.api._values import json_value
 from edgesync.control import forget_on_device
-from edgesync.governance import emit, get_lineage_for_update
+from edgesync.governance import EventType, emit, get_lineage_for_update
 from edgesync.materialize import quote_ident
 from edgesync.store import Conn
 
@@ -130,6 +130,6 @@ async def delete_lineage(conn: Conn, project_id: uuid.UUID, lineage_id: uuid.UUI
         raise lineage_not_found()
     await conn.execute("DELETE FROM edge_table_lineages WHERE id = $1", lineage_id)
     await forget_on_device(conn, lineage.device_id, lineage.source_table)
-    await emit(conn, project_id, "edgesync.table_lineage.deleted.v1", lineage_id,
+    await emit(conn, project_id, EventType.LINEAGE_DELETED, lineage_id,
                {"lineage_id": str(lineage_id), "device_id": str(lineage.device_id),
                 "source_table": lineage.source_table})

@@ -12,13 +12,8 @@ from pydantic import BaseModel, Field
 
 from edgesync.api._lineage_queries import get_lineage
 from edgesync.errors import ConflictError, InvalidRequestError
-from edgesync.governance._bindings import (
-    MAP_ACTIONS,
-    ColumnAction,
-    mirror_all_actions,
-    plan_columns,
-    state_prefix,
-)
+from edgesync.governance._bindings import plan_columns, state_prefix
+from edgesync.governance._column_actions import MAP_ACTIONS, ColumnAction, mirror_all_actions
 from edgesync.governance._registry import coalesced_table_name, registry_columns
 from edgesync.materialize import target_table_name, ts_table_name
 from edgesync.store import Conn

@@ -8,7 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from edgesync.api._review_models import ColumnActionIn, ReviewStatus, _Body
+from edgesync.api._review_models import ColumnActionIn, _Body
+from edgesync.governance import ReviewStatus, SchemaStatus
 
 __all__ = ["CoalescedMirrorOut", "ConsolidatedLineageOut", "ConsolidationOut", "DataPointIn",
            "DataPointOut", "DataPointValueOut",
@@ -36,7 +37,7 @@ class RegistryEntryOut(BaseModel):
     source_table: str
     schema_hash: str
     classification: str
-    status: Literal["pending", "approved", "rejected", "abandoned"]
+    status: SchemaStatus
     target_table: str | None = Field(description="the coalesced target, once approved")
     column_actions: list[dict[str, Any]] | None
     device_count: int = Field(description="device schema versions linked to the entry")

@@ -8,11 +8,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
+from edgesync.governance import ReviewStatus
+
 __all__ = ["ApproveBody", "ClaimBody", "ColumnActionIn", "PreviewBody", "RejectBody",
            "ReviewOut"]
-
-ReviewStatus = Literal["queued", "in_review", "approved", "rejected", "abandoned"]
-
 
 class ReviewOut(BaseModel):
     id: uuid.UUID

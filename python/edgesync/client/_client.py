@@ -16,25 +16,11 @@ from typing import Any
 import httpx
 
 from edgesync._defaults import DEFAULT_API_URL
-from edgesync.errors import EdgesyncError
+from edgesync.errors import ApiClientError
 
 __all__ = ["DEFAULT_API_URL", "ApiClient", "ApiClientError"]
 
 _MUTATIONS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-
-
-class ApiClientError(EdgesyncError):
-    """The API answered with an error (``status`` > 0), or could not be reached
-    (``status`` 0, ``code`` ``CONNECTION_FAILED``)."""
-
-    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
-        where = f" (field {field})" if field else ""
-        head = f"HTTP {status} {code}" if status else code
-        super().__init__(f"{head}: {message}{where}")
-        self.status = status
-        self.code = code
-        self.message = message
-        self.field = field
 
 
 def _error(response: httpx.Response) -> ApiClientError:

@@ -16,7 +16,8 @@ import asyncpg
 
 from edgesync.control._outbox import enqueue_control
 from edgesync.control._policy import FlowPolicy
-from edgesync.governance import emit
+from edgesync.governance import EventType, LineageStatus, PauseReason, emit
+from edgesync.protocol import ControlKind
 from edgesync.store import Conn
 
 __all__ = ["check_backpressure", "record_materialization_failure", "reset_materialization",
@@ -39,16 +40,17 @@ async def _watermark(conn: Conn, lineage: asyncpg.Record) -> int:
     return int(value or 0)
 
 
-async def _pause_device(conn: Conn, lineage: asyncpg.Record, reason: str, detail: str) -> None:
+async def _pause_device(conn: Conn, lineage: asyncpg.Record, reason: PauseReason,
+                        detail: str) -> None:
     await conn.execute(
         "UPDATE edge_table_lineages SET status = 'paused', pause_reason = $2, "
         "paused_by_control = true, updated_at = now() WHERE id = $1", lineage["id"], reason)
     await enqueue_control(conn, device_id=lineage["device_id"], lineage_id=lineage["id"],
-                          kind="pause_lineage",
+                          kind=ControlKind.PAUSE_LINEAGE,
                           body={"source_table": lineage["source_table"],
                                 "server_watermark": await _watermark(conn, lineage),
                                 "reason": detail})
-    await emit(conn, lineage["project_id"], "integration.edge_table_lineage.ingestion_paused.v1",
+    await emit(conn, lineage["project_id"], EventType.LINEAGE_PAUSED,
                lineage["id"], {"lineage_id": str(lineage["id"]), "reason": reason,
                                "detail": detail})
     _log.warning("lineage %s paused (%s): %s", lineage["id"], reason, detail)
@@ -65,27 +67,27 @@ async def _resume_device(conn: Conn, lineage: asyncpg.Record) -> None:
         "SELECT EXISTS (SELECT 1 FROM edge_column_bindings WHERE lineage_id = $1 "
         "AND schema_hash = $2 AND action = 'defer')",
         lineage["id"], lineage["approved_schema_hash"])
-    status, reason = ("active", None)
+    status, reason = (LineageStatus.ACTIVE, None)
     if open_review:
-        status, reason = "paused", "schema_review"
+        status, reason = LineageStatus.PAUSED, PauseReason.SCHEMA_REVIEW
     elif deferred:
-        status, reason = "paused", "deferred_columns"
+        status, reason = LineageStatus.PAUSED, PauseReason.DEFERRED_COLUMNS
     await conn.execute(
         "UPDATE edge_table_lineages SET status = $2, pause_reason = $3, "
         "paused_by_control = false, updated_at = now() WHERE id = $1",
         lineage["id"], status, reason)
     if lineage["paused_by_control"]:
         await enqueue_control(conn, device_id=lineage["device_id"], lineage_id=lineage["id"],
-                              kind="resume_lineage",
+                              kind=ControlKind.RESUME_LINEAGE,
                               body={"source_table": lineage["source_table"],
                                     "server_watermark": await _watermark(conn, lineage)})
-    if status == "active":
+    if status == LineageStatus.ACTIVE:
         # Batches staged while paused wait for a replay; schedule one.
         await conn.execute("INSERT INTO edge_replay_intents (id, lineage_id) VALUES ($1, $2)",
                            uuid.uuid4(), lineage["id"])
         await conn.execute("SELECT pg_notify('edge_replay', $1)", str(lineage["id"]))
         await emit(conn, lineage["project_id"],
-                   "integration.edge_table_lineage.ingestion_resumed.v1", lineage["id"],
+                   EventType.LINEAGE_RESUMED, lineage["id"],
                    {"lineage_id": str(lineage["id"])})
 
 
@@ -98,7 +100,7 @@ async def check_backpressure(conn: Conn, lineage_id: uuid.UUID) -> bool:
     policy = FlowPolicy.from_project(dict(lineage["policy"]))
     if not policy.over_cap(lineage["staged_rows"], lineage["staged_bytes"]):
         return False
-    await _pause_device(conn, lineage, "backpressure",
+    await _pause_device(conn, lineage, PauseReason.BACKPRESSURE,
                         f"staged backlog {lineage['staged_rows']} rows / "
                         f"{lineage['staged_bytes']} bytes exceeds the project's cap")
     return True
@@ -112,7 +114,7 @@ async def sweep_backpressure(conn: Conn) -> int:
     for rec in ids:
         async with conn.transaction():
             lineage = await conn.fetchrow(_LINEAGE, rec["id"])
-            if lineage is None or lineage["pause_reason"] != "backpressure":
+            if lineage is None or lineage["pause_reason"] != PauseReason.BACKPRESSURE:
                 continue
             policy = FlowPolicy.from_project(dict(lineage["policy"]))
             if policy.below_resume(lineage["staged_rows"], lineage["staged_bytes"]):
@@ -132,12 +134,12 @@ async def record_materialization_failure(conn: Conn, lineage_id: uuid.UUID, erro
         "UPDATE edge_table_lineages SET materialization_errors = $2, last_error = $3, "
         "updated_at = now() WHERE id = $1", lineage_id, errors, error[:2000])
     await emit(conn, lineage["project_id"],
-               "integration.edge_export_segment.materialization_failed.v1", lineage_id,
+               EventType.MATERIALIZATION_FAILED, lineage_id,
                {"lineage_id": str(lineage_id), "error": error[:500]})
     policy = FlowPolicy.from_project(dict(lineage["policy"]))
-    if lineage["status"] != "active" or errors < policy.breaker_threshold:
+    if lineage["status"] != LineageStatus.ACTIVE or errors < policy.breaker_threshold:
         return False
-    await _pause_device(conn, lineage, "circuit_breaker",
+    await _pause_device(conn, lineage, PauseReason.CIRCUIT_BREAKER,
                         f"{errors} permanent materialization errors; last: {error[:300]}")
     return True
 
@@ -156,7 +158,7 @@ async def reset_materialization(conn: Conn, lineage_id: uuid.UUID) -> dict[str, 
     requeued = await conn.execute(
         "UPDATE edge_staged_rows SET staging_reason = 'lineage_paused' "
         "WHERE lineage_id = $1 AND staging_reason = 'materialization_failed'", lineage_id)
-    if lineage["pause_reason"] == "circuit_breaker":
+    if lineage["pause_reason"] == PauseReason.CIRCUIT_BREAKER:
         await _resume_device(conn, lineage)
     await conn.execute(
         "INSERT INTO edge_replay_intents (id, lineage_id) VALUES ($1, $2)",

@@ -16,11 +16,12 @@ from __future__ import annotations
 import uuid
 
 from edgesync.control._outbox import enqueue_control
+from edgesync.protocol import ControlKind
 from edgesync.store import Conn
 
 __all__ = ["FORGET_LINEAGE", "forget_on_device"]
 
-FORGET_LINEAGE = "forget_lineage"
+FORGET_LINEAGE = ControlKind.FORGET_LINEAGE
 
 
 async def forget_on_device(conn: Conn, device_id: uuid.UUID, source_table: str) -> uuid.UUID:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from edgesync.protocol import ControlKind
 from edgesync.store import Conn
 
 __all__ = ["CONTROL_CHANNEL", "enqueue_control"]
@@ -19,7 +20,7 @@ CONTROL_CHANNEL = "edge_controls"
 
 
 async def enqueue_control(conn: Conn, *, device_id: uuid.UUID, lineage_id: uuid.UUID | None,
-                          kind: str, body: dict[str, Any]) -> uuid.UUID:
+                          kind: ControlKind, body: dict[str, Any]) -> uuid.UUID:
     control_id = uuid.uuid4()
     doc = {"control_id": str(control_id), "control_kind": kind, **body}
     await conn.execute(

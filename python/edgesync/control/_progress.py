@@ -24,7 +24,7 @@ import orjson
 from edgesync.control._sender import Publisher
 from edgesync.control._signer import sign_for_devices
 from edgesync.errors import ConfigError
-from edgesync.protocol import TopicKind, periodic_loop, topic_for
+from edgesync.protocol import ControlKind, TopicKind, periodic_loop, topic_for
 from edgesync.store import Conn
 
 __all__ = ["ProgressReporter"]
@@ -119,7 +119,7 @@ def _progress_body(table: str, epoch: uuid.UUID | None, recs: list[asyncpg.Recor
             committed.append({"batch_id": str(r["batch_id"]),
                               "first_commit_seq": r["first_commit_seq"],
                               "last_commit_seq": r["last_commit_seq"]})
-    body: dict[str, Any] = {"control_id": str(uuid.uuid4()), "control_kind": "progress",
+    body: dict[str, Any] = {"control_id": str(uuid.uuid4()), "control_kind": ControlKind.PROGRESS,
                             "source_table": table, "committed": committed}
     if epoch is not None:
         body["journal_epoch"] = str(epoch)

@@ -17,7 +17,7 @@ from typing import Any
 
 from edgesync.control._outbox import enqueue_control
 from edgesync.errors import InvalidRequestError, NotFoundError
-from edgesync.protocol import uuid7
+from edgesync.protocol import ControlKind, uuid7
 from edgesync.store import Conn
 
 __all__ = ["GRANT_TTL", "UPLOAD_PATH", "grant_upload", "upload_secret", "verify_upload_url"]
@@ -57,7 +57,7 @@ async def grant_upload(conn: Conn, *, device_id: uuid.UUID, source_table: str,
             "segment_kind": segment_kind, "presigned_url": url,
             "presigned_url_expires_at": expires_at.strftime("%Y-%m-%dT%H:%M:%SZ")}
     control_id = await enqueue_control(conn, device_id=device_id, lineage_id=None,
-                                       kind="url_grant", body=body)
+                                       kind=ControlKind.URL_GRANT, body=body)
     return {"control_id": str(control_id), **body}
 
 

@@ -20,6 +20,7 @@ from edgesync.control._outbox import enqueue_control
 from edgesync.errors import InvalidRequestError, NotFoundError, StateWriteError
 from edgesync.governance import get_lineage_for_update, load_state_target
 from edgesync.materialize import MirrorColumn, quote_ident
+from edgesync.protocol import ControlKind
 from edgesync.store import Conn
 
 __all__ = ["MAX_WRITE_ROWS", "resend_cloud_rows", "write_state_rows"]
@@ -103,7 +104,7 @@ async def write_state_rows(conn: Conn, *, project_id: uuid.UUID, device_id: uuid
         for i, row in enumerate(rows):
             await _upsert(conn, target.table, device_id, i, row, by_source, version)
         control_id = await enqueue_control(
-            conn, device_id=device_id, lineage_id=lineage_id, kind="state_write",
+            conn, device_id=device_id, lineage_id=lineage_id, kind=ControlKind.STATE_WRITE,
             body={"source_table": lineage.source_table,
                   "rows": [{"pk": r["pk"], "values": r["values"], "cloud_version": version}
                            for r in rows]})
@@ -168,7 +169,7 @@ async def resend_cloud_rows(conn: Conn, lineage_id: uuid.UUID, device_id: uuid.U
     if not payload:
         return None
     return await enqueue_control(conn, device_id=device_id, lineage_id=lineage_id,
-                                 kind="state_write",
+                                 kind=ControlKind.STATE_WRITE,
                                  body={"source_table": info["source_table"], "rows": payload})
 
 

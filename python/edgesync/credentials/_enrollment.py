@@ -42,18 +42,15 @@ from edgesync.credentials._x509 import (
     load_csr,
     signed_by,
 )
-from edgesync.errors import ConfigError, ConflictError, EdgesyncError, InvalidRequestError
+from edgesync.errors import (
+    ConfigError,
+    ConflictError,
+    EnrollmentError,
+    InvalidRequestError,
+)
 from edgesync.store import Conn
 
 __all__ = ["Enrollment", "EnrollmentError", "enroll"]
-
-
-class EnrollmentError(EdgesyncError):
-    """An enrollment refused with an HTTP status and a stable code."""
-
-    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
-        super().__init__(f"{code}: {message}")
-        self.status, self.code, self.message, self.field = status, code, message, field
 
 
 @dataclass(frozen=True, slots=True)

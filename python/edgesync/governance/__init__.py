@@ -1,6 +1,6 @@
 """Schema governance: lineages, schema versions, classification, reviews, bindings."""
 
-from edgesync.governance._admission import Admission, admit
+from edgesync.governance._admission import Admission, StagingReason, admit
 from edgesync.governance._arrivals import Arrival, admit_arrivals
 from edgesync.governance._bindings import REPLAY_CHANNEL, load_state_target, load_state_targets
 from edgesync.governance._classify import SchemaDiff, classify
@@ -17,9 +17,11 @@ from edgesync.governance._data_points import (
     list_data_points,
     read_data_point_values,
 )
-from edgesync.governance._events import EVENT_CHANNEL, emit
+from edgesync.governance._events import EVENT_CHANNEL, EventType, emit
 from edgesync.governance._lineages import (
     Lineage,
+    LineageStatus,
+    PauseReason,
     get_lineage_for_update,
     lock_lineages,
     pause_lineage,
@@ -42,6 +44,7 @@ from edgesync.governance._reviews import (
     reject_review,
     reopen_review,
 )
+from edgesync.governance._statuses import ReviewStatus, SchemaStatus
 from edgesync.governance._target_cache import forget_targets
 
 __all__ = [
@@ -51,8 +54,14 @@ __all__ = [
     "REPLAY_CHANNEL",
     "Admission",
     "Arrival",
+    "EventType",
     "Lineage",
+    "LineageStatus",
+    "PauseReason",
+    "ReviewStatus",
     "SchemaDiff",
+    "SchemaStatus",
+    "StagingReason",
     "abandon_registry_review",
     "admit",
     "admit_arrivals",

@@ -9,29 +9,47 @@ sends nothing to the device: it keeps publishing and the cloud stages). Under
 
 from __future__ import annotations
 
+import enum
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from edgesync.governance._bindings import ColumnAction, approve_schema, load_state_target
+from edgesync.governance._bindings import approve_schema, load_state_target
 from edgesync.governance._classify import classify
-from edgesync.governance._events import emit
-from edgesync.governance._lineages import Lineage, get_lineage_for_update, pause_lineage
+from edgesync.governance._column_actions import ColumnAction
+from edgesync.governance._lineages import (
+    Lineage,
+    LineageStatus,
+    PauseReason,
+    get_lineage_for_update,
+    pause_lineage,
+)
 from edgesync.governance._registry import registry_key, route_version
+from edgesync.governance._review_queue import open_device_review
+from edgesync.governance._statuses import SchemaStatus
 from edgesync.materialize import StateTarget
 from edgesync.registry import DeviceScope
 from edgesync.store import Conn
 
-__all__ = ["Admission", "admit", "open_device_review"]
+__all__ = ["Admission", "StagingReason", "admit"]
+
+
+class StagingReason(enum.StrEnum):
+    """Why a batch is staged instead of materialized (``edge_staged_rows.staging_reason``)."""
+
+    SCHEMA_REVIEW = "schema_review"  # its schema waits for a decision
+    SCHEMA_REJECTED = "schema_rejected"  # its schema version was rejected: discardable
+    LINEAGE_PAUSED = "lineage_paused"  # approved, but the lineage is paused for another reason
+    MATERIALIZATION_FAILED = "materialization_failed"  # its values did not fit the target
 
 
 @dataclass(frozen=True, slots=True)
 class Admission:
     lineage: Lineage
     target: StateTarget | None = None
-    staging_reason: str | None = None
+    staging_reason: StagingReason | None = None
 
 
 async def _approved_columns(conn: Conn, lineage: Lineage
@@ -57,19 +75,6 @@ async def _additive_actions(conn: Conn, lineage: Lineage, added: list[str]
     return kept + [ColumnAction(name, "mirror") for name in added]
 
 
-async def open_device_review(conn: Conn, project_id: uuid.UUID, lineage_id: uuid.UUID,
-                             version_id: uuid.UUID, schema_hash: str,
-                             classification: str) -> None:
-    review_id = await conn.fetchval(
-        "INSERT INTO edge_schema_reviews (id, lineage_id, schema_version_id, schema_hash, "
-        "classification) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING id",
-        uuid.uuid4(), lineage_id, version_id, schema_hash, classification)
-    if review_id is not None:
-        await emit(conn, project_id, "integration.edge_schema_review.queued.v1", review_id,
-                   {"review_id": str(review_id), "lineage_id": str(lineage_id),
-                    "schema_hash": schema_hash, "classification": classification})
-
-
 async def _by_registry(conn: Conn, scope: DeviceScope, lineage: Lineage,
                        version_id: uuid.UUID, schema_hash: str,
                        columns: list[dict[str, Any]] | None,
@@ -86,13 +91,13 @@ async def _by_registry(conn: Conn, scope: DeviceScope, lineage: Lineage,
     if outcome == "device_review":
         await open_device_review(conn, lineage.project_id, lineage.id, version_id, schema_hash,
                                  classification)
-    await pause_lineage(conn, lineage, "schema_review")
+    await pause_lineage(conn, lineage, PauseReason.SCHEMA_REVIEW)
     return None
 
 
 async def admit(conn: Conn, scope: DeviceScope, lineage: Lineage,
                 schema_hash: str, schema_columns_json: bytes | None) -> Admission:
-    if lineage.approved_schema_hash == schema_hash and lineage.status == "active":
+    if lineage.approved_schema_hash == schema_hash and lineage.status == LineageStatus.ACTIVE:
         # The live path: the lineage's approved hash is an approved version (only pending
         # versions are ever rejected), so its bindings are all that is needed.
         fill = None
@@ -128,7 +133,7 @@ async def admit(conn: Conn, scope: DeviceScope, lineage: Lineage,
             decided = await _by_registry(conn, scope, lineage, version_id, schema_hash,
                                          new_cols, classification)
             if decided is None:
-                return Admission(lineage, staging_reason="schema_review")
+                return Admission(lineage, staging_reason=StagingReason.SCHEMA_REVIEW)
             lineage = decided
         elif auto:
             assert new_cols is not None
@@ -140,25 +145,25 @@ async def admit(conn: Conn, scope: DeviceScope, lineage: Lineage,
         else:
             await open_device_review(conn, lineage.project_id, lineage.id, version_id,
                                      schema_hash, classification)
-            await pause_lineage(conn, lineage, "schema_review")
-            return Admission(lineage, staging_reason="schema_review")
-        status = "approved"
+            await pause_lineage(conn, lineage, PauseReason.SCHEMA_REVIEW)
+            return Admission(lineage, staging_reason=StagingReason.SCHEMA_REVIEW)
+        status = SchemaStatus.APPROVED
     else:
         status = version["status"]
         if version["schema_columns"] is None and new_cols:
             await conn.execute(
                 "UPDATE edge_schema_versions SET schema_columns = $2 WHERE id = $1",
                 version["id"], {"table_name": lineage.source_table, "columns": new_cols})
-        if status == "pending" and version["registry_id"] is not None:
+        if status == SchemaStatus.PENDING and version["registry_id"] is not None:
             # Decided by the registry since (e.g. while this lineage was busy)?
             decided = await _by_registry(conn, scope, lineage, version["id"], schema_hash,
                                          new_cols, version["classification"])
             if decided is not None:
-                lineage, status = decided, "approved"
-    if status == "approved" and lineage.status == "active":
+                lineage, status = decided, SchemaStatus.APPROVED
+    if status == SchemaStatus.APPROVED and lineage.status == LineageStatus.ACTIVE:
         return Admission(lineage, target=await load_state_target(conn, lineage, schema_hash))
-    if status == "rejected":  # kept, labelled for what it is: discardable
-        return Admission(lineage, staging_reason="schema_rejected")
-    if status != "approved" or lineage.pause_reason == "schema_review":
-        return Admission(lineage, staging_reason="schema_review")
-    return Admission(lineage, staging_reason="lineage_paused")
+    if status == SchemaStatus.REJECTED:  # kept, labelled for what it is: discardable
+        return Admission(lineage, staging_reason=StagingReason.SCHEMA_REJECTED)
+    if status != SchemaStatus.APPROVED or lineage.pause_reason == PauseReason.SCHEMA_REVIEW:
+        return Admission(lineage, staging_reason=StagingReason.SCHEMA_REVIEW)
+    return Admission(lineage, staging_reason=StagingReason.LINEAGE_PAUSED)

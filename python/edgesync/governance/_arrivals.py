@@ -22,9 +22,10 @@ from typing import Any
 
 import orjson
 
-from edgesync.governance._bindings import ColumnAction, _plan, provision_target
+from edgesync.governance._bindings import _plan, provision_target
 from edgesync.governance._classify import classify
-from edgesync.governance._lineages import Lineage
+from edgesync.governance._column_actions import ColumnAction
+from edgesync.governance._lineages import Lineage, LineageStatus
 from edgesync.governance._registry import registry_columns, registry_key
 from edgesync.registry import DeviceScope
 from edgesync.store import Conn
@@ -47,7 +48,7 @@ async def admit_arrivals(conn: Conn, arrivals: list[Arrival]) -> dict[uuid.UUID,
     as they are now (approved, with their target). The others are not touched."""
     keyed = [(a, key) for a in arrivals
              if a.lineage.approved_schema_hash is None and a.lineage.target_table is None
-             and a.lineage.status == "active"
+             and a.lineage.status == LineageStatus.ACTIVE
              and (key := registry_key(a.scope, a.lineage)) is not None]
     if not keyed:
         return {}

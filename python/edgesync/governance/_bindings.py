@@ -12,19 +12,18 @@ schedule no replay: its rows stay staged until a reopened review decides every c
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 import orjson
 
 from edgesync.errors import ConflictError, IdentifierError, InvalidRequestError
-from edgesync.governance._events import emit
-from edgesync.governance._lineages import Lineage, resume_lineage
+from edgesync.governance._column_actions import ColumnAction
+from edgesync.governance._events import EventType, emit
+from edgesync.governance._lineages import Lineage, LineageStatus, PauseReason, resume_lineage
 from edgesync.governance._mapping import resolve_mapped
 from edgesync.governance._target_cache import TargetColumns, target_cache
 from edgesync.materialize import (
-    PG_TYPES,
     TS_PLATFORM_COLUMNS,
     MappedColumn,
     MirrorColumn,
@@ -37,96 +36,12 @@ from edgesync.materialize import (
 )
 from edgesync.store import Conn
 
-__all__ = ["REPLAY_CHANNEL", "ColumnAction", "approve_schema", "load_state_target",
-           "load_state_targets",
-           "mirror_all_actions", "plan_columns", "provision_target"]
+__all__ = ["REPLAY_CHANNEL", "approve_schema", "load_state_target", "load_state_targets",
+           "plan_columns", "provision_target"]
 
 REPLAY_CHANNEL = "edge_replay"
-ACTIONS = ("mirror", "map", "ignore", "defer", "auto_create_and_map")
-MAP_ACTIONS = ("map", "auto_create_and_map")
 # Pauses an approval may lift (any other reason, e.g. backpressure, outlives it).
-_REVIEW_PAUSES = ("schema_review", "deferred_columns", None)
-
-
-@dataclass(frozen=True, slots=True)
-class ColumnAction:
-    source_column_name: str
-    action: str
-    mirror_column_name: str | None = None
-    target_type: str | None = None
-    # map: the data point (required); auto_create_and_map: set once the data point is
-    # created (a registry decision hands it on to every device that follows).
-    device_data_point_id: uuid.UUID | None = None
-    data_point_name: str | None = None
-
-    @classmethod
-    def parse(cls, raw: dict[str, Any], index: int) -> ColumnAction:
-        where = f"column_actions[{index}]"
-        name = raw.get("source_column_name")
-        if not isinstance(name, str) or not name:
-            raise InvalidRequestError(f"{where}.source_column_name", "required string")
-        action = raw.get("action")
-        if action not in ACTIONS:
-            raise InvalidRequestError(f"{where}.action", f"must be one of {', '.join(ACTIONS)}")
-        target_type = raw.get("target_type")
-        if target_type is not None and target_type not in PG_TYPES:
-            raise InvalidRequestError(f"{where}.target_type",
-                                      f"must be one of {', '.join(sorted(PG_TYPES))}")
-        mirror = raw.get("mirror_column_name")
-        if mirror is not None and not isinstance(mirror, str):
-            raise InvalidRequestError(f"{where}.mirror_column_name", "must be a string")
-        if mirror is not None and action != "mirror":
-            raise InvalidRequestError(f"{where}.mirror_column_name", "only for action mirror")
-        return cls(name, action, mirror, target_type, _data_point_id(raw, where, action),
-                   _data_point_name(raw, where, action))
-
-    def as_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"source_column_name": self.source_column_name,
-                               "action": self.action,
-                               "mirror_column_name": self.mirror_column_name,
-                               "target_type": self.target_type}
-        if self.action in MAP_ACTIONS:
-            doc["device_data_point_id"] = (str(self.device_data_point_id)
-                                           if self.device_data_point_id else None)
-            doc["data_point_name"] = self.data_point_name
-        return doc
-
-    @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> ColumnAction:
-        """A stored decision (``as_json``), trusted: no policy check again."""
-        dp = doc.get("device_data_point_id")
-        return cls(doc["source_column_name"], doc["action"], doc.get("mirror_column_name"),
-                   doc.get("target_type"), uuid.UUID(dp) if dp else None,
-                   doc.get("data_point_name"))
-
-
-def _data_point_id(raw: dict[str, Any], where: str, action: str) -> uuid.UUID | None:
-    value = raw.get("device_data_point_id")
-    if action != "map":
-        if value is not None:
-            raise InvalidRequestError(f"{where}.device_data_point_id", "only for action map")
-        return None
-    if value is None:
-        raise InvalidRequestError(f"{where}.device_data_point_id", "required for action map")
-    try:
-        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
-    except ValueError as exc:
-        raise InvalidRequestError(f"{where}.device_data_point_id", "must be a UUID") from exc
-
-
-def _data_point_name(raw: dict[str, Any], where: str, action: str) -> str | None:
-    value = raw.get("data_point_name")
-    if value is None:
-        return None
-    if action != "auto_create_and_map":
-        raise InvalidRequestError(f"{where}.data_point_name", "only for auto_create_and_map")
-    if not isinstance(value, str) or not 1 <= len(value) <= 200:
-        raise InvalidRequestError(f"{where}.data_point_name", "a string of 1 to 200 characters")
-    return value
-
-
-def mirror_all_actions(columns: list[dict[str, Any]]) -> list[ColumnAction]:
-    return [ColumnAction(str(c["name"]), "mirror") for c in columns]
+_REVIEW_PAUSES = (PauseReason.SCHEMA_REVIEW, PauseReason.DEFERRED_COLUMNS, None)
 
 
 def state_prefix(device_id: uuid.UUID) -> str:
@@ -360,10 +275,10 @@ async def approve_schema(conn: Conn, lineage: Lineage, version_id: uuid.UUID,
             "UPDATE edge_table_lineages SET status = 'paused', pause_reason = 'deferred_columns', "
             "updated_at = now() WHERE id = $1 AND (pause_reason IS NULL "
             "OR pause_reason IN ('schema_review', 'deferred_columns'))", lineage.id)
-        if lineage.status != "paused":
+        if lineage.status != LineageStatus.PAUSED:
             await emit(conn, lineage.project_id,
-                       "integration.edge_table_lineage.ingestion_paused.v1", lineage.id,
-                       {"lineage_id": str(lineage.id), "reason": "deferred_columns"})
+                       EventType.LINEAGE_PAUSED, lineage.id,
+                       {"lineage_id": str(lineage.id), "reason": PauseReason.DEFERRED_COLUMNS})
         return False
     await conn.execute(
         "INSERT INTO edge_replay_intents (id, lineage_id, review_id, registry_review_id) "
@@ -372,4 +287,4 @@ async def approve_schema(conn: Conn, lineage: Lineage, version_id: uuid.UUID,
     if lineage.pause_reason in _REVIEW_PAUSES:
         await resume_lineage(conn, lineage)
         return True
-    return lineage.status == "active"
+    return lineage.status == LineageStatus.ACTIVE

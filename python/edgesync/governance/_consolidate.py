@@ -28,16 +28,18 @@ from typing import Any
 import asyncpg
 
 from edgesync.errors import ConflictError, EdgesyncError, NotFoundError
-from edgesync.governance._bindings import ColumnAction, approve_schema, plan_columns
-from edgesync.governance._events import emit
-from edgesync.governance._lineages import Lineage
+from edgesync.governance._bindings import approve_schema, plan_columns
+from edgesync.governance._column_actions import ColumnAction
+from edgesync.governance._events import EventType, emit
+from edgesync.governance._lineages import Lineage, PauseReason
 from edgesync.governance._registry import RegistryKey, registry_columns
+from edgesync.governance._statuses import SchemaStatus
 from edgesync.materialize import MirrorColumn, TsTarget, quote_ident
 from edgesync.store import Conn
 
 __all__ = ["CONSOLIDATED_EVENT", "consolidate"]
 
-CONSOLIDATED_EVENT = "integration.edge_table_lineage.consolidated.v1"
+CONSOLIDATED_EVENT = EventType.LINEAGE_CONSOLIDATED
 
 _CANDIDATES = """
 SELECT l.id, d.fleet_id AS device_fleet_id
@@ -149,7 +151,7 @@ async def _consolidate_one(conn: Conn, lineage_id: uuid.UUID, mode: str,
     if lineage.sync_authority == "cloud_authoritative":
         raise _Skip("cloud_authoritative", "coalesced targets are device-authoritative; set "
                                            "the lineage back to device_authoritative first")
-    if lineage.pause_reason == "deferred_columns":
+    if lineage.pause_reason == PauseReason.DEFERRED_COLUMNS:
         raise _Skip("deferred_columns", "the lineage has deferred columns: decide them "
                                         "(reopen-review) first")
     pending = await conn.fetchval(
@@ -163,7 +165,7 @@ async def _consolidate_one(conn: Conn, lineage_id: uuid.UUID, mode: str,
         "SELECT * FROM edge_schema_registry WHERE scope_id = $1 AND pipeline = $2 "
         "AND source_table = $3 AND schema_hash = $4 FOR SHARE",
         key.scope_id, key.pipeline, key.source_table, schema_hash)
-    if entry is None or entry["status"] != "approved":
+    if entry is None or entry["status"] != SchemaStatus.APPROVED:
         hashes = await conn.fetch(
             "SELECT schema_hash FROM edge_schema_registry WHERE scope_id = $1 "
             "AND pipeline = $2 AND source_table = $3 AND status = 'approved' "

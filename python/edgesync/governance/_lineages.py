@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+import enum
 import uuid
 from dataclasses import dataclass
 
 import asyncpg
 
-from edgesync.governance._events import emit
+from edgesync.governance._events import EventType, emit
 from edgesync.registry import DeviceScope
 from edgesync.store import Conn
 
-__all__ = ["Lineage", "get_lineage_for_update", "lock_lineages", "pause_lineage",
-           "resume_lineage"]
+__all__ = ["Lineage", "LineageStatus", "PauseReason", "get_lineage_for_update", "lock_lineages",
+           "pause_lineage", "resume_lineage"]
+
+
+class LineageStatus(enum.StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"
+
+
+class PauseReason(enum.StrEnum):
+    """Why a lineage is paused (``edge_table_lineages.pause_reason``)."""
+
+    SCHEMA_REVIEW = "schema_review"  # a new schema waits for a review: the cloud stages
+    DEFERRED_COLUMNS = "deferred_columns"  # approved with columns still to decide
+    BACKPRESSURE = "backpressure"  # too much staged: the device is told to hold
+    CIRCUIT_BREAKER = "circuit_breaker"  # batches keep failing to materialize
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,23 +57,23 @@ async def get_lineage_for_update(conn: Conn, lineage_id: uuid.UUID
     return Lineage.from_record(row) if row else None
 
 
-async def pause_lineage(conn: Conn, lineage: Lineage, reason: str) -> None:
-    if lineage.status == "paused":
+async def pause_lineage(conn: Conn, lineage: Lineage, reason: PauseReason) -> None:
+    if lineage.status == LineageStatus.PAUSED:
         return
     await conn.execute(
         "UPDATE edge_table_lineages SET status = 'paused', pause_reason = $2, updated_at = now() "
         "WHERE id = $1", lineage.id, reason)
-    await emit(conn, lineage.project_id, "integration.edge_table_lineage.ingestion_paused.v1",
+    await emit(conn, lineage.project_id, EventType.LINEAGE_PAUSED,
                lineage.id, {"lineage_id": str(lineage.id), "reason": reason})
 
 
 async def resume_lineage(conn: Conn, lineage: Lineage) -> None:
-    if lineage.status == "active":
+    if lineage.status == LineageStatus.ACTIVE:
         return
     await conn.execute(
         "UPDATE edge_table_lineages SET status = 'active', pause_reason = NULL, "
         "updated_at = now() WHERE id = $1", lineage.id)
-    await emit(conn, lineage.project_id, "integration.edge_table_lineage.ingestion_resumed.v1",
+    await emit(conn, lineage.project_id, EventType.LINEAGE_RESUMED,
                lineage.id, {"lineage_id": str(lineage.id)})
 
 

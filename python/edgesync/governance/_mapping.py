@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from edgesync.errors import ConflictError, InvalidRequestError
+from edgesync.governance._column_actions import ColumnAction
 from edgesync.materialize import DATA_POINT_TYPES, pg_type_for
 from edgesync.store import Conn
-
-if TYPE_CHECKING:
-    from edgesync.governance._bindings import ColumnAction
 
 __all__ = ["resolve_mapped", "value_type_for"]
 

@@ -24,8 +24,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from edgesync.governance._bindings import ColumnAction, approve_schema
+from edgesync.governance._bindings import approve_schema
+from edgesync.governance._column_actions import ColumnAction
 from edgesync.governance._lineages import Lineage
+from edgesync.governance._review_queue import open_registry_review
+from edgesync.governance._statuses import SchemaStatus
 from edgesync.materialize import target_table_name
 from edgesync.registry import DeviceScope
 from edgesync.store import Conn
@@ -113,23 +116,21 @@ async def route_version(conn: Conn, key: RegistryKey, lineage: Lineage,
     (bindings, target and replay intent are in place), ``waiting`` (a registry review
     is open, or the hash was rejected) or ``device_review`` (the registry review was
     abandoned: the caller opens a device review)."""
-    from edgesync.governance._registry_reviews import open_registry_review
-
     entry = await _entry_for_share(conn, key, schema_hash, columns, classification)
-    if entry["status"] == "abandoned":
+    if entry["status"] == SchemaStatus.ABANDONED:
         await conn.execute("UPDATE edge_schema_versions SET registry_id = NULL WHERE id = $1",
                            version_id)
         return "device_review"
     await conn.execute("UPDATE edge_schema_versions SET registry_id = $2 WHERE id = $1",
                        version_id, entry["id"])
-    if entry["status"] == "approved":
+    if entry["status"] == SchemaStatus.APPROVED:
         cols = await registry_columns(conn, entry["id"])
         assert cols is not None
         actions = [ColumnAction.from_json(a) for a in entry["column_actions"]]
         await approve_schema(conn, lineage, version_id, schema_hash, cols, actions, None,
                              coalesced_target=entry["target_table"])
         return "approved"
-    if entry["status"] == "rejected":
+    if entry["status"] == SchemaStatus.REJECTED:
         await conn.execute("UPDATE edge_schema_versions SET status = 'rejected' WHERE id = $1",
                            version_id)
         return "waiting"

@@ -13,39 +13,29 @@ import uuid
 from typing import Any
 
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
-from edgesync.governance._bindings import (
-    ColumnAction,
-    approve_schema,
-    mirror_all_actions,
-    plan_columns,
-    provision_target,
-)
-from edgesync.governance._events import emit
+from edgesync.governance._bindings import approve_schema, plan_columns, provision_target
+from edgesync.governance._column_actions import ColumnAction, mirror_all_actions
+from edgesync.governance._events import EventType, emit
 from edgesync.governance._lineages import Lineage
 from edgesync.governance._mapping import resolve_mapped
 from edgesync.governance._registry import coalesced_table_name, registry_columns
+from edgesync.governance._review_queue import open_device_review
+from edgesync.governance._statuses import ReviewStatus
 from edgesync.store import Conn
 
 __all__ = ["abandon_registry_review", "approve_registry_review", "claim_registry_review",
-           "get_registry_review", "list_registry_reviews", "open_registry_review",
-           "reject_registry_review"]
+           "get_registry_review", "list_registry_reviews", "reject_registry_review"]
+
+# The event of each decision (a claim emits none).
+_DECISION_EVENTS = {ReviewStatus.APPROVED: EventType.REGISTRY_REVIEW_APPROVED,
+                    ReviewStatus.REJECTED: EventType.REGISTRY_REVIEW_REJECTED,
+                    ReviewStatus.ABANDONED: EventType.REGISTRY_REVIEW_ABANDONED}
 
 _SQL = """
 SELECT rr.*, r.fleet_id, r.scope, r.pipeline, r.source_table, r.schema_hash, r.classification,
        r.status AS registry_status, r.target_table
 FROM edge_registry_reviews rr JOIN edge_schema_registry r ON r.id = rr.registry_id
 """
-
-
-async def open_registry_review(conn: Conn, entry: dict[str, Any]) -> None:
-    review_id = await conn.fetchval(
-        "INSERT INTO edge_registry_reviews (id, registry_id, project_id) VALUES ($1, $2, $3) "
-        "ON CONFLICT DO NOTHING RETURNING id", uuid.uuid4(), entry["id"], entry["project_id"])
-    if review_id is not None:
-        await emit(conn, entry["project_id"], "integration.edge_registry_review.queued.v1",
-                   review_id, {"review_id": str(review_id), "registry_id": str(entry["id"]),
-                               "source_table": entry["source_table"],
-                               "schema_hash": entry["schema_hash"]})
 
 
 async def list_registry_reviews(conn: Conn, project_id: uuid.UUID, *,
@@ -86,17 +76,17 @@ async def _locked(conn: Conn, review_id: uuid.UUID, project_id: uuid.UUID | None
     return review
 
 
-async def _transition(conn: Conn, review: dict[str, Any], status: str, actor: str,
+async def _transition(conn: Conn, review: dict[str, Any], status: ReviewStatus, actor: str,
                       **fields: Any) -> dict[str, Any]:
     sets = "".join(f", {k} = ${i}" for i, k in enumerate(fields, start=4))
     await conn.execute(
         "UPDATE edge_registry_reviews SET status = $2, action_version = action_version + 1, "
         "updated_at = now(), decided_by = CASE WHEN $2 = 'in_review' THEN decided_by ELSE $3 END"
         + sets + " WHERE id = $1", review["id"], status, actor, *fields.values())
-    if status != "in_review":
+    if status in _DECISION_EVENTS:
         await conn.execute("UPDATE edge_schema_registry SET status = $2, updated_at = now() "
                            "WHERE id = $1", review["registry_id"], status)
-        await emit(conn, review["project_id"], f"integration.edge_registry_review.{status}.v1",
+        await emit(conn, review["project_id"], _DECISION_EVENTS[status],
                    review["id"], {"review_id": str(review["id"]),
                                   "registry_id": str(review["registry_id"]), **{
                                       k: v for k, v in fields.items() if k == "decision_reason"}})
@@ -107,8 +97,9 @@ async def claim_registry_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
                                 action_version: int,
                                 project_id: uuid.UUID | None = None) -> dict[str, Any]:
     async with conn.transaction():
-        review = await _locked(conn, review_id, project_id, action_version, ("queued",))
-        return await _transition(conn, review, "in_review", actor, claimed_by=actor)
+        review = await _locked(conn, review_id, project_id, action_version,
+                               (ReviewStatus.QUEUED,))
+        return await _transition(conn, review, ReviewStatus.IN_REVIEW, actor, claimed_by=actor)
 
 
 async def _waiting_versions(conn: Conn, registry_id: uuid.UUID) -> list[dict[str, Any]]:
@@ -125,7 +116,8 @@ async def approve_registry_review(conn: Conn, review_id: uuid.UUID, *, actor: st
     """Approve at registry scope (``None`` mirrors every column): provision the coalesced
     target and approve every waiting device lineage, in one transaction."""
     async with conn.transaction():
-        review = await _locked(conn, review_id, project_id, action_version, ("in_review",))
+        review = await _locked(conn, review_id, project_id, action_version,
+                               (ReviewStatus.IN_REVIEW,))
         columns = await registry_columns(conn, review["registry_id"])
         if not columns:
             raise ConflictError("no device has sent this schema's columns yet (schema_columns); "
@@ -160,7 +152,7 @@ async def approve_registry_review(conn: Conn, review_id: uuid.UUID, *, actor: st
             await approve_schema(conn, Lineage.from_record(row), version["id"],
                                  review["schema_hash"], columns, actions, None,
                                  coalesced_target=table, registry_review_id=review["id"])
-        return await _transition(conn, review, "approved", actor,
+        return await _transition(conn, review, ReviewStatus.APPROVED, actor,
                                  column_actions=[a.as_json() for a in actions])
 
 
@@ -171,10 +163,11 @@ async def reject_registry_review(conn: Conn, review_id: uuid.UUID, *, actor: str
     so will devices that send it later."""
     async with conn.transaction():
         review = await _locked(conn, review_id, project_id, action_version,
-                               ("queued", "in_review"))
+                               (ReviewStatus.QUEUED, ReviewStatus.IN_REVIEW))
         await conn.execute("UPDATE edge_schema_versions SET status = 'rejected' "
                            "WHERE registry_id = $1 AND status = 'pending'", review["registry_id"])
-        return await _transition(conn, review, "rejected", actor, decision_reason=reason)
+        return await _transition(conn, review, ReviewStatus.REJECTED, actor,
+                                 decision_reason=reason)
 
 
 async def abandon_registry_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
@@ -182,11 +175,9 @@ async def abandon_registry_review(conn: Conn, review_id: uuid.UUID, *, actor: st
                                   project_id: uuid.UUID | None = None) -> dict[str, Any]:
     """Give the hash back to per-device reviews: each waiting lineage gets a device review
     (still paused, rows still staged)."""
-    from edgesync.governance._admission import open_device_review
-
     async with conn.transaction():
         review = await _locked(conn, review_id, project_id, action_version,
-                               ("queued", "in_review"))
+                               (ReviewStatus.QUEUED, ReviewStatus.IN_REVIEW))
         rows = await conn.fetch(
             "UPDATE edge_schema_versions SET registry_id = NULL WHERE registry_id = $1 "
             "AND status = 'pending' RETURNING id, lineage_id, classification",
@@ -194,4 +185,5 @@ async def abandon_registry_review(conn: Conn, review_id: uuid.UUID, *, actor: st
         for r in rows:
             await open_device_review(conn, review["project_id"], r["lineage_id"], r["id"],
                                      review["schema_hash"], r["classification"])
-        return await _transition(conn, review, "abandoned", actor, decision_reason=reason)
+        return await _transition(conn, review, ReviewStatus.ABANDONED, actor,
+                                 decision_reason=reason)

@@ -10,9 +10,11 @@ import uuid
 from typing import Any
 
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
-from edgesync.governance._bindings import ColumnAction, approve_schema, mirror_all_actions
-from edgesync.governance._events import emit
-from edgesync.governance._lineages import get_lineage_for_update
+from edgesync.governance._bindings import approve_schema
+from edgesync.governance._column_actions import ColumnAction, mirror_all_actions
+from edgesync.governance._events import EventType, emit
+from edgesync.governance._lineages import PauseReason, get_lineage_for_update
+from edgesync.governance._statuses import ReviewStatus
 from edgesync.materialize import StateTarget
 from edgesync.store import Conn
 
@@ -55,7 +57,7 @@ def _check(review: dict[str, Any], action_version: int, allowed: tuple[str, ...]
             f"review {review['id']} is {review['status']}; this needs {' or '.join(allowed)}")
 
 
-async def _transition(conn: Conn, review: dict[str, Any], status: str,
+async def _transition(conn: Conn, review: dict[str, Any], status: ReviewStatus,
                       actor: str, **fields: Any) -> dict[str, Any]:
     sets = ", ".join(f"{k} = ${i}" for i, k in enumerate(fields, start=4))
     await conn.execute(
@@ -70,8 +72,8 @@ async def claim_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
                        action_version: int) -> dict[str, Any]:
     async with conn.transaction():
         review = await get_review(conn, review_id, for_update=True)
-        _check(review, action_version, ("queued",))
-        return await _transition(conn, review, "in_review", actor, claimed_by=actor)
+        _check(review, action_version, (ReviewStatus.QUEUED,))
+        return await _transition(conn, review, ReviewStatus.IN_REVIEW, actor, claimed_by=actor)
 
 
 async def approve_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
@@ -84,7 +86,7 @@ async def approve_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
             "sync_authority", "must be device_authoritative or cloud_authoritative")
     async with conn.transaction():
         review = await get_review(conn, review_id, for_update=True)
-        _check(review, action_version, ("in_review",))
+        _check(review, action_version, (ReviewStatus.IN_REVIEW,))
         doc = review["schema_columns"]
         if not doc:
             raise ConflictError(
@@ -112,9 +114,9 @@ async def approve_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
                     "SELECT target_table FROM edge_table_lineages WHERE id = $1", lineage.id)
                 await StateTarget(table, []).provision_cloud_authority(conn)
         result = await _transition(
-            conn, review, "approved", actor,
+            conn, review, ReviewStatus.APPROVED, actor,
             column_actions=[a.as_json() for a in actions])
-        await emit(conn, lineage.project_id, "integration.edge_schema_review.approved.v1",
+        await emit(conn, lineage.project_id, EventType.SCHEMA_REVIEW_APPROVED,
                    review["id"], {"review_id": str(review["id"]),
                                   "lineage_id": str(lineage.id)})
         return result
@@ -126,15 +128,16 @@ async def reject_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
     staged, labelled ``schema_rejected`` (discardable by schema version or reason)."""
     async with conn.transaction():
         review = await get_review(conn, review_id, for_update=True)
-        _check(review, action_version, ("queued", "in_review"))
+        _check(review, action_version, (ReviewStatus.QUEUED, ReviewStatus.IN_REVIEW))
         await conn.execute("UPDATE edge_schema_versions SET status = 'rejected' WHERE id = $1",
                            review["schema_version_id"])
         await conn.execute(
             "UPDATE edge_staged_rows SET staging_reason = 'schema_rejected' WHERE lineage_id = $1 "
             "AND schema_hash = $2 AND staging_reason = 'schema_review'",
             review["lineage_id"], review["schema_hash"])
-        result = await _transition(conn, review, "rejected", actor, decision_reason=reason)
-        await emit(conn, review["project_id"], "integration.edge_schema_review.rejected.v1",
+        result = await _transition(conn, review, ReviewStatus.REJECTED, actor,
+                                   decision_reason=reason)
+        await emit(conn, review["project_id"], EventType.SCHEMA_REVIEW_REJECTED,
                    review["id"], {"review_id": str(review["id"]), "reason": reason})
         return result
 
@@ -147,7 +150,7 @@ async def reopen_review(conn: Conn, lineage_id: uuid.UUID, *, actor: str) -> dic
         lineage = await get_lineage_for_update(conn, lineage_id)
         if lineage is None:
             raise NotFoundError(f"lineage {lineage_id} not found")
-        if lineage.pause_reason != "deferred_columns":
+        if lineage.pause_reason != PauseReason.DEFERRED_COLUMNS:
             raise ConflictError(f"lineage {lineage_id} has no deferred columns to decide")
         version = await conn.fetchrow(
             "SELECT id, classification FROM edge_schema_versions "
@@ -160,7 +163,7 @@ async def reopen_review(conn: Conn, lineage_id: uuid.UUID, *, actor: str) -> dic
             version["classification"])
         if review_id is None:
             raise ConflictError(f"lineage {lineage_id} already has an open review")
-        await emit(conn, lineage.project_id, "integration.edge_schema_review.queued.v1",
+        await emit(conn, lineage.project_id, EventType.SCHEMA_REVIEW_QUEUED,
                    review_id, {"review_id": str(review_id), "lineage_id": str(lineage.id),
                                "schema_hash": lineage.approved_schema_hash,
                                "reopened_by": actor})

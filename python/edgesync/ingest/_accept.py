@@ -42,6 +42,8 @@ from edgesync.governance import (
     Admission,
     Arrival,
     Lineage,
+    LineageStatus,
+    StagingReason,
     admit,
     admit_arrivals,
     load_state_targets,
@@ -58,7 +60,7 @@ from edgesync.ingest._ledger import (
 )
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.materialize import WriteItem, write_batches
-from edgesync.protocol import TopicKind
+from edgesync.protocol import RejectionCode, TopicKind
 from edgesync.registry import DeviceScope
 from edgesync.staging import StagedBatch, stage_many
 from edgesync.store import Conn
@@ -167,8 +169,8 @@ async def _seq_rules(conn: Conn, works: list[Work]) -> list[Work]:
         if seq_key not in taken and holder == w.key[1]:
             live.append(w)
             continue
-        rej = BatchRejected("duplicate_batch_seq", f"batch_seq {b.batch_seq} was already "
-                            "accepted with another batch_id", "batch_seq")
+        rej = BatchRejected(RejectionCode.DUPLICATE_BATCH_SEQ, f"batch_seq {b.batch_seq} was "
+                            "already accepted with another batch_id", "batch_seq")
         await record_rejection(conn, w.scope.device_id, w.kind.value, w.payload, rej)
         w.outcome = IngestOutcome(OutcomeStatus.REJECTED, rej.code, rej.detail, _lineage(w).id)
     return live
@@ -194,7 +196,7 @@ async def _admit(conn: Conn, works: list[Work]) -> dict[tuple[uuid.UUID, str], A
     # New hashes, other new lineages, paused lineages: governance decides, one at a time.
     for (lineage_id, schema_hash), w in firsts.items():
         lineage = current.get(lineage_id, _lineage(w))
-        if lineage.approved_schema_hash == schema_hash and lineage.status == "active":
+        if lineage.approved_schema_hash == schema_hash and lineage.status == LineageStatus.ACTIVE:
             continue
         adm = await admit(conn, w.scope, lineage, schema_hash, w.batch.schema_columns_json)
         out[(lineage_id, schema_hash)] = adm
@@ -203,7 +205,7 @@ async def _admit(conn: Conn, works: list[Work]) -> dict[tuple[uuid.UUID, str], A
     fast = [(current.get(lid, _lineage(w)), h) for (lid, h), w in firsts.items()
             if (lid, h) not in out]
     fast = [(lin, h) for lin, h in fast if lin.approved_schema_hash == h
-            and lin.status == "active"]
+            and lin.status == LineageStatus.ACTIVE]
     fill = {}
     for lin, h in fast:
         raw = firsts[(lin.id, h)].batch.schema_columns_json
@@ -233,7 +235,7 @@ async def _materialize(conn: Conn, works: list[Work],
             assert adm.staging_reason is not None
             staged.append((w, adm.staging_reason))
         elif w.write_error is not None:
-            staged.append((w, "materialization_failed"))
+            staged.append((w, StagingReason.MATERIALIZATION_FAILED))
         else:
             items.append((w, WriteItem(w.scope.device_id, w.batch, adm.target)))
     await write_batches(conn, [item for _, item in items])
@@ -241,7 +243,7 @@ async def _materialize(conn: Conn, works: list[Work],
     for w, item in items:
         if item.error is not None:  # a value that does not fit: nothing written
             w.write_error = item.error
-            staged.append((w, "materialization_failed"))
+            staged.append((w, StagingReason.MATERIALIZATION_FAILED))
             continue
         if item.conflicts:
             await resend_cloud_rows(conn, _lineage(w).id, w.scope.device_id, item.conflicts)

@@ -11,6 +11,7 @@ import asyncpg
 import orjson
 
 from edgesync.errors import BatchRejected
+from edgesync.protocol import RejectionCode
 from edgesync.store import Conn
 
 __all__ = ["UNSTORABLE_TEXT", "UNSTORABLE_TEXT_ERRORS", "Claim", "SegmentKey", "claim_many",
@@ -22,7 +23,7 @@ __all__ = ["UNSTORABLE_TEXT", "UNSTORABLE_TEXT_ERRORS", "Claim", "SegmentKey", "
 # that keeps it in the ledger. Names with NUL are refused earlier, by validation
 # (invalid_source_table, invalid_schema_columns), so this code means a field no
 # validator checks.
-UNSTORABLE_TEXT = "unstorable_text"
+UNSTORABLE_TEXT = RejectionCode.UNSTORABLE_TEXT
 UNSTORABLE_TEXT_ERRORS: tuple[type[Exception], ...] = (
     asyncpg.CharacterNotInRepertoireError, asyncpg.UntranslatableCharacterError)
 

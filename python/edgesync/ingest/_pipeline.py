@@ -17,7 +17,7 @@ import orjson
 from edgesync.ingest._group import GroupWriter
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.ingest._reports import handle_ingest_request, handle_schema_observe
-from edgesync.protocol import TopicKind, parse_topic
+from edgesync.protocol import RejectionCode, TopicKind, parse_topic
 from edgesync.registry import DeviceResolver, DeviceScope
 
 __all__ = ["IngestPipeline"]
@@ -46,12 +46,12 @@ class IngestPipeline:
         row batches cut from an uploaded object (a spilled row may be larger)."""
         ref = parse_topic(topic)
         if ref is None:
-            return self._count(IngestOutcome(OutcomeStatus.REJECTED, "invalid_topic",
+            return self._count(IngestOutcome(OutcomeStatus.REJECTED, RejectionCode.INVALID_TOPIC,
                                              f"not a device sync topic: {topic!r}"))
         scope = await self._resolver.resolve(ref.slug, ref.device_name)
         if scope is None:
             return self._count(IngestOutcome(
-                OutcomeStatus.REJECTED, "unknown_device",
+                OutcomeStatus.REJECTED, RejectionCode.UNKNOWN_DEVICE,
                 f"no device {ref.device_name!r} in a project with topic slug {ref.slug!r}"))
         if ref.kind in _BATCH_KINDS:
             return self._count(await self.writer.submit(
@@ -74,7 +74,7 @@ class IngestPipeline:
         try:
             control_id = uuid.UUID(str(orjson.loads(payload)["control_id"]))
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            return IngestOutcome(OutcomeStatus.REJECTED, "invalid_ack",
+            return IngestOutcome(OutcomeStatus.REJECTED, RejectionCode.INVALID_ACK,
                                  "ack needs a control_id UUID")
         async with self._pool.acquire() as conn:
             await conn.execute(

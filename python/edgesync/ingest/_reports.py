@@ -24,7 +24,7 @@ import orjson
 
 from edgesync.control import grant_upload
 from edgesync.errors import BatchRejected, InvalidRequestError
-from edgesync.governance import emit
+from edgesync.governance import EventType, emit
 from edgesync.ingest._ledger import (
     UNSTORABLE_TEXT,
     UNSTORABLE_TEXT_ERRORS,
@@ -32,7 +32,7 @@ from edgesync.ingest._ledger import (
     record_rejection,
 )
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
-from edgesync.protocol import TopicKind
+from edgesync.protocol import RejectionCode, TopicKind
 from edgesync.registry import DeviceScope
 
 __all__ = ["handle_ingest_request", "handle_schema_observe"]
@@ -48,7 +48,7 @@ def _object(payload: bytes) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def _reject(code: str, detail: str) -> IngestOutcome:
+def _reject(code: RejectionCode, detail: str) -> IngestOutcome:
     return IngestOutcome(OutcomeStatus.REJECTED, code, detail)
 
 
@@ -88,14 +88,16 @@ async def _schema_observe(pool: asyncpg.Pool, scope: DeviceScope, payload: bytes
                           ) -> IngestOutcome:
     doc = _object(payload)
     if doc is None:
-        return _reject("malformed_json", "schema observation is not a JSON object")
+        return _reject(RejectionCode.MALFORMED_JSON, "schema observation is not a JSON object")
     if doc.get("format_version") != 1:
-        return _reject("invalid_format_version", "schema observation needs format_version 1")
+        return _reject(RejectionCode.INVALID_FORMAT_VERSION,
+                       "schema observation needs format_version 1")
     table, schema_hash = _table(doc), doc.get("schema_hash")
     if table is None:
-        return _reject("invalid_source_table", _BAD_TABLE)
+        return _reject(RejectionCode.INVALID_SOURCE_TABLE, _BAD_TABLE)
     if not isinstance(schema_hash, str) or not _HASH.match(schema_hash):
-        return _reject("invalid_schema_hash", "schema_hash must be 64 lowercase hex digits")
+        return _reject(RejectionCode.INVALID_SCHEMA_HASH,
+                       "schema_hash must be 64 lowercase hex digits")
     observed = None
     if isinstance(doc.get("observed_at"), str):
         try:
@@ -120,7 +122,7 @@ async def _ingest_request(pool: asyncpg.Pool, scope: DeviceScope, payload: bytes
                           upload_base_url: str | None) -> IngestOutcome:
     doc = _object(payload)
     if doc is None:
-        return _reject("malformed_json", "ingest request is not a JSON object")
+        return _reject(RejectionCode.MALFORMED_JSON, "ingest request is not a JSON object")
     kind = doc.get("request_kind")
     if kind == "gap_report":
         return await _gap_report(pool, scope, doc)
@@ -128,7 +130,7 @@ async def _ingest_request(pool: asyncpg.Pool, scope: DeviceScope, payload: bytes
         return await _url_request(pool, scope, doc, upload_base_url)
     if kind == "finalize":
         return await _finalize(pool, scope, doc)
-    return IngestOutcome(OutcomeStatus.IGNORED, "unsupported_request_kind",
+    return IngestOutcome(OutcomeStatus.IGNORED, RejectionCode.UNSUPPORTED_REQUEST_KIND,
                          f"request_kind {kind!r} is not handled by this server")
 
 
@@ -136,14 +138,15 @@ async def _gap_report(pool: asyncpg.Pool, scope: DeviceScope, doc: dict[str, Any
                       ) -> IngestOutcome:
     table = _table(doc)
     if table is None:
-        return _reject("invalid_source_table", _BAD_TABLE)
+        return _reject(RejectionCode.INVALID_SOURCE_TABLE, _BAD_TABLE)
     seqs = [doc.get("first_commit_seq"), doc.get("last_commit_seq")]
     if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seqs):
-        return _reject("invalid_gap_report", "first_commit_seq/last_commit_seq must be integers")
+        return _reject(RejectionCode.INVALID_GAP_REPORT,
+                       "first_commit_seq/last_commit_seq must be integers")
     try:
         epoch = uuid.UUID(str(doc["journal_epoch"])) if doc.get("journal_epoch") else None
     except ValueError:
-        return _reject("invalid_journal_epoch", "journal_epoch is not a UUID")
+        return _reject(RejectionCode.INVALID_JOURNAL_EPOCH, "journal_epoch is not a UUID")
     async with pool.acquire() as conn, conn.transaction():
         lineage_id = await conn.fetchval(
             "SELECT id FROM edge_table_lineages WHERE device_id = $1 AND source_table = $2",
@@ -153,7 +156,7 @@ async def _gap_report(pool: asyncpg.Pool, scope: DeviceScope, doc: dict[str, Any
             "first_commit_seq, last_commit_seq, reason) VALUES ($1, $2, $3, $4, $5, $6, $7) "
             "RETURNING id", scope.device_id, lineage_id, table, epoch, seqs[0], seqs[1],
             ledger_text(str(doc.get("reason") or "local retention exceeded"), 500))
-        await emit(conn, scope.project_id, "edgesync.capture_gap.reported.v1", lineage_id,
+        await emit(conn, scope.project_id, EventType.CAPTURE_GAP_REPORTED, lineage_id,
                    {"gap_id": gap_id, "device_id": str(scope.device_id), "source_table": table,
                     "first_commit_seq": seqs[0], "last_commit_seq": seqs[1]})
     return IngestOutcome(OutcomeStatus.MATERIALIZED, None, f"gap {gap_id}", lineage_id)
@@ -163,14 +166,14 @@ async def _url_request(pool: asyncpg.Pool, scope: DeviceScope, doc: dict[str, An
                        base_url: str) -> IngestOutcome:
     table = _table(doc)
     if table is None:
-        return _reject("invalid_source_table", _BAD_TABLE)
+        return _reject(RejectionCode.INVALID_SOURCE_TABLE, _BAD_TABLE)
     kind = doc.get("segment_kind", "bootstrap_snapshot")
     async with pool.acquire() as conn, conn.transaction():
         try:
             grant = await grant_upload(conn, device_id=scope.device_id, source_table=table,
                                        segment_kind=str(kind), base_url=base_url)
         except InvalidRequestError as exc:
-            return _reject("invalid_segment_kind", exc.reason)
+            return _reject(RejectionCode.INVALID_SEGMENT_KIND, exc.reason)
     return IngestOutcome(OutcomeStatus.MATERIALIZED, None, grant["batch_id"])
 
 
@@ -179,15 +182,18 @@ async def _finalize(pool: asyncpg.Pool, scope: DeviceScope, doc: dict[str, Any]
     try:
         upload_id = uuid.UUID(str(doc.get("batch_id")))
     except ValueError:
-        return _reject("invalid_batch_id", "finalize needs the batch_id of the url_grant")
+        return _reject(RejectionCode.INVALID_BATCH_ID,
+                       "finalize needs the batch_id of the url_grant")
     row = await pool.fetchrow(
         "UPDATE edge_uploads SET finalized_at = coalesce(finalized_at, now()), "
         "updated_at = now() WHERE id = $1 AND device_id = $2 AND source_table = $3 "
         "RETURNING status", upload_id, scope.device_id, _table(doc))
     if row is None:
-        return _reject("unknown_upload", f"no upload {upload_id} for this device and table")
+        return _reject(RejectionCode.UNKNOWN_UPLOAD,
+                       f"no upload {upload_id} for this device and table")
     if row["status"] == "granted":
         await pool.execute("UPDATE edge_uploads SET finalized_at = NULL WHERE id = $1",
                            upload_id)
-        return _reject("upload_incomplete", "finalize arrived before the object was uploaded")
+        return _reject(RejectionCode.UPLOAD_INCOMPLETE,
+                       "finalize arrived before the object was uploaded")
     return IngestOutcome(OutcomeStatus.STAGED, "upload_finalized", str(upload_id))

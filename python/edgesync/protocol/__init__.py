@@ -2,9 +2,11 @@
 
 from edgesync.protocol._acking import AckingClient
 from edgesync.protocol._broker_url import BrokerUrl, parse_broker_url
+from edgesync.protocol._control_kinds import ControlKind
 from edgesync.protocol._loop import Healthy, listen_loop, periodic_loop, session_loop
 from edgesync.protocol._mqtt import TlsFiles, mqtt_client
 from edgesync.protocol._reconnect import Backoff, raise_if_cancelling
+from edgesync.protocol._rejection import DECODER_CODES, RejectionCode
 from edgesync.protocol._signing import canonical_control, sign_control, verify_control
 from edgesync.protocol._topics import (
     DEVICE_TO_CLOUD,
@@ -17,11 +19,14 @@ from edgesync.protocol._topics import (
 from edgesync.protocol._uuid7 import uuid7
 
 __all__ = [
+    "DECODER_CODES",
     "DEVICE_TO_CLOUD",
     "AckingClient",
     "Backoff",
     "BrokerUrl",
+    "ControlKind",
     "Healthy",
+    "RejectionCode",
     "TlsFiles",
     "TopicKind",
     "TopicRef",

@@ -21,7 +21,10 @@ from edgesync.control import record_materialization_failure, resend_cloud_rows
 from edgesync.errors import BatchRejected
 from edgesync.governance import (
     REPLAY_CHANNEL,
+    EventType,
     Lineage,
+    LineageStatus,
+    PauseReason,
     emit,
     get_lineage_for_update,
     load_state_target,
@@ -72,8 +75,8 @@ class Replayer:
                 lineage = await get_lineage_for_update(conn, lineage_id)
                 if lineage is None:
                     return replayed
-                if lineage.status == "paused" and lineage.pause_reason in (
-                        "circuit_breaker", "deferred_columns"):
+                if lineage.status == LineageStatus.PAUSED and lineage.pause_reason in (
+                        PauseReason.CIRCUIT_BREAKER, PauseReason.DEFERRED_COLUMNS):
                     return replayed  # resumes through reset-materialization / a new review
                 staged = await conn.fetch(
                     "SELECT id, schema_hash, pipeline, blob, row_count, byte_count "
@@ -94,7 +97,7 @@ class Replayer:
                         "rows_replayed = rows_replayed + $2 WHERE lineage_id = $1 "
                         "AND status = 'pending' RETURNING id", lineage_id, 0)
                     if done:
-                        await emit(conn, lineage.project_id, "edgesync.replay.completed.v1",
+                        await emit(conn, lineage.project_id, EventType.REPLAY_COMPLETED,
                                    lineage.id, {"lineage_id": str(lineage.id)})
                     return replayed
                 replayed += await self._replay_chunk(conn, lineage, staged)

@@ -15,14 +15,14 @@ import orjson
 
 from edgesync import _core
 from edgesync._core import RowBatch, TelemetryBatch
+from edgesync.governance import StagingReason
 from edgesync.store import Conn
 
 __all__ = ["STAGING_REASONS", "StagedBatch", "discard_staged", "list_staged_rows", "stage_many",
            "unstage_many"]
 
 # Why a batch waits in staging (edge_staged_rows.staging_reason).
-STAGING_REASONS = ("schema_review", "schema_rejected", "lineage_paused",
-                   "materialization_failed")
+STAGING_REASONS = tuple(StagingReason)
 
 
 async def discard_staged(conn: Conn, lineage_id: uuid.UUID, *, reason: str | None = None,

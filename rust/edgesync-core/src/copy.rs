@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::error::CoreError;
 use crate::rawjson::{is_plain_integer, Entry};
+use crate::rejection::RejectionCode;
 use crate::row_batch::{Op, RowBatch};
 
 /// Column types a mirrored source column can have in PostgreSQL.
@@ -410,7 +411,7 @@ pub(crate) fn row_mismatch(
 ) -> CoreError {
     let (name, ty) = &columns[slot];
     CoreError::rejected(
-        "value_type_mismatch",
+        RejectionCode::ValueTypeMismatch,
         Some(format!("rows[{i}].{part}.{name}")),
         format!("commit_seq {commit_seq}: column {name:?} expects {ty}: {why}"),
     )
@@ -619,7 +620,7 @@ pub(crate) mod tests {
         for (value, ty) in bad {
             match one(value.clone(), ty) {
                 Err(CoreError::Rejected {
-                    code: "value_type_mismatch",
+                    code: RejectionCode::ValueTypeMismatch,
                     field,
                     detail,
                 }) => {

@@ -16,6 +16,7 @@ use crate::copy::{
 };
 use crate::error::CoreError;
 use crate::rawjson::{is_plain_integer, Entry};
+use crate::rejection::RejectionCode;
 use crate::row_batch::{Op, RowBatch};
 use crate::telemetry::TelemetryBatch;
 use crate::timestamp::Instant;
@@ -331,7 +332,7 @@ impl TelemetryBatch {
             .map_err(|(slot, why)| {
                 let (name, ty) = &columns[slot];
                 CoreError::rejected(
-                    "value_type_mismatch",
+                    RejectionCode::ValueTypeMismatch,
                     Some(format!("rows[{i}].fields.{name}")),
                     format!("row {i}: column {name:?} expects {ty}: {why}"),
                 )
@@ -488,7 +489,7 @@ mod tests {
         let err = b
             .encode_state_binary(&[("v".to_owned(), PgType::Bigint)], None)
             .unwrap_err();
-        assert_eq!(err.code(), Some("value_type_mismatch"));
+        assert_eq!(err.code(), Some(RejectionCode::ValueTypeMismatch));
         assert_eq!(err.field(), Some("rows[0].row.v"));
         let cols = [("v".to_owned(), PgType::Numeric)];
         assert!(!binary_supported(&cols));

@@ -13,6 +13,7 @@ use crate::fingerprint::{
     ascii_spelling, hash_matches, schema_fingerprint, sha256_hex, ColumnSpec,
 };
 use crate::rawjson::{parse_top, RowSink, RowsShape};
+use crate::rejection::RejectionCode;
 
 /// Largest accepted payload, in bytes (512 KiB).
 pub const MAX_BATCH_BYTES: usize = 512 * 1024;
@@ -21,11 +22,26 @@ pub const MAX_BATCH_ROWS: usize = 4096;
 /// The one `format_version` understood.
 pub const SUPPORTED_FORMAT_VERSION: i64 = 1;
 
+/// The envelope fields every validated batch carries, rows or telemetry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    pub format_version: i64,
+    pub capture_strategy: String,
+    /// Lower-case UUIDv7.
+    pub batch_id: String,
+    pub source_table: String,
+    pub schema_hash: String,
+    /// Canonical JSON of `schema_columns` (the fingerprint input), when present.
+    pub schema_columns_json: Option<String>,
+    /// Size of the payload in bytes.
+    pub payload_size: usize,
+}
+
 pub(crate) const TENANT_FIELDS: [&str; 4] = ["device_id", "org_id", "project_id", "fleet_id"];
 const MAX_SOURCE_TABLE_BYTES: usize = 255;
 
 pub(crate) fn reject(
-    code: &'static str,
+    code: RejectionCode,
     field: impl Into<Option<String>>,
     detail: impl Into<String>,
 ) -> CoreError {
@@ -38,18 +54,27 @@ fn classify_parse_error(text: &str, e: &serde_json::Error) -> CoreError {
     let msg = e.to_string();
     if msg.starts_with("number out of range") || has_non_finite_token(text) {
         reject(
-            "invalid_number_encoding",
+            RejectionCode::InvalidNumberEncoding,
             None,
             format!("non-finite number (NaN/Infinity or out of f64 range): {msg}"),
         )
     } else {
-        reject("malformed_json", None, format!("invalid JSON: {msg}"))
+        reject(
+            RejectionCode::MalformedJson,
+            None,
+            format!("invalid JSON: {msg}"),
+        )
     }
 }
 
 fn utf8(bytes: &[u8]) -> Result<&str, CoreError> {
-    std::str::from_utf8(bytes)
-        .map_err(|e| reject("malformed_json", None, format!("payload is not UTF-8: {e}")))
+    std::str::from_utf8(bytes).map_err(|e| {
+        reject(
+            RejectionCode::MalformedJson,
+            None,
+            format!("payload is not UTF-8: {e}"),
+        )
+    })
 }
 
 /// Parses a JSON document, classifying failures as `malformed_json` or
@@ -76,7 +101,7 @@ pub(crate) fn parse_payload<'a, S: RowSink<'a>>(
 ) -> Result<(Parsed<'a>, S), CoreError> {
     if payload.len() > max_bytes {
         return Err(reject(
-            "payload_too_large",
+            RejectionCode::PayloadTooLarge,
             None,
             format!(
                 "payload is {} bytes; the limit is {max_bytes}",
@@ -89,7 +114,7 @@ pub(crate) fn parse_payload<'a, S: RowSink<'a>>(
     match parse_top(text, &mut sink) {
         Err(e) => Err(classify_parse_error(text, &e)),
         Ok(Err(kind)) => Err(reject(
-            "malformed_json",
+            RejectionCode::MalformedJson,
             None,
             format!("payload must be a JSON object, got {kind}"),
         )),
@@ -268,7 +293,7 @@ pub(crate) fn describe_number(v: Option<&Value>) -> String {
 pub(crate) fn check_tenant_fields(top: &Map<String, Value>) -> Result<(), CoreError> {
     match TENANT_FIELDS.iter().find(|k| top.contains_key(**k)) {
         Some(key) => Err(reject(
-            "envelope_unstripped_tenant_fields",
+            RejectionCode::EnvelopeUnstrippedTenantFields,
             Some((*key).to_owned()),
             format!("tenant field {key:?} must not appear in device payloads"),
         )),
@@ -281,27 +306,27 @@ pub(crate) fn format_version(top: &Map<String, Value>) -> Result<i64, CoreError>
     let field = || Some("format_version".to_owned());
     let Some(v) = top.get("format_version") else {
         return Err(reject(
-            "invalid_format_version",
+            RejectionCode::InvalidFormatVersion,
             field(),
             "format_version is missing",
         ));
     };
     match (v.as_i64(), v.as_u64()) {
         (Some(n), _) if n < 1 => Err(reject(
-            "invalid_format_version",
+            RejectionCode::InvalidFormatVersion,
             field(),
             format!("format_version must be >= 1, got {n}"),
         )),
         (Some(n), _) if n == SUPPORTED_FORMAT_VERSION => Ok(n),
         (Some(_), _) | (None, Some(_)) => Err(reject(
-            "unsupported_format_version",
+            RejectionCode::UnsupportedFormatVersion,
             field(),
             format!(
                 "format_version {v} is not supported (this build understands {SUPPORTED_FORMAT_VERSION})"
             ),
         )),
         (None, None) => Err(reject(
-            "invalid_format_version",
+            RejectionCode::InvalidFormatVersion,
             field(),
             format!("format_version must be an integer, got {}", type_name(v)),
         )),
@@ -316,7 +341,7 @@ pub(crate) fn capture_strategy(
     match top.get("capture_strategy") {
         Some(Value::String(s)) if s == expected => Ok(expected.to_owned()),
         other => Err(reject(
-            "unsupported_capture_strategy",
+            RejectionCode::UnsupportedCaptureStrategy,
             Some("capture_strategy".into()),
             format!(
                 "capture_strategy must be {expected:?}, got {}",
@@ -330,7 +355,7 @@ pub(crate) fn capture_strategy(
 pub(crate) fn uuid_field(
     top: &Map<String, Value>,
     key: &str,
-    code: &'static str,
+    code: RejectionCode,
 ) -> Result<String, CoreError> {
     match top.get(key) {
         Some(Value::String(s)) => normalize_uuid_v7(s),
@@ -357,7 +382,7 @@ pub(crate) fn source_table(top: &Map<String, Value>) -> Result<String, CoreError
             Ok(s.clone())
         }
         other => Err(reject(
-            "invalid_source_table",
+            RejectionCode::InvalidSourceTable,
             Some("source_table".into()),
             format!(
                 "source_table must be a non-empty string of at most {MAX_SOURCE_TABLE_BYTES} bytes without NUL, got {}",
@@ -372,7 +397,7 @@ pub(crate) fn schema_hash(top: &Map<String, Value>) -> Result<String, CoreError>
     match top.get("schema_hash") {
         Some(Value::String(s)) if is_lower_hex_64(s) => Ok(s.clone()),
         other => Err(reject(
-            "invalid_schema_hash",
+            RejectionCode::InvalidSchemaHash,
             Some("schema_hash".into()),
             format!(
                 "schema_hash must be 64 lowercase hex characters, got {}",
@@ -393,7 +418,7 @@ pub(crate) fn rows_count(rows: Option<RowsShape>) -> Result<usize, CoreError> {
                 _ => None,
             };
             return Err(reject(
-                "invalid_rows",
+                RejectionCode::InvalidRows,
                 Some("rows".into()),
                 format!("rows must be an array, got {}", describe(other.as_ref())),
             ));
@@ -401,13 +426,17 @@ pub(crate) fn rows_count(rows: Option<RowsShape>) -> Result<usize, CoreError> {
     };
     if n > MAX_BATCH_ROWS {
         return Err(reject(
-            "batch_too_many_rows",
+            RejectionCode::BatchTooManyRows,
             Some("rows".into()),
             format!("batch carries {n} rows; the limit is {MAX_BATCH_ROWS}"),
         ));
     }
     if n == 0 {
-        return Err(reject("invalid_rows", Some("rows".into()), "rows is empty"));
+        return Err(reject(
+            RejectionCode::InvalidRows,
+            Some("rows".into()),
+            "rows is empty",
+        ));
     }
     Ok(n)
 }
@@ -431,7 +460,9 @@ fn schema_columns_canonical(
     source_table: &str,
     schema_hash: &str,
 ) -> Result<String, CoreError> {
-    let bad = |field: String, detail: String| reject("invalid_schema_columns", Some(field), detail);
+    let bad = |field: String, detail: String| {
+        reject(RejectionCode::InvalidSchemaColumns, Some(field), detail)
+    };
     let obj = sc.as_object().ok_or_else(|| {
         bad(
             "schema_columns".into(),
@@ -551,7 +582,7 @@ fn schema_columns_canonical(
             .map(|a| format!(" or, ASCII-escaped, {}", sha256_hex(a.as_bytes())))
             .unwrap_or_default();
         return Err(reject(
-            "schema_hash_mismatch",
+            RejectionCode::SchemaHashMismatch,
             Some("schema_hash".into()),
             format!(
                 "schema_hash {schema_hash} does not match the fingerprint of schema_columns \
@@ -624,7 +655,7 @@ pub(crate) mod tests {
 
     fn code_field(r: Result<RowBatch, CoreError>) -> (&'static str, Option<String>) {
         match r {
-            Err(CoreError::Rejected { code, field, .. }) => (code, field),
+            Err(CoreError::Rejected { code, field, .. }) => (code.as_str(), field),
             other => panic!("expected a rejection, got {other:?}"),
         }
     }
@@ -647,19 +678,19 @@ pub(crate) mod tests {
     fn valid_batch_decodes() {
         let payload = bytes(&valid());
         let b = decode_row_batch(&payload).unwrap();
-        assert_eq!(b.format_version, 1);
-        assert_eq!(b.capture_strategy, "sqlite_row_batch_v1");
-        assert_eq!(b.batch_id, BATCH_ID);
+        assert_eq!(b.envelope.format_version, 1);
+        assert_eq!(b.envelope.capture_strategy, "sqlite_row_batch_v1");
+        assert_eq!(b.envelope.batch_id, BATCH_ID);
         assert_eq!(b.journal_epoch, EPOCH);
-        assert_eq!(b.source_table, "device_state");
-        assert_eq!(b.schema_hash, device_state_hash());
+        assert_eq!(b.envelope.source_table, "device_state");
+        assert_eq!(b.envelope.schema_hash, device_state_hash());
         assert_eq!(
-            b.schema_columns_json.as_deref(),
+            b.envelope.schema_columns_json.as_deref(),
             Some(crate::fingerprint::tests::DEVICE_STATE_JSON)
         );
         assert_eq!((b.first_commit_seq, b.last_commit_seq), (101, 103));
         assert_eq!(b.row_count(), 3);
-        assert_eq!(b.payload_size, payload.len());
+        assert_eq!(b.envelope.payload_size, payload.len());
         assert_eq!(b.rows[2].op, Op::Delete);
         assert!(!b.rows[2].has_row());
         assert_eq!(
@@ -676,12 +707,12 @@ pub(crate) mod tests {
             m.remove("schema_columns");
         });
         let b = decode(&v).unwrap();
-        assert_eq!(b.batch_id, BATCH_ID);
-        assert_eq!(b.schema_columns_json, None);
+        assert_eq!(b.envelope.batch_id, BATCH_ID);
+        assert_eq!(b.envelope.schema_columns_json, None);
         let v = with(|m| {
             m.insert("schema_columns".into(), Value::Null);
         });
-        assert_eq!(decode(&v).unwrap().schema_columns_json, None);
+        assert_eq!(decode(&v).unwrap().envelope.schema_columns_json, None);
     }
 
     #[test]
@@ -1172,7 +1203,7 @@ pub(crate) mod tests {
         }))
         .unwrap();
         assert_eq!(
-            b.schema_columns_json.as_deref(),
+            b.envelope.schema_columns_json.as_deref(),
             Some(crate::fingerprint::tests::DEVICE_STATE_JSON)
         );
     }
@@ -1200,9 +1231,9 @@ pub(crate) mod tests {
                 m["last_commit_seq"] = json!(101);
             }))
             .unwrap();
-            assert_eq!(b.schema_hash, hash);
+            assert_eq!(b.envelope.schema_hash, hash);
             assert_eq!(
-                b.schema_columns_json.as_deref(),
+                b.envelope.schema_columns_json.as_deref(),
                 Some(fp.canonical_json.as_str())
             );
         }

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::rejection::RejectionCode;
+
 /// Every failure edgesync-core reports.
 ///
 /// The Python binding converts each variant, in one place, to the matching
@@ -10,7 +12,7 @@ use std::fmt;
 pub enum CoreError {
     /// A device payload failed validation; `code` is the protocol rejection code.
     Rejected {
-        code: &'static str,
+        code: RejectionCode,
         field: Option<String>,
         detail: String,
     },
@@ -25,7 +27,7 @@ pub enum CoreError {
 
 impl CoreError {
     /// Shorthand for a [`CoreError::Rejected`].
-    pub fn rejected(code: &'static str, field: Option<String>, detail: impl Into<String>) -> Self {
+    pub fn rejected(code: RejectionCode, field: Option<String>, detail: impl Into<String>) -> Self {
         CoreError::Rejected {
             code,
             field,
@@ -34,9 +36,9 @@ impl CoreError {
     }
 
     /// The rejection code, if this is a [`CoreError::Rejected`].
-    pub fn code(&self) -> Option<&'static str> {
+    pub fn code(&self) -> Option<RejectionCode> {
         match self {
-            CoreError::Rejected { code, .. } => Some(code),
+            CoreError::Rejected { code, .. } => Some(*code),
             _ => None,
         }
     }
@@ -85,11 +87,15 @@ mod tests {
 
     #[test]
     fn display_rejected_with_and_without_field() {
-        let e = CoreError::rejected("invalid_row", Some("rows[0].op".into()), "bad op");
+        let e = CoreError::rejected(
+            RejectionCode::InvalidRow,
+            Some("rows[0].op".into()),
+            "bad op",
+        );
         assert_eq!(e.to_string(), "invalid_row (field rows[0].op): bad op");
-        assert_eq!(e.code(), Some("invalid_row"));
+        assert_eq!(e.code(), Some(RejectionCode::InvalidRow));
         assert_eq!(e.field(), Some("rows[0].op"));
-        let e = CoreError::rejected("malformed_json", None, "eof");
+        let e = CoreError::rejected(RejectionCode::MalformedJson, None, "eof");
         assert_eq!(e.to_string(), "malformed_json: eof");
         assert_eq!(e.field(), None);
     }

@@ -2,6 +2,7 @@
 //!
 //! One concept per module:
 //! - [`error`]: the single error enum [`CoreError`].
+//! - [`rejection`]: the protocol rejection codes ([`RejectionCode`]).
 //! - [`affinity`]: SQLite declared type → column affinity.
 //! - [`canonical`]: canonical JSON (sorted keys, no whitespace).
 //! - [`fingerprint`]: schema fingerprints (`schema_hash`).
@@ -29,6 +30,7 @@ pub mod fingerprint;
 pub mod journal_reader;
 pub mod pkhash;
 pub mod rawjson;
+pub mod rejection;
 pub mod row_batch;
 pub mod rowjson;
 pub mod sqlite_api;
@@ -39,10 +41,16 @@ pub use affinity::{sqlite_affinity, Affinity};
 pub use blob::{compress_blob, decompress_blob};
 pub use copy::PgType;
 pub use copy_binary::binary_supported;
-pub use envelope::{peek_batch_id, MAX_BATCH_BYTES, MAX_BATCH_ROWS, SUPPORTED_FORMAT_VERSION};
+pub use envelope::{
+    peek_batch_id, Envelope, MAX_BATCH_BYTES, MAX_BATCH_ROWS, SUPPORTED_FORMAT_VERSION,
+};
 pub use error::CoreError;
 pub use fingerprint::{schema_fingerprint, ColumnSpec, Fingerprint};
 pub use pkhash::{pk_hash, pk_hash_json};
-pub use row_batch::{decode_row_batch, decode_row_batch_within, Op, Row, RowBatch};
+pub use rejection::RejectionCode;
+pub use row_batch::{
+    decode_row_batch, decode_row_batch_within, Op, Row, RowBatch,
+    CAPTURE_STRATEGY as ROW_CAPTURE_STRATEGY,
+};
 pub use telemetry::{decode_telemetry_batch, Sample, TelemetryBatch, TELEMETRY_CAPTURE_STRATEGY};
 pub use timestamp::{parse_rfc3339, Instant};

@@ -6,6 +6,7 @@ use crate::canonical::write_canonical;
 use crate::envelope::parse_json;
 use crate::error::CoreError;
 use crate::fingerprint::sha256_hex;
+use crate::rejection::RejectionCode;
 
 /// Lowercase hex SHA-256 of the canonical JSON (sorted keys, no whitespace) of `pk`.
 pub fn pk_hash(pk: &Map<String, Value>) -> String {
@@ -34,7 +35,7 @@ pub fn pk_hash_json(bytes: &[u8]) -> Result<String, CoreError> {
     match parse_json(bytes)? {
         Value::Object(map) if !map.is_empty() => Ok(pk_hash(&map)),
         _ => Err(CoreError::rejected(
-            "invalid_row",
+            RejectionCode::InvalidRow,
             Some("pk".into()),
             "pk must be a non-empty JSON object",
         )),
@@ -89,7 +90,7 @@ mod tests {
         }
         assert_eq!(
             pk_hash_json(b"{\"id\":NaN}").unwrap_err().code(),
-            Some("invalid_number_encoding")
+            Some(RejectionCode::InvalidNumberEncoding)
         );
     }
 }

@@ -16,12 +16,13 @@ use sha2::{Digest, Sha256};
 use crate::envelope::{
     capture_strategy, check_tenant_fields, describe, describe_number, format_version,
     parse_payload, reject, rows_count, schema_columns, schema_hash, source_table, type_name,
-    uuid_field, MAX_BATCH_BYTES,
+    uuid_field, Envelope, MAX_BATCH_BYTES,
 };
 use crate::error::CoreError;
 use crate::rawjson::{
     checked_raw, write_canonical_raw, Elem, Entry, Key, ObjSeed, ObjShape, RowSink, Scan, Scanner,
 };
+use crate::rejection::RejectionCode;
 
 /// The one `capture_strategy` of row batches.
 pub const CAPTURE_STRATEGY: &str = "sqlite_row_batch_v1";
@@ -95,20 +96,11 @@ impl Row {
 /// A validated row batch. Owns a copy of the payload text; rows refer to it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RowBatch {
-    pub format_version: i64,
-    pub capture_strategy: String,
-    /// Lower-case UUIDv7.
-    pub batch_id: String,
+    pub envelope: Envelope,
     /// Lower-case UUIDv7.
     pub journal_epoch: String,
-    pub source_table: String,
-    pub schema_hash: String,
-    /// Canonical JSON of `schema_columns` (the fingerprint input), when present.
-    pub schema_columns_json: Option<String>,
     pub first_commit_seq: i64,
     pub last_commit_seq: i64,
-    /// Size of the payload in bytes.
-    pub payload_size: usize,
     pub rows: Vec<Row>,
     text: Box<str>,
     entries: Vec<Entry>,
@@ -262,7 +254,7 @@ impl<'de> RowSink<'de> for RowOpSink<'de> {
             if let Some(prev) = self.rows.last().map(|r| r.commit_seq) {
                 if commit_seq <= prev {
                     return Err(reject(
-                        "invalid_row",
+                        RejectionCode::InvalidRow,
                         Some(format!("rows[{i}].commit_seq")),
                         format!(
                             "commit_seq {commit_seq} does not increase (previous row has {prev})"
@@ -304,8 +296,8 @@ pub fn decode_row_batch_within(payload: &[u8], max_bytes: usize) -> Result<RowBa
     check_tenant_fields(top)?;
     let format_version = format_version(top)?;
     let capture_strategy = capture_strategy(top, CAPTURE_STRATEGY)?;
-    let batch_id = uuid_field(top, "batch_id", "invalid_batch_id")?;
-    let journal_epoch = uuid_field(top, "journal_epoch", "invalid_journal_epoch")?;
+    let batch_id = uuid_field(top, "batch_id", RejectionCode::InvalidBatchId)?;
+    let journal_epoch = uuid_field(top, "journal_epoch", RejectionCode::InvalidJournalEpoch)?;
     let source_table = source_table(top)?;
     let schema_hash = schema_hash(top)?;
     rows_count(parsed.rows)?;
@@ -321,16 +313,18 @@ pub fn decode_row_batch_within(payload: &[u8], max_bytes: usize) -> Result<RowBa
     let schema_columns_json = schema_columns(top, &source_table, &schema_hash)?;
 
     Ok(RowBatch {
-        format_version,
-        capture_strategy,
-        batch_id,
+        envelope: Envelope {
+            format_version,
+            capture_strategy,
+            batch_id,
+            source_table,
+            schema_hash,
+            schema_columns_json,
+            payload_size: payload.len(),
+        },
         journal_epoch,
-        source_table,
-        schema_hash,
-        schema_columns_json,
         first_commit_seq,
         last_commit_seq,
-        payload_size: payload.len(),
         rows,
         text: parsed.text.into(),
         entries: sink.entries,
@@ -346,7 +340,7 @@ fn seq_bound(
     match top.get(key).and_then(Value::as_i64) {
         Some(n) if n == expected => Ok(n),
         _ => Err(reject(
-            "commit_seq_mismatch",
+            RejectionCode::CommitSeqMismatch,
             Some(key.to_owned()),
             format!(
                 "{key} must equal the {what} row commit_seq {expected}, got {}",
@@ -368,7 +362,7 @@ fn decode_row(i: usize, raw: Elem<RawRowOp<'_>>) -> Result<RowParts, CoreError> 
         Elem::Obj(o) => o,
         Elem::Other(other) => {
             return Err(reject(
-                "invalid_row",
+                RejectionCode::InvalidRow,
                 Some(format!("rows[{i}]")),
                 format!("row op must be an object, got {}", type_name(&other)),
             ))
@@ -378,7 +372,7 @@ fn decode_row(i: usize, raw: Elem<RawRowOp<'_>>) -> Result<RowParts, CoreError> 
         Some(n) if n >= 1 => n,
         _ => {
             return Err(reject(
-                "invalid_row",
+                RejectionCode::InvalidRow,
                 field("commit_seq"),
                 format!(
                     "commit_seq must be an integer >= 1, got {}",
@@ -389,7 +383,7 @@ fn decode_row(i: usize, raw: Elem<RawRowOp<'_>>) -> Result<RowParts, CoreError> 
     };
     let op = obj.op.and_then(Op::from_raw).ok_or_else(|| {
         reject(
-            "invalid_row",
+            RejectionCode::InvalidRow,
             field("op"),
             format!(
                 "op must be insert, update or delete, got {}",
@@ -401,7 +395,7 @@ fn decode_row(i: usize, raw: Elem<RawRowOp<'_>>) -> Result<RowParts, CoreError> 
         Some(ObjShape::Obj(m)) if !m.is_empty() => m,
         other => {
             return Err(reject(
-                "invalid_row",
+                RejectionCode::InvalidRow,
                 field("pk"),
                 format!(
                     "pk must be a non-empty object, got {}",
@@ -420,7 +414,7 @@ fn decode_row(i: usize, raw: Elem<RawRowOp<'_>>) -> Result<RowParts, CoreError> 
         (Op::Insert | Op::Update, Some(ObjShape::Obj(m))) => Some(m),
         (Op::Delete, Some(other)) => {
             return Err(reject(
-                "invalid_row",
+                RejectionCode::InvalidRow,
                 field("row"),
                 format!(
                     "row must be null for delete, got {}",
@@ -433,7 +427,7 @@ fn decode_row(i: usize, raw: Elem<RawRowOp<'_>>) -> Result<RowParts, CoreError> 
         }
         (_, other) => {
             return Err(reject(
-                "invalid_row",
+                RejectionCode::InvalidRow,
                 field("row"),
                 format!(
                     "row must be an object for {}, got {}",
@@ -453,7 +447,7 @@ fn decode_row(i: usize, raw: Elem<RawRowOp<'_>>) -> Result<RowParts, CoreError> 
             Ok(n) if n >= 0 => Some(n),
             _ => {
                 return Err(reject(
-                    "invalid_row",
+                    RejectionCode::InvalidRow,
                     field("lkcv"),
                     format!(
                         "lkcv must be an integer >= 0, got {}",

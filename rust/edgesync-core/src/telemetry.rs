@@ -24,10 +24,11 @@ use crate::copy::{write_fields, PgType, SlotFinder};
 use crate::envelope::{
     capture_strategy, check_tenant_fields, describe, describe_number, format_version,
     is_hyphenated_uuid, parse_payload, reject, rows_count, schema_columns, schema_hash,
-    source_table, type_name, uuid_field, MAX_BATCH_BYTES,
+    source_table, type_name, uuid_field, Envelope, MAX_BATCH_BYTES,
 };
 use crate::error::CoreError;
 use crate::rawjson::{checked_raw, Elem, Entry, Key, ObjSeed, ObjShape, RowSink, Scan, Scanner};
+use crate::rejection::RejectionCode;
 use crate::timestamp::{parse_rfc3339, Instant};
 
 /// The one `capture_strategy` of telemetry batches.
@@ -53,15 +54,8 @@ impl Sample {
 /// A validated telemetry batch. Owns a copy of the payload text; rows refer to it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TelemetryBatch {
-    pub format_version: i64,
-    pub capture_strategy: String,
-    /// Lower-case UUIDv7.
-    pub batch_id: String,
+    pub envelope: Envelope,
     pub batch_seq: i64,
-    pub source_table: String,
-    pub schema_hash: String,
-    /// Canonical JSON of `schema_columns` (the fingerprint input), when present.
-    pub schema_columns_json: Option<String>,
     /// As sent.
     pub cursor_start_ts: String,
     /// As sent.
@@ -69,8 +63,6 @@ pub struct TelemetryBatch {
     /// Earliest and latest row `ts`.
     pub first_event_ts: Instant,
     pub last_event_ts: Instant,
-    /// Size of the payload in bytes.
-    pub payload_size: usize,
     pub rows: Vec<Sample>,
     text: Box<str>,
     entries: Vec<Entry>,
@@ -141,7 +133,7 @@ impl TelemetryBatch {
                 |(slot, why)| {
                     let (name, ty) = &columns[slot];
                     CoreError::rejected(
-                        "value_type_mismatch",
+                        RejectionCode::ValueTypeMismatch,
                         Some(format!("rows[{i}].fields.{name}")),
                         format!("row {i}: column {name:?} expects {ty}: {why}"),
                     )
@@ -250,7 +242,7 @@ fn decode_sample(i: usize, raw: Elem<RawSample<'_>>) -> Result<Sample, CoreError
         Elem::Obj(o) => o,
         Elem::Other(other) => {
             return Err(reject(
-                "invalid_row",
+                RejectionCode::InvalidRow,
                 Some(format!("rows[{i}]")),
                 format!("telemetry row must be an object, got {}", type_name(&other)),
             ))
@@ -262,7 +254,7 @@ fn decode_sample(i: usize, raw: Elem<RawSample<'_>>) -> Result<Sample, CoreError
         .and_then(|s| parse_rfc3339(&s))
         .ok_or_else(|| {
             reject(
-                "invalid_row",
+                RejectionCode::InvalidRow,
                 field("ts"),
                 format!(
                     "ts must be an RFC 3339 timestamp between years 1 and 9999, got {}",
@@ -277,7 +269,7 @@ fn decode_sample(i: usize, raw: Elem<RawSample<'_>>) -> Result<Sample, CoreError
             let id = raw_str(r).filter(|s| is_hyphenated_uuid(s.as_bytes()));
             let Some(id) = id else {
                 return Err(reject(
-                    "invalid_row_id",
+                    RejectionCode::InvalidRowId,
                     field("row_id"),
                     format!(
                         "row_id must be a hyphenated UUID string when present, got {}",
@@ -295,7 +287,7 @@ fn decode_sample(i: usize, raw: Elem<RawSample<'_>>) -> Result<Sample, CoreError
         Some(ObjShape::Obj(range)) => range,
         other => {
             return Err(reject(
-                "invalid_row",
+                RejectionCode::InvalidRow,
                 field("fields"),
                 format!(
                     "fields must be an object, got {}",
@@ -314,7 +306,7 @@ fn batch_seq(top: &Map<String, Value>) -> Result<i64, CoreError> {
     match top.get("batch_seq").and_then(Value::as_i64) {
         Some(n) if n >= 1 => Ok(n),
         _ => Err(reject(
-            "invalid_batch_seq",
+            RejectionCode::InvalidBatchSeq,
             Some("batch_seq".into()),
             format!(
                 "batch_seq must be an integer >= 1, got {}",
@@ -333,7 +325,7 @@ fn cursor(
     match top.get(key) {
         Some(Value::String(s)) if parse_rfc3339(s) == Some(expected) => Ok(s.clone()),
         other => Err(reject(
-            "cursor_timestamp_mismatch",
+            RejectionCode::CursorTimestampMismatch,
             Some(key.to_owned()),
             format!(
                 "{key} must be the {what} row ts ({}), got {}",
@@ -356,7 +348,7 @@ pub fn decode_telemetry_batch(payload: &[u8]) -> Result<TelemetryBatch, CoreErro
     check_tenant_fields(top)?;
     let format_version = format_version(top)?;
     let capture_strategy = capture_strategy(top, TELEMETRY_CAPTURE_STRATEGY)?;
-    let batch_id = uuid_field(top, "batch_id", "invalid_batch_id")?;
+    let batch_id = uuid_field(top, "batch_id", RejectionCode::InvalidBatchId)?;
     let batch_seq = batch_seq(top)?;
     let source_table = source_table(top)?;
     let schema_hash = schema_hash(top)?;
@@ -365,7 +357,7 @@ pub fn decode_telemetry_batch(payload: &[u8]) -> Result<TelemetryBatch, CoreErro
         Some(c) if c == n as u64 => {}
         _ => {
             return Err(reject(
-                "row_count_mismatch",
+                RejectionCode::RowCountMismatch,
                 Some("row_count".into()),
                 format!(
                     "row_count must equal the number of rows ({n}), got {}",
@@ -384,18 +376,20 @@ pub fn decode_telemetry_batch(payload: &[u8]) -> Result<TelemetryBatch, CoreErro
     let cursor_end_ts = cursor(top, "cursor_end_ts", last, "latest")?;
     let schema_columns_json = schema_columns(top, &source_table, &schema_hash)?;
     Ok(TelemetryBatch {
-        format_version,
-        capture_strategy,
-        batch_id,
+        envelope: Envelope {
+            format_version,
+            capture_strategy,
+            batch_id,
+            source_table,
+            schema_hash,
+            schema_columns_json,
+            payload_size: payload.len(),
+        },
         batch_seq,
-        source_table,
-        schema_hash,
-        schema_columns_json,
         cursor_start_ts,
         cursor_end_ts,
         first_event_ts: first,
         last_event_ts: last,
-        payload_size: payload.len(),
         rows,
         text: parsed.text.into(),
         entries: sink.entries,
@@ -461,7 +455,7 @@ pub(crate) mod tests {
             Err(CoreError::Rejected {
                 code: c, field: f, ..
             }) => {
-                assert_eq!((c, f.as_deref()), (code, Some(field)), "{v}");
+                assert_eq!((c.as_str(), f.as_deref()), (code, Some(field)), "{v}");
             }
             other => panic!("expected {code}, got {other:?} for {v}"),
         }
@@ -470,8 +464,8 @@ pub(crate) mod tests {
     #[test]
     fn valid_batch_decodes_and_encodes() {
         let b = decode(&valid()).unwrap();
-        assert_eq!((b.batch_id.as_str(), b.batch_seq), (BATCH_ID, 42));
-        assert_eq!(b.capture_strategy, TELEMETRY_CAPTURE_STRATEGY);
+        assert_eq!((b.envelope.batch_id.as_str(), b.batch_seq), (BATCH_ID, 42));
+        assert_eq!(b.envelope.capture_strategy, TELEMETRY_CAPTURE_STRATEGY);
         assert_eq!(b.row_count(), 3);
         assert_eq!(b.cursor_end_ts, "2026-04-28T11:00:10+02:00");
         assert_eq!(
@@ -479,7 +473,7 @@ pub(crate) mod tests {
             "2026-04-28T09:00:00.000000+00:00"
         );
         assert_eq!(b.last_event_ts.to_iso(), "2026-04-28T09:00:10.000000+00:00");
-        assert!(b.schema_columns_json.is_some());
+        assert!(b.envelope.schema_columns_json.is_some());
         assert_eq!(b.rows[0].row_id(), Some(ROW_ID.to_lowercase().as_str()));
         assert_eq!(b.rows[2].row_id(), None);
         assert_eq!(b.field_names(), ["value_c", "note"]);
@@ -501,7 +495,7 @@ pub(crate) mod tests {
         assert!(out.starts_with(b"dev\t2026-04-28 09:00:01"));
         let bad = vec![("note".to_owned(), PgType::Bigint)];
         let err = b.encode_telemetry_copy(&bad, None).unwrap_err();
-        assert_eq!(err.code(), Some("value_type_mismatch"));
+        assert_eq!(err.code(), Some(RejectionCode::ValueTypeMismatch));
         assert_eq!(err.field(), Some("rows[1].fields.note"));
     }
 
@@ -675,22 +669,22 @@ pub(crate) mod tests {
         let text = String::from_utf8(p).unwrap().replace("22.1", "1e999");
         assert_eq!(
             decode_telemetry_batch(text.as_bytes()).unwrap_err().code(),
-            Some("invalid_number_encoding")
+            Some(RejectionCode::InvalidNumberEncoding)
         );
         let text = text.replace("1e999", "NaN");
         assert_eq!(
             decode_telemetry_batch(text.as_bytes()).unwrap_err().code(),
-            Some("invalid_number_encoding")
+            Some(RejectionCode::InvalidNumberEncoding)
         );
         assert_eq!(
             decode_telemetry_batch(b"[]").unwrap_err().code(),
-            Some("malformed_json")
+            Some(RejectionCode::MalformedJson)
         );
         let mut big = serde_json::to_vec(&valid()).unwrap();
         big.resize(crate::MAX_BATCH_BYTES + 1, b' ');
         assert_eq!(
             decode_telemetry_batch(&big).unwrap_err().code(),
-            Some("payload_too_large")
+            Some(RejectionCode::PayloadTooLarge)
         );
     }
 

@@ -20,7 +20,7 @@ pub fn to_pyerr(err: CoreError) -> PyErr {
             code,
             field,
             detail,
-        } => BatchRejected::new_err((code, detail, field)),
+        } => BatchRejected::new_err((code.as_str(), detail, field)),
         CoreError::Schema(msg) => SchemaError::new_err(msg),
         CoreError::Blob(msg) => BlobError::new_err(msg),
         CoreError::Sqlite { code, message } => {

@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
 use crate::errors::IntoPyResult;
-use crate::{PyJournalRow, PyRowEncoder};
+use crate::row_encoder::{PyJournalRow, PyRowEncoder};
 
 struct Open {
     reader: JournalReader,

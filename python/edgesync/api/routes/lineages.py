@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
@@ -52,7 +52,7 @@ async def list_(
     access: CanRead, conn: Db, paging: Paging,
     device_id: Annotated[uuid.UUID | None, Query()] = None,
     fleet_id: Annotated[uuid.UUID | None, Query()] = None,
-    status: Annotated[Literal["active", "paused"] | None, Query()] = None,
+    status: Annotated[governance.LineageStatus | None, Query()] = None,
     q: Annotated[str | None, Query(
         max_length=200, description="only lineages whose device name, source table, target "
                                     "table or pause reason contains this (any case)")] = None,
@@ -144,7 +144,7 @@ async def discard_staged(access: CanManage, conn: Db, request: Request, lineage_
         assert locked is not None
         batches, rows = await staging.discard_staged(
             tx, lineage_id, reason=body.staging_reason, schema_hash=body.schema_hash)
-        await governance.emit(tx, access.project_id, "edgesync.staged_rows.discarded.v1",
+        await governance.emit(tx, access.project_id, governance.EventType.STAGED_ROWS_DISCARDED,
                               lineage_id, {"lineage_id": str(lineage_id), "actor": access.actor,
                                            "staging_reason": body.staging_reason,
                                            "schema_hash": body.schema_hash,

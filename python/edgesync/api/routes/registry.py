@@ -142,7 +142,7 @@ def _make_router(prefix: str, tag: str, read: _ScopeDep, manage: _ScopeDep,
            summary="List schema registry entries")
     async def list_entries(
         scope: Read, conn: Db, paging: Paging, only: Only,
-        status: Annotated[Literal["pending", "approved", "rejected", "abandoned"] | None,
+        status: Annotated[governance.SchemaStatus | None,
                           Query()] = None,
     ) -> Page[RegistryEntryOut]:
         items = await governance.list_registry_entries(
@@ -168,8 +168,7 @@ def _make_router(prefix: str, tag: str, read: _ScopeDep, manage: _ScopeDep,
            summary="List registry reviews")
     async def list_reviews(
         scope: Read, conn: Db, paging: Paging, only: Only,
-        status: Annotated[Literal["queued", "in_review", "approved", "rejected", "abandoned"]
-                          | None, Query()] = None,
+        status: Annotated[governance.ReviewStatus | None, Query()] = None,
     ) -> Page[RegistryReviewOut]:
         items = await governance.list_registry_reviews(
             conn, scope.access.project_id, status=status, fleet_id=scope.fleet_id or only)

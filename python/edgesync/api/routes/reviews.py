@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
@@ -43,8 +43,7 @@ _WRITE_ERRORS = error_responses(400, 401, 403, 404, 409, 422)
             summary="List schema reviews")
 async def list_(
     access: CanRead, conn: Db, paging: Paging,
-    status: Annotated[Literal["queued", "in_review", "approved", "rejected", "abandoned"] | None,
-                      Query()] = None,
+    status: Annotated[governance.ReviewStatus | None, Query()] = None,
     lineage_id: Annotated[uuid.UUID | None, Query()] = None,
 ) -> Page[ReviewOut]:
     items, total = await list_reviews(conn, access.project_id, status=status,

@@ -1,0 +1,17 @@
+"""The kinds of downlink control (``control_kind`` on ``sync/ingest/control``): the cloud
+sends them (``control``), the agent executes them (``agent._downlink``)."""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["ControlKind"]
+
+
+class ControlKind(enum.StrEnum):
+    PROGRESS = "progress"  # batches durably committed (docs/protocol.md, "Progress control")
+    PAUSE_LINEAGE = "pause_lineage"
+    RESUME_LINEAGE = "resume_lineage"
+    STATE_WRITE = "state_write"  # cloud write-back of rows
+    URL_GRANT = "url_grant"  # a presigned upload URL
+    FORGET_LINEAGE = "forget_lineage"  # the cloud deleted the lineage: re-send the table
