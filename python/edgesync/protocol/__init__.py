@@ -2,7 +2,15 @@
 
 from edgesync.protocol._acking import AckingClient
 from edgesync.protocol._broker_url import BrokerUrl, parse_broker_url
-from edgesync.protocol._loop import Healthy, listen_loop, periodic_loop, session_loop
+from edgesync.protocol._loop import (
+    Healthy,
+    LoopState,
+    LoopStatus,
+    listen_loop,
+    loop_state,
+    periodic_loop,
+    session_loop,
+)
 from edgesync.protocol._mqtt import TlsFiles, mqtt_client
 from edgesync.protocol._reconnect import Backoff, raise_if_cancelling
 from edgesync.protocol._signing import canonical_control, sign_control, verify_control
@@ -22,11 +30,14 @@ __all__ = [
     "Backoff",
     "BrokerUrl",
     "Healthy",
+    "LoopState",
+    "LoopStatus",
     "TlsFiles",
     "TopicKind",
     "TopicRef",
     "canonical_control",
     "listen_loop",
+    "loop_state",
     "mqtt_client",
     "parse_broker_url",
     "parse_topic",
