@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 import pytest
+from e2e_kit import eventually
 
 from edgesync.protocol import (
     Backoff,
@@ -22,10 +24,12 @@ LIMIT = 30  # hang guard, never a timing assertion
 LOG = logging.getLogger("edgesync.test.liveness")
 
 
-async def until(check: object, what: str) -> None:
-    async with asyncio.timeout(LIMIT):
-        while not check():  # type: ignore[operator]
-            await asyncio.sleep(0.001)
+async def until(check: Callable[[], bool], what: str) -> None:
+    async def probe() -> bool:
+        await asyncio.sleep(0.001)
+        return check()
+
+    await eventually(probe, LIMIT, what)
 
 
 async def test_a_periodic_loop_goes_starting_retrying_up() -> None:
