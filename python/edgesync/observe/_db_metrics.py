@@ -32,6 +32,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 __all__ = ["LAST_SEEN_BUCKETS", "DatabaseCollector"]
 
@@ -202,7 +203,7 @@ class DatabaseCollector(Collector):
         for bound in LAST_SEEN_BUCKETS:
             while i < len(seen) and seen[i] <= bound:
                 i += 1
-            buckets.append((f"{bound:g}", float(i)))
+            buckets.append((floatToGoString(bound), float(i)))
         buckets.append(("+Inf", float(len(seen))))
         histogram = GaugeHistogramMetricFamily(
             "edgesync_device_last_seen_age_seconds",
