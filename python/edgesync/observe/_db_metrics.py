@@ -32,7 +32,6 @@ from prometheus_client.core import (
 )
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
-from prometheus_client.utils import floatToGoString
 
 __all__ = ["LAST_SEEN_BUCKETS", "DatabaseCollector"]
 
@@ -86,6 +85,11 @@ _PAUSES = """
 SELECT coalesce(body->>'reason', '') AS reason, count(*) AS n FROM edge_events
 WHERE id > $1 AND id <= $2 AND event_type = $3 GROUP BY 1
 """
+
+
+def _go_float(bound: float) -> str:
+    """A bucket bound as prometheus_client writes its own (``10.0``, ``3600.0``)."""
+    return repr(float(bound))
 
 
 class DatabaseCollector(Collector):
@@ -203,7 +207,7 @@ class DatabaseCollector(Collector):
         for bound in LAST_SEEN_BUCKETS:
             while i < len(seen) and seen[i] <= bound:
                 i += 1
-            buckets.append((floatToGoString(bound), float(i)))
+            buckets.append((_go_float(bound), float(i)))
         buckets.append(("+Inf", float(len(seen))))
         histogram = GaugeHistogramMetricFamily(
             "edgesync_device_last_seen_age_seconds",
