@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import tomllib
 from importlib import metadata
+from pathlib import Path
 
 __all__ = ["version"]
 
@@ -10,5 +12,12 @@ __all__ = ["version"]
 def version() -> str:
     try:
         return metadata.version("edgesync")
-    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare tree
-        return "0+unknown"
+    except metadata.PackageNotFoundError:
+        # A source tree on sys.path (the development venvs): the workspace's version,
+        # which maturin gives the wheel.
+        cargo = Path(__file__).resolve().parents[2] / "Cargo.toml"
+        try:
+            doc = tomllib.loads(cargo.read_text("utf-8"))
+            return f"{doc['workspace']['package']['version']}+source"
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "0+unknown"

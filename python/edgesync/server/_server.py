@@ -38,7 +38,9 @@ from edgesync.control import (
 from edgesync.errors import ConfigError
 from edgesync.ingest import AmqpIngest, IngestPipeline, MqttIngest, ObjectIngester, check_amqp_url
 from edgesync.observe import Check, database_checks, loop_checks
+from edgesync.observe._event_log import EventLog
 from edgesync.observe._gauges import ScrapeCollector
+from edgesync.observe._summary import ThroughputLog
 from edgesync.protocol import BrokerUrl, LoopStatus, TlsFiles, loop_state, parse_broker_url
 from edgesync.registry import DeviceResolver
 from edgesync.staging import Replayer
@@ -177,6 +179,10 @@ class Server:
             jobs["edgesync.api"] = self.api.run
         if self.objects is not None:
             jobs["edgesync.uploads"] = self.objects.run
+        assert self.pool is not None and self.pipeline is not None
+        # Operator log lines (not readiness: see readiness()).
+        jobs["edgesync.log.events"] = EventLog(self.pool).run
+        jobs["edgesync.log.throughput"] = ThroughputLog(self.pipeline.metrics).run
         _log.info("edgesync %s serving", version())
         try:
             async with asyncio.TaskGroup() as tg:
@@ -202,7 +208,8 @@ class Server:
                                                 f"{self.broker}"))
         if not self.tasks:
             checks.append(Check("loops", False, "the server is not running yet"))
-        checks += loop_checks(t for n, t in self.tasks.items() if n != "edgesync.api")
+        checks += loop_checks(t for n, t in self.tasks.items()
+                              if n != "edgesync.api" and not n.startswith("edgesync.log."))
         return checks
 
     def _gauges(self) -> list[Metric]:
