@@ -10,6 +10,7 @@ from fastapi import APIRouter, FastAPI
 from prometheus_client import CollectorRegistry
 
 from edgesync._version import version
+from edgesync.api._docs_page import install_docs_page
 from edgesync.api._errors import install_error_handlers
 from edgesync.api._event_hub import EventHub
 from edgesync.api.routes import ROUTERS
@@ -56,7 +57,7 @@ def create_app(pool: asyncpg.Pool | None = None, *, database_url: str | None = N
                 await own.close()
 
     app = FastAPI(title="edgesync API", version=version(), description=_DESCRIPTION,
-                  lifespan=lifespan, openapi_url="/openapi.json", docs_url="/docs",
+                  lifespan=lifespan, openapi_url="/openapi.json", docs_url=None,
                   redoc_url=None)
     app.state.pool = pool
     app.state.events = EventHub(lambda: app.state.pool)
@@ -69,6 +70,7 @@ def create_app(pool: asyncpg.Pool | None = None, *, database_url: str | None = N
     app.state.db_metrics = DatabaseCollector(lambda: app.state.pool)
     app.state.metrics.register(app.state.db_metrics)
     install_error_handlers(app)
+    install_docs_page(app)  # no CDN: see _docs_page
     for router in (health_router, *ROUTERS, *routers):
         app.include_router(router)
     return app
