@@ -31,7 +31,8 @@ async def test_docs_page_needs_nothing_from_outside(pool: asyncpg.Pool) -> None:
 
 
 def test_version_option() -> None:
-    out = subprocess.run([sys.executable, "-c", "from edgesync.cli import main; main()", "--version"],
-                         capture_output=True, text=True, check=True, timeout=60)
+    main = "from edgesync.cli import main; main()"
+    out = subprocess.run([sys.executable, "-c", main, "--version"], capture_output=True,
+                         text=True, check=True, timeout=60)
     assert out.stdout.strip() == f"edgesync {version()}"
     assert re.fullmatch(r"\d+\.\d+\.\d+.*", version())
