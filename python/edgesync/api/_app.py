@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Iterable
-from importlib import metadata
 
 import asyncpg
 from fastapi import APIRouter, FastAPI
+from prometheus_client import CollectorRegistry
 
+from edgesync._version import version
+from edgesync.api._docs_page import install_docs_page
 from edgesync.api._errors import install_error_handlers
 from edgesync.api._event_hub import EventHub
 from edgesync.api.routes import ROUTERS
+from edgesync.api.routes.health import router as health_router
+from edgesync.observe import Check, Readiness, database_checks
+from edgesync.observe._db_metrics import DatabaseCollector
 from edgesync.store import create_pool
 
 __all__ = ["create_app"]
@@ -25,18 +30,16 @@ write-back and the governance event stream. Every call carries
 """
 
 
-def _version() -> str:
-    try:
-        return metadata.version("edgesync")
-    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare tree
-        return "0"
-
-
 def create_app(pool: asyncpg.Pool | None = None, *, database_url: str | None = None,
-               routers: Iterable[APIRouter] = ()) -> FastAPI:
+               routers: Iterable[APIRouter] = (), readiness: Readiness | None = None,
+               metrics: CollectorRegistry | None = None) -> FastAPI:
     """The API on an existing pool, or (``database_url``) on a pool of its own that the
     app's lifespan opens and closes. The schema must already be migrated. ``routers`` are
-    mounted too (they find the pool at ``request.app.state.pool``)."""
+    mounted too (they find the pool at ``request.app.state.pool``).
+
+    ``/readyz`` runs ``readiness`` (default: the database and migration checks);
+    ``/metrics`` exposes ``metrics`` (the server's registry: ingest counters and its
+    own gauges; default an empty one) with the database gauges added to it."""
     if (pool is None) == (database_url is None):
         raise ValueError("create_app needs exactly one of pool or database_url")
 
@@ -53,12 +56,21 @@ def create_app(pool: asyncpg.Pool | None = None, *, database_url: str | None = N
                 app.state.pool = None
                 await own.close()
 
-    app = FastAPI(title="edgesync API", version=_version(), description=_DESCRIPTION,
-                  lifespan=lifespan, openapi_url="/openapi.json", docs_url="/docs",
+    app = FastAPI(title="edgesync API", version=version(), description=_DESCRIPTION,
+                  lifespan=lifespan, openapi_url="/openapi.json", docs_url=None,
                   redoc_url=None)
     app.state.pool = pool
     app.state.events = EventHub(lambda: app.state.pool)
+
+    async def database_ready() -> list[Check]:
+        return await database_checks(app.state.pool)
+
+    app.state.readiness = readiness or database_ready
+    app.state.metrics = metrics if metrics is not None else CollectorRegistry()
+    app.state.db_metrics = DatabaseCollector(lambda: app.state.pool)
+    app.state.metrics.register(app.state.db_metrics)
     install_error_handlers(app)
-    for router in (*ROUTERS, *routers):
+    install_docs_page(app)  # no CDN: see _docs_page
+    for router in (health_router, *ROUTERS, *routers):
         app.include_router(router)
     return app

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -98,6 +99,8 @@ class GroupWriter:
         self._lane_freed: asyncio.Future[None] | None = None
         # Sizes of the groups written, for metrics and tests.
         self.group_sizes: collections.Counter[int] = collections.Counter()
+        # Metrics hook (edgesync.observe): called with (size, seconds) per group written.
+        self.on_group: Callable[[int, float], None] | None = None
 
     @property
     def queued(self) -> int:
@@ -147,6 +150,7 @@ class GroupWriter:
                      for _ in range(min(self._max_group, len(self._pending)))]
             for e in group:
                 e.taken = True
+            started = time.perf_counter()  # metrics hook (edgesync.observe)
             try:
                 await self._write(group)
             except BaseException:
@@ -159,6 +163,8 @@ class GroupWriter:
                 self._free_lane()
                 raise
             self.group_sizes[len(group)] += 1
+            if self.on_group is not None:  # metrics hook (edgesync.observe)
+                self.on_group(len(group), time.perf_counter() - started)
 
     async def _write(self, group: list[_Entry]) -> None:
         await split_on((Exception,), group, self._retrying, self._alone)

@@ -3,12 +3,18 @@
 ``edgesync serve`` feeds it from MQTT; any asyncio worker that consumes the same
 messages from another transport (AMQP, Kafka, a test) can do the same with its
 own asyncpg pool. See docs/embedding.md.
+
+``handle`` is also the one seam where ingest is counted: every message is received,
+then ends with its outcome (``metrics``, an ``IngestMetrics``; docs/operations.md
+has the catalogue and the conservation rule the counts obey).
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
+import time
 import uuid
 
 import asyncpg
@@ -17,7 +23,9 @@ import orjson
 from edgesync.ingest._group import GroupWriter
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.ingest._reports import handle_ingest_request, handle_schema_observe
-from edgesync.protocol import RejectionCode, TopicKind, parse_topic
+from edgesync.ingest._unknown import UnknownDevices
+from edgesync.observe import ABANDONED, FAILED, IngestMetrics, kind_label
+from edgesync.protocol import RejectionCode, TopicKind, TopicRef, parse_topic
 from edgesync.registry import DeviceResolver, DeviceScope
 
 __all__ = ["IngestPipeline"]
@@ -32,11 +40,15 @@ class IngestPipeline:
     message's outcome has committed."""
 
     def __init__(self, pool: asyncpg.Pool, resolver: DeviceResolver | None = None, *,
-                 writer: GroupWriter | None = None) -> None:
+                 writer: GroupWriter | None = None,
+                 metrics: IngestMetrics | None = None) -> None:
         self._pool = pool
         self._resolver = resolver or DeviceResolver(pool)
         self.writer = writer or GroupWriter(pool)
         self.counters: collections.Counter[str] = collections.Counter()
+        self.metrics = metrics or IngestMetrics()
+        self.writer.on_group = self.metrics.group_written
+        self._unknown = UnknownDevices(pool)
         # Where devices PUT presigned uploads; None leaves url_request unanswered.
         self.upload_base_url: str | None = None
 
@@ -45,30 +57,44 @@ class IngestPipeline:
         """Process one message. ``max_payload_bytes`` lifts the 512 KiB MQTT limit for
         row batches cut from an uploaded object (a spilled row may be larger)."""
         ref = parse_topic(topic)
+        kind = kind_label(None if ref is None else ref.kind)
+        self.metrics.started(kind)
+        started = time.perf_counter()
+        try:
+            outcome = await self._dispatch(topic, ref, payload, max_payload_bytes)
+        except asyncio.CancelledError:
+            self.metrics.ended(kind, ABANDONED)
+            raise
+        except BaseException:
+            self.metrics.ended(kind, FAILED)
+            raise
+        self.counters[outcome.code or outcome.status.value] += 1
+        self.metrics.ended(kind, outcome.status.value, outcome.code, outcome.rows,
+                           time.perf_counter() - started)
+        return outcome
+
+    async def _dispatch(self, topic: str, ref: TopicRef | None, payload: bytes,
+                        max_payload_bytes: int | None) -> IngestOutcome:
         if ref is None:
-            return self._count(IngestOutcome(OutcomeStatus.REJECTED, RejectionCode.INVALID_TOPIC,
-                                             f"not a device sync topic: {topic!r}"))
+            return IngestOutcome(OutcomeStatus.REJECTED, RejectionCode.INVALID_TOPIC,
+                                 f"not a device sync topic: {topic!r}")
         scope = await self._resolver.resolve(ref.slug, ref.device_name)
         if scope is None:
-            return self._count(IngestOutcome(
+            await self._unknown.dropped(topic, ref.slug, ref.device_name)
+            return IngestOutcome(
                 OutcomeStatus.REJECTED, RejectionCode.UNKNOWN_DEVICE,
-                f"no device {ref.device_name!r} in a project with topic slug {ref.slug!r}"))
+                f"no device {ref.device_name!r} in a project with topic slug {ref.slug!r}")
         if ref.kind in _BATCH_KINDS:
-            return self._count(await self.writer.submit(
-                scope, ref.kind, payload, max_payload_bytes=max_payload_bytes))
+            return await self.writer.submit(scope, ref.kind, payload,
+                                            max_payload_bytes=max_payload_bytes)
         if ref.kind is TopicKind.INGEST_ACK:
-            return self._count(await self._ack(scope, payload))
+            return await self._ack(scope, payload)
         if ref.kind is TopicKind.SCHEMA_OBSERVE:
-            return self._count(await handle_schema_observe(self._pool, scope, payload))
+            return await handle_schema_observe(self._pool, scope, payload)
         if ref.kind is TopicKind.INGEST_REQUEST:
-            return self._count(await handle_ingest_request(self._pool, scope, payload,
-                                                           self.upload_base_url))
-        return self._count(IngestOutcome(OutcomeStatus.IGNORED, None,
-                                         f"{ref.kind.value} is not handled by this server yet"))
-
-    def _count(self, outcome: IngestOutcome) -> IngestOutcome:
-        self.counters[outcome.code or outcome.status.value] += 1
-        return outcome
+            return await handle_ingest_request(self._pool, scope, payload, self.upload_base_url)
+        return IngestOutcome(OutcomeStatus.IGNORED, None,
+                             f"{ref.kind.value} is not handled by this server yet")
 
     async def _ack(self, scope: DeviceScope, payload: bytes) -> IngestOutcome:
         try:

@@ -3,7 +3,15 @@
 from edgesync.protocol._acking import AckingClient
 from edgesync.protocol._broker_url import BrokerUrl, parse_broker_url
 from edgesync.protocol._control_kinds import ControlKind
-from edgesync.protocol._loop import Healthy, listen_loop, periodic_loop, session_loop
+from edgesync.protocol._loop import (
+    Healthy,
+    LoopState,
+    LoopStatus,
+    listen_loop,
+    loop_state,
+    periodic_loop,
+    session_loop,
+)
 from edgesync.protocol._mqtt import TlsFiles, mqtt_client
 from edgesync.protocol._reconnect import Backoff, raise_if_cancelling
 from edgesync.protocol._rejection import DECODER_CODES, RejectionCode
@@ -26,12 +34,15 @@ __all__ = [
     "BrokerUrl",
     "ControlKind",
     "Healthy",
+    "LoopState",
+    "LoopStatus",
     "RejectionCode",
     "TlsFiles",
     "TopicKind",
     "TopicRef",
     "canonical_control",
     "listen_loop",
+    "loop_state",
     "mqtt_client",
     "parse_broker_url",
     "parse_topic",

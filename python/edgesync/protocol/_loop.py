@@ -45,6 +45,11 @@ The rules, the same for every shape:
   pool after the backoff; the first round on the new one catches up with what was
   notified meanwhile.
 
+* **Liveness is readable from outside.** Each loop records its state (``starting``
+  until its first success, ``up``, ``retrying`` after a failure, with the error) under
+  the task that runs it; ``loop_state(task)`` reads it (``/readyz`` of ``edgesync
+  serve``). One table for every loop, weakly keyed: a finished task's entry goes with it.
+
 Rounds should be idempotent and bounded: a round that failed half-way is simply run
 again. ``raise_if_cancelling()`` is still for the seams that *start a wait* on behalf of
 a caller (``publish()`` waiting for a connection), not for loops.
@@ -54,8 +59,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
+import time
+import weakref
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
 from edgesync.errors import StoreError
@@ -64,7 +73,8 @@ from edgesync.protocol._reconnect import Backoff, raise_if_cancelling
 if TYPE_CHECKING:
     import asyncpg
 
-__all__ = ["Healthy", "listen_loop", "periodic_loop", "session_loop"]
+__all__ = ["Healthy", "LoopState", "LoopStatus", "listen_loop", "loop_state", "periodic_loop",
+           "session_loop"]
 
 _log = logging.getLogger(__name__)
 
@@ -76,6 +86,34 @@ raises ``CancelledError`` when a stop was swallowed while connecting or subscrib
 # The failure in a row whose WARNING carries the traceback (once per streak): a
 # lasting failure is worth one traceback at the default level, a blip is not.
 _TRACEBACK_AT = 3
+
+
+class LoopStatus(enum.StrEnum):
+    STARTING = "starting"  # no round or session has succeeded yet
+    UP = "up"  # the last round returned / the session is up
+    RETRYING = "retrying"  # the last attempt failed; waiting for the next one
+
+
+@dataclass(slots=True)
+class LoopState:
+    """What a loop last did; ``since`` is a ``time.time()`` of the last change."""
+
+    name: str
+    status: LoopStatus
+    since: float
+    failures: int = 0  # in a row
+    last_error: str | None = None
+
+
+# One table for every loop of the process, keyed by the task running it (a loop runs
+# in its caller's task), so two servers in one process never share an entry.
+_STATES: weakref.WeakKeyDictionary[asyncio.Task[object], LoopState] = \
+    weakref.WeakKeyDictionary()
+
+
+def loop_state(task: asyncio.Task[object]) -> LoopState | None:
+    """The state of the loop ``task`` runs (None: it has not started one)."""
+    return _STATES.get(task)
 
 
 def _cancelling() -> bool:
@@ -98,6 +136,10 @@ class _Attempts:
         self.log = logger or _log
         self.verb = verb
         self.streak = 0
+        self.state = LoopState(name, LoopStatus.STARTING, time.time())
+        task = asyncio.current_task()
+        if task is not None:
+            _STATES[task] = self.state
 
     def healthy(self) -> None:
         raise_if_cancelling()  # a stop dropped on the way up: do not start the long wait
@@ -105,6 +147,9 @@ class _Attempts:
             self.log.info("%s: recovered after %d failure(s)", self.name, self.streak)
         self.streak = 0
         self.backoff.reset()
+        if self.state.status is not LoopStatus.UP:
+            self.state.status, self.state.since = LoopStatus.UP, time.time()
+        self.state.failures = 0
 
     async def run(self, step: Callable[[], Awaitable[object]]) -> bool:
         """Run ``step``: True when it returned; False when it failed (logged, and the
@@ -122,6 +167,8 @@ class _Attempts:
             return True
         raise_if_cancelling()  # a stop dropped in a step that then failed
         self.streak += 1
+        self.state.status, self.state.since = LoopStatus.RETRYING, time.time()
+        self.state.failures, self.state.last_error = self.streak, _describe(error)
         delay = self.backoff.next_delay()
         loud = self.streak == _TRACEBACK_AT
         self.log.warning("%s: %s; %s in %.1fs", self.name, _describe(error), self.verb, delay,
@@ -161,6 +208,8 @@ async def session_loop(name: str, session: Callable[[Healthy], Awaitable[object]
     while True:
         if await attempts.run(lambda: session(attempts.healthy)):
             delay = attempts.backoff.next_delay()
+            attempts.state.status, attempts.state.since = LoopStatus.RETRYING, time.time()
+            attempts.state.last_error = "session ended"
             attempts.log.info("%s: session ended; reconnecting in %.1fs", name, delay)
             await asyncio.sleep(delay)
 

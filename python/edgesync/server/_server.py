@@ -20,7 +20,10 @@ from types import TracebackType
 
 import asyncpg
 import platformdirs
+from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.metrics_core import Metric
 
+from edgesync._version import version
 from edgesync.api import ApiServer, bind_socket, create_app
 from edgesync.api.routes.jitr import make_jitr_router
 from edgesync.api.routes.uploads import upload_router
@@ -34,7 +37,11 @@ from edgesync.control import (
 )
 from edgesync.errors import ConfigError
 from edgesync.ingest import AmqpIngest, IngestPipeline, MqttIngest, ObjectIngester, check_amqp_url
-from edgesync.protocol import BrokerUrl, TlsFiles, parse_broker_url
+from edgesync.observe import Check, database_checks, loop_checks
+from edgesync.observe._event_log import EventLog
+from edgesync.observe._gauges import ScrapeCollector
+from edgesync.observe._summary import ThroughputLog
+from edgesync.protocol import BrokerUrl, LoopStatus, TlsFiles, loop_state, parse_broker_url
 from edgesync.registry import DeviceResolver
 from edgesync.staging import Replayer
 from edgesync.store import create_pool, embedded_postgres, migrate
@@ -94,6 +101,8 @@ class Server:
         self.progress: ProgressReporter | None = None
         self.sweeper: BackpressureSweeper | None = None
         self.objects: ObjectIngester | None = None
+        # The background tasks of ``run`` by name (readiness and metrics read them).
+        self.tasks: dict[str, asyncio.Task[object]] = {}
 
     async def __aenter__(self) -> Server:
         s = self.settings
@@ -136,7 +145,11 @@ class Server:
                 pool = self.pool
                 routers = [upload_router(lambda: pool, store),
                            make_jitr_router(mqtt_broker_url=s.mqtt_url)]
-                self.api = ApiServer(create_app(self.pool, routers=routers), sock)
+                registry = self.pipeline.metrics.registry
+                registry.register(ScrapeCollector(self._gauges))
+                self.api = ApiServer(create_app(self.pool, routers=routers,
+                                                readiness=self.readiness, metrics=registry),
+                                     sock)
                 self.pipeline.upload_base_url = s.public_url or self.api.url
                 _log.info("HTTP API listening on %s", self.api.url)
             self.publisher = MqttPublisher(self.broker, client_id=f"{s.client_id}-control",
@@ -157,17 +170,67 @@ class Server:
         """Run until cancelled."""
         assert self.ingest and self.replayer and self.publisher and self.controls
         assert self.progress and self.sweeper
-        async with asyncio.TaskGroup() as tg:
-            tg.create_task(self.ingest.run(), name="edgesync.ingest")
-            tg.create_task(self.replayer.run(), name="edgesync.replay")
-            if self.api is not None:
-                tg.create_task(self.api.run(), name="edgesync.api")
-            tg.create_task(self.publisher.run(), name="edgesync.control.publisher")
-            tg.create_task(self.controls.run(), name="edgesync.control.outbox")
-            tg.create_task(self.progress.run(), name="edgesync.control.progress")
-            tg.create_task(self.sweeper.run(), name="edgesync.control.backpressure")
-            if self.objects is not None:
-                tg.create_task(self.objects.run(), name="edgesync.uploads")
+        jobs = {"edgesync.ingest": self.ingest.run, "edgesync.replay": self.replayer.run,
+                "edgesync.control.publisher": self.publisher.run,
+                "edgesync.control.outbox": self.controls.run,
+                "edgesync.control.progress": self.progress.run,
+                "edgesync.control.backpressure": self.sweeper.run}
+        if self.api is not None:
+            jobs["edgesync.api"] = self.api.run
+        if self.objects is not None:
+            jobs["edgesync.uploads"] = self.objects.run
+        assert self.pool is not None and self.pipeline is not None
+        # Operator log lines (not readiness: see readiness()).
+        jobs["edgesync.log.events"] = EventLog(self.pool).run
+        jobs["edgesync.log.throughput"] = ThroughputLog(self.pipeline.metrics).run
+        _log.info("edgesync %s serving", version())
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for name, job in jobs.items():
+                    self.tasks[name] = tg.create_task(job(), name=name)
+        finally:
+            _log.info("edgesync stopped")
+
+    async def readiness(self) -> list[Check]:
+        """``/readyz``: the database answers at the schema this build knows, the ingest
+        and control broker sessions are up, and every background loop (the API's own
+        aside: it answers) is alive and succeeded last time."""
+        checks = await database_checks(self.pool)
+        if self.ingest is not None:
+            up = self.ingest.connected.is_set()
+            source = self.ingest if isinstance(self.ingest, AmqpIngest) else self.broker
+            checks.append(Check("broker:ingest", up,
+                                None if up else f"ingest not subscribed on {source}"))
+        if self.publisher is not None:
+            up = self.publisher.connected.is_set()
+            checks.append(Check("broker:control", up,
+                                None if up else f"control publisher not connected to "
+                                                f"{self.broker}"))
+        if not self.tasks:
+            checks.append(Check("loops", False, "the server is not running yet"))
+        checks += loop_checks(t for n, t in self.tasks.items()
+                              if n != "edgesync.api" and not n.startswith("edgesync.log."))
+        return checks
+
+    def _gauges(self) -> list[Metric]:
+        """This process's own figures, computed at each scrape."""
+        up = GaugeMetricFamily("edgesync_loop_up", "1 when the background loop is alive and "
+                               "its last round or session succeeded", labels=["loop"])
+        for name, task in self.tasks.items():
+            state = loop_state(task)
+            ok = not task.done() and state is not None and state.status is LoopStatus.UP
+            up.add_metric([name.removeprefix("edgesync.")], 1 if ok else 0)
+        out: list[Metric] = [up, InfoMetricFamily("edgesync_build", "edgesync version",
+                                                  value={"version": version()})]
+        if self.pipeline is not None:
+            out.append(GaugeMetricFamily("edgesync_ingest_group_queue", "Batch messages "
+                                         "waiting for a group transaction",
+                                         value=self.pipeline.writer.queued))
+        if isinstance(self.ingest, MqttIngest):
+            out.append(GaugeMetricFamily("edgesync_ingest_in_flight_max", "Most MQTT messages "
+                                         "in flight at once since start (the window bounds it)",
+                                         value=self.ingest.max_in_flight))
+        return out
 
     async def wait_ready(self, limit: float = 30.0) -> None:
         assert self.ingest
