@@ -38,7 +38,7 @@ python3 -m venv .venv-agent
 .venv-agent/bin/python -m pip install -q "${wheel}"
 agent_site=$(.venv-agent/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 agent_mb=$(du -sm "$agent_site" | cut -f1)
-echo "agent-only install: ${agent_mb} MB in $agent_site ($(.venv-agent/bin/python -m pip list -q 2>/dev/null | tail -n +3 | wc -l) distributions)"
+echo "agent-only install: ${agent_mb} MB in $agent_site ($(.venv-agent/bin/python -m pip list --format=freeze 2>/dev/null | wc -l) distributions)"
 if (( agent_mb > 60 )); then
   echo "agent-only install is ${agent_mb} MB, over the 60 MB target" >&2
   exit 1
