@@ -108,8 +108,9 @@ def parse_table(text: str) -> list[dict[str, str]]:
 
 
 def free_of_lookalikes(env: dict[str, str]) -> dict[str, str]:
-    """The user's shell: none of the test run's EDGESYNC_* / PG* settings."""
-    return {k: v for k, v in env.items() if not k.startswith(("EDGESYNC_", "PG"))}
+    """The user's shell: none of the test run's EDGESYNC_* / PG* settings, and no XDG_*
+    directories outside the fresh HOME."""
+    return {k: v for k, v in env.items() if not k.startswith(("EDGESYNC_", "PG", "XDG_"))}
 
 
 class Shell:
