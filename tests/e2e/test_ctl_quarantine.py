@@ -13,6 +13,9 @@ and the breaker does not trip again."""
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -68,113 +71,111 @@ async def wait_equal_but(pool: asyncpg.Pool, dev: Device, table: str, skip: set[
                            f"{table}: cloud equals SQLite but {sorted(skip)}", 40)
 
 
-async def test_an_overflowing_integer_is_quarantined_while_the_table_flows(
-        tmp_path: Path, database_url: str, mqtt_url: str, unique: str) -> None:
+@contextlib.asynccontextmanager
+async def live_table(tmp_path: Path, database_url: str, mqtt_url: str, unique: str, tag: str
+                     ) -> AsyncIterator[tuple[asyncpg.Pool, Device]]:
+    """The cloud, a device with a running agent, table t approved and equal in the cloud."""
     async with cloud(database_url, mqtt_url, tmp_path / "cloud", unique) as server:
         pool = pool_of(server)
-        dev = await register(pool, tmp_path, mqtt_url, unique, tag="qrn")
+        dev = await register(pool, tmp_path, mqtt_url, unique, tag=tag)
         app(dev.db, "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT, n INTEGER)")
         async with running_agent(dev):
             app(dev.db, ("INSERT INTO t VALUES (?, ?, ?)", [(i, f"v{i}", i) for i in range(1, 11)]))
             await approve(pool, dev, "t")
             await wait_equal(pool, dev, "t", COLS)
-            # One poisoned row among good ones, in the same transaction (one batch).
-            app(dev.db, "BEGIN", f"INSERT INTO t VALUES (100, 'big', {TOO_BIG})",
-                ("INSERT INTO t VALUES (?, ?, ?)", [(i, f"v{i}", i) for i in range(101, 111)]),
-                "COMMIT")
-            assert app_value(dev.db, 100) == 9.223372036854776e18
-            rec = await lineage(pool, dev, "t")
-            assert rec is not None
-            await eventually(lambda: has_open(pool, rec["id"], 1), what="row quarantined")
-            await wait_equal_but(pool, dev, "t", {100})
-            (q,) = await open_rows(pool, rec["id"])
-            assert (q["reason_code"], q["reason_field"]) == ("value_type_mismatch",
-                                                              "rows[0].row.n")
-            assert '"n":9.223372036854776e+18' in q["row_json"] and q["op"] == "insert"
+            yield pool, dev
 
-            # The table keeps flowing: later batches, the lineage never paused.
-            app(dev.db, ("INSERT INTO t VALUES (?, ?, ?)",
-                         [(i, f"later{i}", i) for i in range(200, 230)]),
-                "UPDATE t SET v = 'edited' WHERE id < 5")
-            await wait_equal_but(pool, dev, "t", {100})
-            rec = await lineage(pool, dev, "t")
-            assert rec is not None
-            assert (rec["status"], rec["materialization_errors"], rec["staged_rows"]) == (
-                "active", 0, 0)
 
-            # The operator edits the value and retries: written through the writer.
-            async with pool.acquire() as conn, conn.transaction():
-                locked = await get_lineage_for_update(conn, rec["id"])
-                assert locked is not None
-                out = await quarantine.retry_row(conn, locked, q["id"], actor="op",
-                                                 values={"n": 9223372036854775807})
-            assert out.written
-            target = await target_of(pool, dev, "t")
-            assert await pool.fetchval(f"SELECT n FROM {quote_ident(target)} WHERE id = 100 "
-                                       "AND device_id = $1", dev.id) == 9223372036854775807
-            assert await open_rows(pool, rec["id"]) == []
+async def test_an_overflowing_integer_is_quarantined_while_the_table_flows(
+        tmp_path: Path, database_url: str, mqtt_url: str, unique: str) -> None:
+    async with live_table(tmp_path, database_url, mqtt_url, unique, "qrn") as (pool, dev):
+        # One poisoned row among good ones, in the same transaction (one batch).
+        app(dev.db, "BEGIN", f"INSERT INTO t VALUES (100, 'big', {TOO_BIG})",
+            ("INSERT INTO t VALUES (?, ?, ?)", [(i, f"v{i}", i) for i in range(101, 111)]),
+            "COMMIT")
+        assert app_value(dev.db, 100) == 9.223372036854776e18
+        rec = await lineage(pool, dev, "t")
+        assert rec is not None
+        await eventually(lambda: has_open(pool, rec["id"], 1), what="row quarantined")
+        await wait_equal_but(pool, dev, "t", {100})
+        (q,) = await open_rows(pool, rec["id"])
+        assert (q["reason_code"], q["reason_field"]) == ("value_type_mismatch",
+                                                          "rows[0].row.n")
+        assert '"n":9.223372036854776e+18' in q["row_json"] and q["op"] == "insert"
 
-            # The device's own fix is a newer change: the cloud ends equal to SQLite.
-            app(dev.db, "UPDATE t SET n = 7 WHERE id = 100")
-            await wait_equal(pool, dev, "t", COLS)
-            rec = await lineage(pool, dev, "t")
-            assert rec is not None and rec["materialization_errors"] == 0
+        # The table keeps flowing: later batches, the lineage never paused.
+        app(dev.db, ("INSERT INTO t VALUES (?, ?, ?)",
+                     [(i, f"later{i}", i) for i in range(200, 230)]),
+            "UPDATE t SET v = 'edited' WHERE id < 5")
+        await wait_equal_but(pool, dev, "t", {100})
+        rec = await lineage(pool, dev, "t")
+        assert rec is not None
+        assert (rec["status"], rec["materialization_errors"], rec["staged_rows"]) == (
+            "active", 0, 0)
+
+        # The operator edits the value and retries: written through the writer.
+        async with pool.acquire() as conn, conn.transaction():
+            locked = await get_lineage_for_update(conn, rec["id"])
+            assert locked is not None
+            out = await quarantine.retry_row(conn, locked, q["id"], actor="op",
+                                             values={"n": 9223372036854775807})
+        assert out.written
+        target = await target_of(pool, dev, "t")
+        assert await pool.fetchval(f"SELECT n FROM {quote_ident(target)} WHERE id = 100 "
+                                   "AND device_id = $1", dev.id) == 9223372036854775807
+        assert await open_rows(pool, rec["id"]) == []
+
+        # The device's own fix is a newer change: the cloud ends equal to SQLite.
+        app(dev.db, "UPDATE t SET n = 7 WHERE id = 100")
+        await wait_equal(pool, dev, "t", COLS)
+        rec = await lineage(pool, dev, "t")
+        assert rec is not None and rec["materialization_errors"] == 0
 
 
 async def test_reset_after_a_real_fix_drains_everything_with_no_retrip(
         tmp_path: Path, database_url: str, mqtt_url: str, unique: str) -> None:
-    async with cloud(database_url, mqtt_url, tmp_path / "cloud", unique) as server:
-        pool = pool_of(server)
-        dev = await register(pool, tmp_path, mqtt_url, unique, tag="qrs")
-        app(dev.db, "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT, n INTEGER)")
-        async with running_agent(dev):
-            app(dev.db, ("INSERT INTO t VALUES (?, ?, ?)", [(i, f"v{i}", i) for i in range(1, 11)]))
-            await approve(pool, dev, "t")
-            await wait_equal(pool, dev, "t", COLS)
-            target = await target_of(pool, dev, "t")
-            # A lineage-wide failure: the target is gone (renamed away by hand).
-            await pool.execute(f"ALTER TABLE {quote_ident(target)} RENAME TO "
-                               f"{quote_ident(target[:50] + '_away')}")
-            for k in range(5):  # five failing batches, one with an overflowing row
-                app(dev.db, "BEGIN",
-                    f"INSERT INTO t VALUES ({100 + k}, 'x', {TOO_BIG if k == 2 else k})",
-                    f"INSERT INTO t VALUES ({150 + k}, 'y', {k})", "COMMIT")
-                await wait_lineage(pool, dev, "t",
-                                   lambda r, k=k: r["materialization_errors"] >= k + 1,
-                                   f"failure {k + 1} counted")
-            rec = await wait_lineage(pool, dev, "t", lambda r: r["status"] == "paused",
-                                     "breaker open")
-            assert rec["pause_reason"] == "circuit_breaker"
-            await eventually(lambda: device_paused(dev.state_db, "t"), what="device paused")
+    async with live_table(tmp_path, database_url, mqtt_url, unique, "qrs") as (pool, dev):
+        target = await target_of(pool, dev, "t")
+        # A lineage-wide failure: the target is gone (renamed away by hand).
+        await pool.execute(f"ALTER TABLE {quote_ident(target)} RENAME TO "
+                           f"{quote_ident(target[:50] + '_away')}")
+        for k in range(5):  # five failing batches, one with an overflowing row
+            app(dev.db, "BEGIN",
+                f"INSERT INTO t VALUES ({100 + k}, 'x', {TOO_BIG if k == 2 else k})",
+                f"INSERT INTO t VALUES ({150 + k}, 'y', {k})", "COMMIT")
+            await wait_lineage(pool, dev, "t",
+                               lambda r, k=k: r["materialization_errors"] >= k + 1,
+                               f"failure {k + 1} counted")
+        rec = await wait_lineage(pool, dev, "t", lambda r: r["status"] == "paused",
+                                 "breaker open")
+        assert rec["pause_reason"] == "circuit_breaker"
+        await eventually(lambda: device_paused(dev.state_db, "t"), what="device paused")
 
-            # The real fix, then reset: everything drains, the overflowing row is
-            # quarantined on replay, and the breaker stays closed.
-            await pool.execute(f"ALTER TABLE {quote_ident(target[:50] + '_away')} RENAME TO "
-                               f"{quote_ident(target)}")
-            async with pool.acquire() as conn, conn.transaction():
-                result = await reset_materialization(conn, rec["id"])
-            assert result["requeued_batches"] >= 5
-            await eventually(lambda: device_resumed(dev.state_db, "t"), what="device resumed")
-            app(dev.db, ("INSERT INTO t VALUES (?, ?, ?)",
-                         [(i, f"after{i}", i) for i in range(300, 320)]))
-            await wait_equal_but(pool, dev, "t", {102})
-            (q,) = await open_rows(pool, rec["id"])
-            assert q["reason_code"] == "value_type_mismatch" and '"id":102' in q["row_json"]
-            rec = await lineage(pool, dev, "t")
-            assert rec is not None
-            assert (rec["status"], rec["materialization_errors"], rec["staged_rows"]) == (
-                "active", 0, 0)
-            trips = await pool.fetchval(
-                "SELECT count(*) FROM edge_events WHERE subject_id = $1 AND event_type = "
-                "'integration.edge_table_lineage.ingestion_paused.v1' "
-                "AND body->>'reason' = 'circuit_breaker'", rec["id"])
-            assert trips == 1
+        # The real fix, then reset: everything drains, the overflowing row is
+        # quarantined on replay, and the breaker stays closed.
+        await pool.execute(f"ALTER TABLE {quote_ident(target[:50] + '_away')} RENAME TO "
+                           f"{quote_ident(target)}")
+        async with pool.acquire() as conn, conn.transaction():
+            result = await reset_materialization(conn, rec["id"])
+        assert result["requeued_batches"] >= 5
+        await eventually(lambda: device_resumed(dev.state_db, "t"), what="device resumed")
+        app(dev.db, ("INSERT INTO t VALUES (?, ?, ?)",
+                     [(i, f"after{i}", i) for i in range(300, 320)]))
+        await wait_equal_but(pool, dev, "t", {102})
+        (q,) = await open_rows(pool, rec["id"])
+        assert q["reason_code"] == "value_type_mismatch" and '"id":102' in q["row_json"]
+        rec = await lineage(pool, dev, "t")
+        assert rec is not None
+        assert (rec["status"], rec["materialization_errors"], rec["staged_rows"]) == (
+            "active", 0, 0)
+        trips = await pool.fetchval(
+            "SELECT count(*) FROM edge_events WHERE subject_id = $1 AND event_type = "
+            "'integration.edge_table_lineage.ingestion_paused.v1' "
+            "AND body->>'reason' = 'circuit_breaker'", rec["id"])
+        assert trips == 1
 
 
 def app_value(db: Path, key: int) -> object:
-    import contextlib
-    import sqlite3
-
     with contextlib.closing(sqlite3.connect(db)) as conn:
         return conn.execute("SELECT n FROM t WHERE id = ?", (key,)).fetchone()[0]
 
