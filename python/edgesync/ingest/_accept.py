@@ -47,6 +47,7 @@ from edgesync.errors import BatchRejected
 from edgesync.governance import (
     Admission,
     Arrival,
+    EventType,
     Lineage,
     LineageStatus,
     StagingReason,
@@ -161,7 +162,7 @@ async def _quarantine(conn: Conn, w: Work, segment_id: int) -> str:
                                  segment_id=segment_id, item=w.refused)
     await note_quarantined(conn, [(segment_id, n)])
     first = w.refused.refused[0]
-    await emit(conn, lineage.project_id, "edgesync.rows.quarantined.v1", lineage.id,
+    await emit(conn, lineage.project_id, EventType.ROWS_QUARANTINED, lineage.id,
                {"lineage_id": str(lineage.id), "batch_id": w.batch.batch_id, "rows": n,
                 "reason_code": first.code, "reason": first.message[:300]})
     _log.warning("batch %s of %s: %d row(s) quarantined (%s: %s), %d written",

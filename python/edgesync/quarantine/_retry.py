@@ -22,8 +22,9 @@ from edgesync import _core
 from edgesync._core import RowBatch, TelemetryBatch
 from edgesync.control import resend_cloud_rows
 from edgesync.errors import BatchRejected, ConflictError, InvalidRequestError, NotFoundError
-from edgesync.governance import Lineage, emit, load_state_target
+from edgesync.governance import EventType, Lineage, emit, load_state_target
 from edgesync.materialize import WriteItem, write_batches
+from edgesync.protocol import RejectionCode
 from edgesync.quarantine._rows import (
     QuarantinedRow,
     QuarantineStatus,
@@ -117,7 +118,7 @@ async def retry_row(conn: Conn, lineage: Lineage, row_id: int, *, actor: str,
                             "retried")
     outcome = await _write(conn, lineage, row, _edited(row, values), actor=actor,
                            edited=values is not None)
-    await emit(conn, lineage.project_id, "edgesync.quarantined_row.retried.v1", lineage.id,
+    await emit(conn, lineage.project_id, EventType.QUARANTINED_ROW_RETRIED, lineage.id,
                {"lineage_id": str(lineage.id), "quarantined_row_id": row_id, "actor": actor,
                 "edited": values is not None, "written": outcome.written,
                 "reason_code": outcome.reason_code})
@@ -137,14 +138,15 @@ async def retry_all(conn: Conn, lineage: Lineage, *, actor: str) -> RetryTotals:
                 outcome = await _write(conn, lineage, row, row.row_json, actor=actor,
                                        edited=False)
             except InvalidRequestError as exc:  # stored before a decoder change
-                outcome = RetryOutcome(row.id, row.status, False, "invalid_row", str(exc))
+                outcome = RetryOutcome(row.id, row.status, False,
+                                       RejectionCode.INVALID_ROW, str(exc))
             if outcome.written:
                 totals.retried += 1
             else:
                 totals.failed += 1
                 if len(totals.failures) < 20:
                     totals.failures.append(outcome)
-    await emit(conn, lineage.project_id, "edgesync.quarantined_rows.retried.v1", lineage.id,
+    await emit(conn, lineage.project_id, EventType.QUARANTINED_ROWS_RETRIED, lineage.id,
                {"lineage_id": str(lineage.id), "actor": actor, "retried": totals.retried,
                 "failed": totals.failed, "superseded": totals.superseded})
     return totals
@@ -180,7 +182,7 @@ async def _write(conn: Conn, lineage: Lineage, row: QuarantinedRow, row_json: st
         code, reason, field_ = (item.refused[0].code, item.refused[0].message,
                                 item.refused[0].field)
     if code is None and item.error is not None:
-        code, reason = "value_type_mismatch", item.error
+        code, reason = RejectionCode.VALUE_TYPE_MISMATCH, item.error
     if code is not None:
         assert reason is not None
         await mark_attempt(conn, row.id, actor=actor, row_json=row_json, edited=edited,

@@ -173,7 +173,7 @@ class Replayer:
         if quarantined:
             _log.warning("replay of lineage %s: %d row(s) quarantined", lineage.id,
                          quarantined)
-            await emit(conn, lineage.project_id, "edgesync.rows.quarantined.v1", lineage.id,
+            await emit(conn, lineage.project_id, EventType.ROWS_QUARANTINED, lineage.id,
                        {"lineage_id": str(lineage.id), "rows": quarantined, "replay": True})
         # Rows written: the staged rows less those quarantined.
         rows = await unstage_many(conn, lineage.id, [r["id"] for r in done]) - quarantined

@@ -179,7 +179,7 @@ async def _discard(access: Access, tx: Conn, lineage_id: uuid.UUID,
     if row_id is not None and await quarantine.get_row(tx, lineage_id, row_id) is None:
         raise NotFoundError(f"quarantined row {row_id} not found in lineage {lineage_id}")
     n = await quarantine.discard(tx, lineage_id, row_id)
-    await governance.emit(tx, access.project_id, "edgesync.quarantined_rows.discarded.v1",
+    await governance.emit(tx, access.project_id, governance.EventType.QUARANTINED_ROWS_DISCARDED,
                           lineage_id, {"lineage_id": str(lineage_id), "actor": access.actor,
                                        "quarantined_row_id": row_id, "rows": n})
     return 200, Item[DiscardedRows](data=DiscardedRows(lineage_id=lineage_id,
