@@ -138,7 +138,7 @@ async def test_unknown_device_and_bad_topic_are_rejected_and_counted(pool, batch
     assert pipe.counters["unknown_device"] == 1 and pipe.counters["invalid_topic"] == 1
 
 
-async def test_value_that_does_not_fit_is_staged_not_lost(pool, device, batches):
+async def test_value_that_does_not_fit_is_quarantined_not_lost(pool, device, batches):
     pipe = IngestPipeline(pool)
     f = batches()
     first = await pipe.handle(topic(device), f.payload(
@@ -146,12 +146,23 @@ async def test_value_that_does_not_fit_is_staged_not_lost(pool, device, batches)
     await approve(pool, first.lineage_id)
     await Replayer(pool).drain_pending()
     bad = await pipe.handle(topic(device), f.payload(
-        f.rows(("insert", {"id": 2, "mode": "b", "setpoint": "not a number"}))))
-    assert (bad.status, bad.code) == (OutcomeStatus.STAGED, "materialization_failed")
+        f.rows(("insert", {"id": 2, "mode": "b", "setpoint": "not a number"}),
+               ("insert", {"id": 3, "mode": "c", "setpoint": 3.0}))))
+    # The encoder refuses the row before anything is written: that row is quarantined,
+    # the other is written, and the breaker does not count a row's data.
+    assert (bad.status, bad.rows) == (OutcomeStatus.MATERIALIZED, 1)
     lineage = await pool.fetchrow("SELECT * FROM edge_table_lineages WHERE id = $1",
                                   first.lineage_id)
-    assert lineage["materialization_errors"] == 1 and "setpoint" in lineage["last_error"]
-    assert lineage["staged_rows"] == 1
+    assert lineage["materialization_errors"] == 0 and lineage["staged_rows"] == 0
+    q = await pool.fetchrow("SELECT reason_code, reason_field, row_json, commit_seq "
+                            "FROM edge_quarantined_rows WHERE lineage_id = $1",
+                            first.lineage_id)
+    assert (q["reason_code"], q["reason_field"]) == ("value_type_mismatch",
+                                                     "rows[0].row.setpoint")
+    assert '"setpoint":"not a number"' in q["row_json"]
+    table = lineage["target_table"]
+    assert await pool.fetchval(f"SELECT array_agg(id ORDER BY id) FROM {quote_ident(table)}"
+                               ) == [1, 3]
 
 
 async def test_approval_with_column_actions(pool, device, batches):

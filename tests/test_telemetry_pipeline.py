@@ -220,7 +220,7 @@ async def test_wide_batch_lands_in_default_then_moves_to_its_partition(pool, dev
     assert len(await ts_rows(pool, lineage_id)) == 5
 
 
-async def test_value_that_does_not_fit_is_staged_and_reserved_names_refused(pool, device):
+async def test_value_that_does_not_fit_is_quarantined_and_reserved_names_refused(pool, device):
     pipe = IngestPipeline(pool)
     tm = Telemetry()
     first = await pipe.handle(topic(device), tm.payload(tm.rows((T0, 1.0))))
@@ -243,10 +243,17 @@ async def test_value_that_does_not_fit_is_staged_and_reserved_names_refused(pool
     bad = tm.rows((T0, 1.0))
     bad[0]["fields"]["value_c"] = "warm"
     out = await pipe.handle(topic(device), tm.payload(bad))
-    assert (out.status, out.code) == (OutcomeStatus.STAGED, "materialization_failed")
+    # The row is quarantined (its batch settles, with nothing else to write); the breaker
+    # does not count a row's data.
+    assert (out.status, out.rows) == (OutcomeStatus.MATERIALIZED, 0)
     lineage = await pool.fetchrow("SELECT * FROM edge_table_lineages WHERE id = $1",
                                   first.lineage_id)
-    assert lineage["materialization_errors"] == 1 and "value_c" in lineage["last_error"]
+    assert lineage["materialization_errors"] == 0
+    q = await pool.fetchrow("SELECT * FROM edge_quarantined_rows WHERE lineage_id = $1",
+                            first.lineage_id)
+    assert (q["pipeline"], q["reason_code"], q["reason_field"]) == (
+        "telemetry", "value_type_mismatch", "rows[0].fields.value_c")
+    assert q["event_ts"] == T0 and q["batch_seq"] is not None and q["pk_hash"] is None
     assert await ts_rows(pool, first.lineage_id) == [(T0, 1.0)]
 
 

@@ -121,6 +121,17 @@ class RowBatch(Envelope):
     def lkcv_rows(self) -> list[tuple[str, int, int]]:
         """``(pk_hash, commit_seq, lkcv)`` of the rows carrying an ``lkcv``."""
 
+    def select(self, indices: Sequence[int]) -> RowBatch:
+        """The batch with only the rows at ``indices``, in that order (per-row
+        quarantine writes the others): the envelope unchanged, ``first_commit_seq`` /
+        ``last_commit_seq`` the bounds of the rows kept. ValueError when an index is out
+        of range or none is given."""
+
+    def row_at(self, index: int) -> tuple[int, str, str, str]:
+        """``(commit_seq, op, pk_hash, row_json)`` of row ``index``: ``row_json`` is the
+        row object (``commit_seq``, ``op``, ``pk``, ``row``, ``lkcv`` when present) with
+        its values as the payload wrote them. IndexError out of range."""
+
     def column_names(self) -> list[str]:
         """Union of the keys of every ``row`` and ``pk`` object, in first-seen order.
 
@@ -184,6 +195,16 @@ class TelemetryBatch(Envelope):
         """Latest row ``ts``: ISO 8601 UTC with microseconds."""
     def field_names(self) -> list[str]:
         """Union of the keys of every row's ``fields``, in first-seen order."""
+
+    def select(self, indices: Sequence[int]) -> TelemetryBatch:
+        """The batch with only the rows at ``indices``, in that order: ``first_event_ts``
+        / ``last_event_ts`` the bounds of the rows kept, the cursor fields as sent.
+        ValueError when an index is out of range or none is given."""
+
+    def row_at(self, index: int) -> tuple[str, str | None, str]:
+        """``(event_ts, row_id, row_json)`` of row ``index``: ``event_ts`` ISO 8601 UTC with
+        microseconds, ``row_json`` the row object (``ts``, ``row_id``, ``fields``) with its
+        field values as the payload wrote them. IndexError out of range."""
 
     def encode_telemetry_copy(
         self,

@@ -43,7 +43,8 @@ async def test_full_review_through_the_cli(run: Cli, tenant, stage, monkeypatch)
     _, out, _ = run("lineages", "list")
     assert lid in out and "device_state" in out
     assert run.json("lineages", "reset", lid)["data"] == {"lineage_id": lid,
-                                                         "requeued_batches": 0}
+                                                         "requeued_batches": 0,
+                                                         "quarantined_rows": 0}
 
     monkeypatch.setattr("sys.stdin", _Lines("n\n"))
     code, _, err = run("lineages", "delete", lid, ok=False)

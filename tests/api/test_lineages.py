@@ -112,16 +112,19 @@ async def test_reset_materialization_requeues_failed_rows(client: httpx.AsyncCli
     d = (await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}"),
                           headers=tenant.reader())).json()["data"]
     assert d["materialization"] == {"error_count": 3, "last_error": "boom",
-                                    "failed_batches": 1, "failed_rows": 2}
+                                    "failed_batches": 1, "failed_rows": 2,
+                                    "quarantined_rows": 0}
 
     r = await client.post(tenant.url(f"/edge/lineages/{s.lineage_id}/reset-materialization"),
                           headers=tenant.headers(**{"Idempotency-Key": key()}))
     assert r.status_code == 200, r.text
-    assert r.json()["data"] == {"lineage_id": str(s.lineage_id), "requeued_batches": 1}
+    assert r.json()["data"] == {"lineage_id": str(s.lineage_id), "requeued_batches": 1,
+                                "quarantined_rows": 0}
     d = (await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}"),
                           headers=tenant.reader())).json()["data"]
     assert d["materialization"] == {"error_count": 0, "last_error": None,
-                                    "failed_batches": 0, "failed_rows": 0}
+                                    "failed_batches": 0, "failed_rows": 0,
+                                    "quarantined_rows": 0}
     assert d["replay"]["pending_intents"] == 1
 
 

@@ -21,6 +21,7 @@ from edgesync.control import (
 )
 from edgesync.errors import ControlRejected
 from edgesync.ingest import IngestPipeline, OutcomeStatus
+from edgesync.materialize import quote_ident
 from edgesync.protocol import verify_control
 from edgesync.staging import Replayer
 
@@ -133,13 +134,24 @@ async def test_breaker_opens_after_five_permanent_errors_and_reset_resumes(pool,
         f.rows(("insert", {"id": 1, "mode": "ok", "setpoint": 1.0}))))
     await approve(pool, first.lineage_id)
     await Replayer(pool).drain_pending()
-    for i in range(5):
+    # A row's bad data is quarantined, never counted by the breaker.
+    for i in range(6):
         out = await pipe.handle(topic(scope), f.payload(
             f.rows(("insert", {"id": 10 + i, "mode": "bad", "setpoint": "NaN?"}))))
+        assert (out.status, out.detail) == (OutcomeStatus.MATERIALIZED, "1 row(s) quarantined")
+    state = await lineage(pool, first.lineage_id)
+    assert (state["status"], state["materialization_errors"]) == ("active", 0)
+    # The target drifting from its bindings (a column renamed by hand) is the lineage's.
+    target = quote_ident(state["target_table"])
+    await pool.execute(f"ALTER TABLE {target} RENAME COLUMN setpoint TO gone")
+    for i in range(5):
+        out = await pipe.handle(topic(scope), f.payload(
+            f.rows(("insert", {"id": 20 + i, "mode": "m", "setpoint": 2.0}))))
         assert out.code == "materialization_failed"
     state = await lineage(pool, first.lineage_id)
     assert (state["status"], state["pause_reason"]) == ("paused", "circuit_breaker")
     assert "setpoint" in state["last_error"]
+    await pool.execute(f"ALTER TABLE {target} RENAME COLUMN gone TO setpoint")
     await ControlSender(pool, rec).send_due()
     assert len(rec.kinds("pause_lineage")) == 1
     # While the breaker is open, good batches are staged, not written.

@@ -89,39 +89,52 @@ async def test_cost_per_batch_does_not_grow_with_devices(pool, database_url, bat
     assert biggest > 50, figures
 
 
-async def test_a_poisoned_batch_is_staged_alone_and_its_neighbours_materialize(
+async def test_a_poisoned_row_is_quarantined_and_its_batch_and_neighbours_materialize(
         pool, batches, unique):
     scopes, factories, table = await fleet(pool, batches, unique, 12)
     pipe = IngestPipeline(pool, writer=GroupWriter(pool, lanes=1))
     outcomes = await round_of(pipe, scopes, factories, 0)
     assert {o.status for o in outcomes} == {OutcomeStatus.MATERIALIZED}
-    # An operator narrowed a column: one device's value no longer fits (PostgreSQL
+    # An operator narrowed a column: one row of one device no longer fits (PostgreSQL
     # refuses it while writing the shared COPY's upsert).
     await pool.execute(f"ALTER TABLE {quote_ident(table)} ALTER COLUMN mode TYPE varchar(8)")
     bad = 7
     payloads = [upserts(f, 1) for f in factories]
     f = factories[bad]
-    payloads[bad] = f.payload(f.rows(("update", {"id": 1, "mode": "far-too-long-for-8",
-                                                 "setpoint": 9.0})), with_schema=False)
+    payloads[bad] = f.payload(f.rows(
+        ("update", {"id": 1, "mode": "m1", "setpoint": 1.0}),
+        ("update", {"id": 2, "mode": "far-too-long-for-8", "setpoint": 9.0}),
+        ("update", {"id": 3, "mode": "m1", "setpoint": 1.0})), with_schema=False)
     pipe.writer.group_sizes.clear()
     outcomes = await asyncio.gather(*[pipe.handle(topic(s), p)
                                       for s, p in zip(scopes, payloads, strict=True)])
     assert max(pipe.writer.group_sizes) > 1  # they really shared a transaction
-    statuses = [(o.status, o.code) for o in outcomes]
-    assert statuses[bad] == (OutcomeStatus.STAGED, "materialization_failed")
-    assert statuses[:bad] + statuses[bad + 1:] == [(OutcomeStatus.MATERIALIZED, None)] * 11
-    rows = await pool.fetch(f"SELECT device_id, mode FROM {quote_ident(table)} WHERE id = 1")
-    modes = {r["device_id"]: r["mode"] for r in rows}
-    assert modes[scopes[bad].device_id] == "m0"
-    assert all(modes[s.device_id] == "m1" for i, s in enumerate(scopes) if i != bad)
+    assert [(o.status, o.code) for o in outcomes] == [(OutcomeStatus.MATERIALIZED, None)] * 12
+    assert outcomes[bad].rows == 2 and outcomes[bad].detail == "1 row(s) quarantined"
+    rows = await pool.fetch(f"SELECT device_id, id, mode FROM {quote_ident(table)}")
+    modes = {(r["device_id"], r["id"]): r["mode"] for r in rows}
+    bad_device = scopes[bad].device_id
+    # The refused row keeps its old value; the batch's other rows and every neighbour
+    # are written.
+    assert [modes[(bad_device, k)] for k in (1, 2, 3)] == ["m1", "m0", "m1"]
+    assert all(modes[(s.device_id, k)] == "m1" for i, s in enumerate(scopes) if i != bad
+               for k in range(1, 6))
     lineage = await pool.fetchrow(
-        "SELECT last_error, staged_rows FROM edge_table_lineages WHERE id = $1",
-        outcomes[bad].lineage_id)
-    assert "value too long" in lineage["last_error"]
-    assert lineage["staged_rows"] == 1
-    ledger = await pool.fetch("SELECT outcome FROM edge_export_segments WHERE lineage_id = $1 "
-                              "ORDER BY id", outcomes[bad].lineage_id)
-    assert [r["outcome"] for r in ledger] == ["materialized", "staged"]
+        "SELECT status, materialization_errors, staged_rows FROM edge_table_lineages "
+        "WHERE id = $1", outcomes[bad].lineage_id)
+    # A row's data error is not the lineage's: nothing staged, the breaker not counted.
+    assert dict(lineage) == {"status": "active", "materialization_errors": 0,
+                             "staged_rows": 0}
+    ledger = await pool.fetch("SELECT outcome, quarantined_rows FROM edge_export_segments "
+                              "WHERE lineage_id = $1 ORDER BY id", outcomes[bad].lineage_id)
+    assert [tuple(r) for r in ledger] == [("materialized", 0), ("materialized", 1)]
+    q = await pool.fetch("SELECT * FROM edge_quarantined_rows WHERE lineage_id = $1",
+                         outcomes[bad].lineage_id)
+    assert len(q) == 1
+    assert (q[0]["status"], q[0]["reason_code"], q[0]["op"]) == ("open", "22001", "update")
+    assert "value too long" in q[0]["reason"]
+    assert '"mode":"far-too-long-for-8"' in q[0]["row_json"]
+    assert q[0]["pk_hash"] == _core.pk_hash(b'{"id":2}')
 
 
 async def test_redeliveries_in_and_across_groups_write_nothing_twice(pool, batches, unique):

@@ -169,8 +169,8 @@ def add_reviews_parser(sub: Any) -> None:
 
 
 def add_lineages_parser(sub: Any) -> None:
-    lineages = _sub(sub, "lineages", "list, show, reset, discard staged rows, delete "
-                    "lineages; write back rows",
+    lineages = _sub(sub, "lineages", "list, show, reset, discard staged rows, quarantined "
+                    "rows, delete lineages; write back rows",
                     "Lineages: one per (device, source table).")
     lsub = lineages.add_subparsers(dest="lineages_command", required=True, metavar="ACTION")
     llist = _sub(lsub, "list", "list lineages", "List lineages and their counters.")
@@ -232,6 +232,8 @@ def add_lineages_parser(sub: Any) -> None:
     discard.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     _api_options(discard)
 
+    _add_quarantine_parser(lsub)
+
     delete = _sub(lsub, "delete", "remove the cloud sync state of a lineage",
                   "Delete a lineage's sync state (versions, reviews, bindings, staged rows, "
                   "pending controls); its edge_state_* table stays. Asks first unless --yes.")
@@ -248,6 +250,56 @@ def add_lineages_parser(sub: Any) -> None:
     write.add_argument("--device-id", default=None,
                        help="the lineage's device (default: looked up from the lineage)")
     _api_options(write)
+
+
+def _add_quarantine_parser(lsub: Any) -> None:
+    quar = _sub(lsub, "quarantine", "rows that could not be written: list, show, retry, "
+                "discard", "Quarantined rows: a row PostgreSQL or the encoder refused is kept "
+                "apart with why, while the rest of its batch and its lineage go on "
+                "(docs/recovery.md).")
+    qsub = quar.add_subparsers(dest="quarantine_command", required=True, metavar="ACTION")
+    qlist = _sub(qsub, "list", "list a lineage's quarantined rows, oldest first",
+                 "List quarantined rows: id, change, reason, status.")
+    qlist.add_argument("lineage_id", type=uuid.UUID)
+    qlist.add_argument("--status", choices=["open", "superseded", "retried"], default=None,
+                       help="only rows of this status (default: all)")
+    _paging(qlist)
+    _api_options(qlist)
+
+    show = _sub(qsub, "show", "show one quarantined row: payload, reason, attempts",
+                "Show one quarantined row with the row as the device sent it.")
+    retry = _sub(qsub, "retry", "write a quarantined row again (optionally edited)",
+                 "Write a quarantined row again through the writer, as it is or with "
+                 "--set COL=VALUE (VALUE as JSON: 42, 1.5, \"text\", null, or a bare word "
+                 "for a string) and/or --values FILE (a JSON object) replacing values of "
+                 "its row first. Refused again, it stays open with the new reason.")
+    for p in (show, retry):
+        p.add_argument("lineage_id", type=uuid.UUID)
+        p.add_argument("row_id", type=int, help="quarantined row id (from list)")
+    retry.add_argument("--set", action="append", default=[], metavar="COL=VALUE",
+                       dest="set_values", help="replace COL's value; repeatable")
+    retry.add_argument("--values", type=Path, default=None, metavar="FILE",
+                       help="JSON object of new values ('-' reads standard input)")
+    _api_options(show)
+    _api_options(retry)
+
+    retry_all = _sub(qsub, "retry-all", "write every open quarantined row of a lineage again",
+                     "Retry every open quarantined row of the lineage as it is (after "
+                     "fixing the cause, e.g. widening a column); prints how many were "
+                     "written, refused again and found superseded.")
+    retry_all.add_argument("lineage_id", type=uuid.UUID)
+    _api_options(retry_all)
+
+    discard = _sub(qsub, "discard", "delete a quarantined row, or all of a lineage's, for good",
+                   "Delete one quarantined row (ROW_ID) or every one of the lineage (--all). "
+                   "Asks first unless --yes.")
+    discard.add_argument("lineage_id", type=uuid.UUID)
+    discard.add_argument("row_id", type=int, nargs="?", default=None,
+                         help="quarantined row id (or --all)")
+    discard.add_argument("--all", action="store_true", dest="all_rows",
+                         help="every quarantined row of the lineage")
+    discard.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    _api_options(discard)
 
 
 def add_policy_parser(sub: Any) -> None:

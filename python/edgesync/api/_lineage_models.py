@@ -81,6 +81,7 @@ class MaterializationState(BaseModel):
     last_error: str | None
     failed_batches: int = Field(description="staged batches held as materialization_failed")
     failed_rows: int
+    quarantined_rows: int = Field(0, description="open quarantined rows (…/quarantine)")
 
 
 class LineageDetail(LineageOut):
@@ -106,6 +107,8 @@ class StagedRow(BaseModel):
 class ResetResult(BaseModel):
     lineage_id: uuid.UUID
     requeued_batches: int = Field(description="materialization_failed batches made replayable")
+    quarantined_rows: int = Field(0, description="open quarantined rows, left as they are "
+                                                 "(retry them with …/quarantine/retry)")
 
 
 class DiscardBody(BaseModel):

@@ -84,6 +84,9 @@ async def lineage_detail(conn: Conn, project_id: uuid.UUID,
     pending = await conn.fetchval(
         "SELECT count(*) FROM edge_replay_intents WHERE lineage_id = $1 AND status = 'pending'",
         lineage_id)
+    quarantined = await conn.fetchval(
+        "SELECT count(*) FROM edge_quarantined_rows WHERE lineage_id = $1 AND status = 'open'",
+        lineage_id)
     assert staged is not None
     return LineageDetail(
         **lineage.model_dump(),
@@ -95,7 +98,8 @@ async def lineage_detail(conn: Conn, project_id: uuid.UUID,
             intents=[ReplayIntent.model_validate(dict(i)) for i in intents]),
         materialization=MaterializationState(
             error_count=lineage.materialization_errors, last_error=lineage.last_error,
-            failed_batches=int(staged["failed_batches"]), failed_rows=int(staged["failed_rows"])),
+            failed_batches=int(staged["failed_batches"]), failed_rows=int(staged["failed_rows"]),
+            quarantined_rows=int(quarantined)),
     )
 
 

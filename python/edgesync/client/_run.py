@@ -14,6 +14,7 @@ from edgesync.client._client import ApiClientError
 from edgesync.client._context import Ctx, flagged_actions, write_review_head
 from edgesync.client._format import print_fields, print_json
 from edgesync.client._run_governance import data_points_command, registry_command
+from edgesync.client._run_quarantine import quarantine_command
 from edgesync.errors import ConfigError
 
 __all__ = ["run_api_command"]
@@ -57,12 +58,15 @@ def _lineages(ctx: Ctx) -> None:
     elif cmd == "reopen-review":
         ctx.item(api.reopen_review(lid), _REVIEW_FIELDS, "review reopened")
     elif cmd == "reset":
-        ctx.item(api.reset_materialization(lid), ["lineage_id", "requeued_batches"],
+        ctx.item(api.reset_materialization(lid),
+                 ["lineage_id", "requeued_batches", "quarantined_rows"],
                  "materialization reset; replay scheduled")
     elif cmd == "delete":
         _delete_lineage(ctx, lid)
     elif cmd == "discard-staged":
         _discard_staged(ctx, lid)
+    elif cmd == "quarantine":
+        quarantine_command(ctx, lid)
     else:
         rows = load_json_file(a.rows, "--rows")
         if isinstance(rows, dict):
@@ -94,7 +98,8 @@ def _write_lineage(ctx: Ctx, data: dict[str, Any]) -> None:
     ctx.out.write("\nreplay\n")
     print_fields(replay, ["pending_intents", "staged_batches", "staged_rows"], ctx.out)
     ctx.out.write("\nmaterialization\n")
-    print_fields(mat, ["error_count", "last_error", "failed_batches", "failed_rows"], ctx.out)
+    print_fields(mat, ["error_count", "last_error", "failed_batches", "failed_rows",
+                       "quarantined_rows"], ctx.out)
 
 
 def _delete_lineage(ctx: Ctx, lid: str) -> None:

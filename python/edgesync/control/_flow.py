@@ -124,8 +124,11 @@ async def sweep_backpressure(conn: Conn) -> int:
 
 
 async def record_materialization_failure(conn: Conn, lineage_id: uuid.UUID, error: str) -> bool:
-    """Count a permanent write error; the breaker opens at the policy's threshold.
-    Returns whether the lineage was paused now."""
+    """Count a permanent write error of the lineage's target as a whole (dropped or
+    altered by hand, permission taken away: ``materialize.LINEAGE_ERRORS``, or a batch
+    that could not be written apart); the breaker opens at the policy's threshold.
+    A row's data error is not counted: that row is quarantined and the lineage goes on
+    (``edgesync.quarantine``). Returns whether the lineage was paused now."""
     lineage = await conn.fetchrow(_LINEAGE, lineage_id)
     if lineage is None:
         return False
@@ -146,7 +149,11 @@ async def record_materialization_failure(conn: Conn, lineage_id: uuid.UUID, erro
 
 async def reset_materialization(conn: Conn, lineage_id: uuid.UUID) -> dict[str, Any]:
     """Operator reset after fixing the cause: clear the breaker, make failed staged rows
-    replayable again, schedule replay, and resume the device if it had been paused."""
+    replayable again, schedule replay, and resume the device if it had been paused.
+
+    Quarantined rows stay quarantined (they are retried only on an operator's word), so
+    a reset never trips the breaker again on them; a replayed batch's row that is still
+    refused is quarantined too, not counted."""
     lineage = await conn.fetchrow(_LINEAGE, lineage_id)
     if lineage is None:
         from edgesync.errors import NotFoundError
@@ -164,4 +171,8 @@ async def reset_materialization(conn: Conn, lineage_id: uuid.UUID) -> dict[str, 
         "INSERT INTO edge_replay_intents (id, lineage_id) VALUES ($1, $2)",
         uuid.uuid4(), lineage_id)
     await conn.execute("SELECT pg_notify('edge_replay', $1)", str(lineage_id))
-    return {"lineage_id": lineage_id, "requeued_batches": int(requeued.rsplit(" ", 1)[-1])}
+    quarantined = await conn.fetchval(
+        "SELECT count(*) FROM edge_quarantined_rows WHERE lineage_id = $1 AND status = 'open'",
+        lineage_id)
+    return {"lineage_id": lineage_id, "requeued_batches": int(requeued.rsplit(" ", 1)[-1]),
+            "quarantined_rows": int(quarantined)}

@@ -16,8 +16,11 @@ A group, in order:
 3. one transaction accepts the decoded batches (``_accept``).
 
 A PostgreSQL error of the data (``WRITE_ERRORS``) splits the group in two and tries each
-half (``split_on``), down to the one batch, which is then staged
-``materialization_failed``. A lost
+half (``split_on``), down to the one batch. When the error was a row's (``ROW_ERRORS``),
+that batch is accepted again with its rows written apart, halved down to the rows
+PostgreSQL refuses, which are quarantined; when it was the target's (``LINEAGE_ERRORS``:
+dropped, altered, no permission) — or the rows cannot be written apart — the batch is
+staged ``materialization_failed``. A lost
 connection or a concurrency conflict (``TRANSIENT_ERRORS``) retries the same group with
 backoff, for as long as it takes: the messages stay unacknowledged meanwhile, so the
 consumer's in-flight window fills and it stops taking more. Any other error splits the
@@ -49,7 +52,7 @@ from edgesync.ingest._ledger import (
     redelivered_many,
 )
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
-from edgesync.materialize import WRITE_ERRORS, split_on
+from edgesync.materialize import ROW_ERRORS, WRITE_ERRORS, split_on
 from edgesync.protocol import Backoff, TopicKind
 from edgesync.registry import DeviceScope
 from edgesync.store import TRANSIENT_ERRORS, Conn
@@ -67,6 +70,7 @@ class _Entry:
     max_payload_bytes: int | None
     future: asyncio.Future[IngestOutcome]
     write_error: str | None = None
+    rows_apart: bool = False
     # Taken from the queue by a leader (which resolves it, or puts it back).
     taken: bool = False
     work: Work | None = field(default=None, repr=False)
@@ -193,8 +197,18 @@ class GroupWriter:
                 await asyncio.sleep(wait)
 
     async def _alone(self, entry: _Entry, exc: Exception) -> None:
+        if (isinstance(exc, ROW_ERRORS) and not entry.rows_apart
+                and entry.write_error is None):
+            # The poisoned batch: accept it again, its rows written apart (the refused
+            # ones quarantined).
+            _log.warning("writing a batch from %s failed, writing its rows apart: %s",
+                         entry.scope.device_name, exc)
+            entry.rows_apart = True
+            await split_on((Exception,), [entry], self._retrying, self._alone)
+            return
         if isinstance(exc, WRITE_ERRORS) and entry.write_error is None:
-            # The poisoned batch: accept it again, staged with the error.
+            # The target refuses the batch as a whole: accept it again, staged with the
+            # error (the breaker counts it).
             _log.warning("writing a batch from %s failed, staging it: %s",
                          entry.scope.device_name, exc)
             entry.write_error = str(exc)
@@ -239,7 +253,7 @@ class GroupWriter:
                 e.resolve(IngestOutcome(OutcomeStatus.REJECTED, rej.code, rej.detail,
                                         lineage_id))
                 continue
-            e.work = Work(e.scope, e.kind, e.payload, batch, e.write_error)
+            e.work = Work(e.scope, e.kind, e.payload, batch, e.write_error, e.rows_apart)
             first = firsts.setdefault(e.work.key, e)
             if first is not e:  # the same batch twice in one group
                 continue

@@ -15,8 +15,8 @@ from edgesync.protocol import RejectionCode
 from edgesync.store import Conn
 
 __all__ = ["UNSTORABLE_TEXT", "UNSTORABLE_TEXT_ERRORS", "Claim", "SegmentKey", "claim_many",
-           "ledger_text", "record_rejection", "redelivered_many", "settle_many",
-           "taken_batch_seqs"]
+           "ledger_text", "note_quarantined", "record_rejection", "redelivered_many",
+           "settle_many", "taken_batch_seqs"]
 
 # Rejection code of a message that passed validation yet holds a string PostgreSQL
 # text cannot store (NUL, raised as one of UNSTORABLE_TEXT_ERRORS): the last resort
@@ -168,3 +168,14 @@ async def settle_many(conn: Conn, materialized: list[tuple[int, uuid.UUID, int]]
         "  GROUP BY l) "
         "UPDATE edge_table_lineages t SET materialized_rows = materialized_rows + per.n, "
         "updated_at = now() FROM per WHERE t.id = per.l", seg_ids, lineage_ids, rows)
+
+
+async def note_quarantined(conn: Conn, counts: list[tuple[int, int]]) -> None:
+    """``(segment_id, rows)``: that many rows of a materialized batch were quarantined
+    instead of written (the slow path of a refused row only)."""
+    if not counts:
+        return
+    await conn.execute(
+        "UPDATE edge_export_segments s SET quarantined_rows = x.n "
+        "FROM unnest($1::bigint[], $2::int[]) AS x(id, n) WHERE s.id = x.id",
+        [c[0] for c in counts], [c[1] for c in counts])

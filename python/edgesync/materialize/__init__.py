@@ -10,16 +10,28 @@ from edgesync.materialize._identifiers import (
 from edgesync.materialize._state_target import MirrorColumn, StateTarget
 from edgesync.materialize._ts_target import TS_PLATFORM_COLUMNS, TsTarget, ts_table_name
 from edgesync.materialize._types import PG_TYPES, pg_type_for
-from edgesync.materialize._writer import WRITE_ERRORS, WriteItem, split_on, write_batches
+from edgesync.materialize._writer import (
+    LINEAGE_ERRORS,
+    ROW_ERRORS,
+    WRITE_ERRORS,
+    RowFailure,
+    WriteItem,
+    split_on,
+    write_batches,
+    write_rows_apart,
+)
 
 __all__ = [
     "DATA_POINT_TYPES",
+    "LINEAGE_ERRORS",
     "PG_TYPES",
     "PLATFORM_COLUMNS",
+    "ROW_ERRORS",
     "TS_PLATFORM_COLUMNS",
     "WRITE_ERRORS",
     "MappedColumn",
     "MirrorColumn",
+    "RowFailure",
     "StateTarget",
     "TsTarget",
     "WriteItem",
@@ -30,4 +42,5 @@ __all__ = [
     "target_table_name",
     "ts_table_name",
     "write_batches",
+    "write_rows_apart",
 ]

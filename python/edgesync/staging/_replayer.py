@@ -29,8 +29,16 @@ from edgesync.governance import (
     get_lineage_for_update,
     load_state_target,
 )
-from edgesync.materialize import StateTarget, WriteItem, split_on, write_batches
+from edgesync.materialize import (
+    ROW_ERRORS,
+    StateTarget,
+    WriteItem,
+    split_on,
+    write_batches,
+    write_rows_apart,
+)
 from edgesync.protocol import listen_loop
+from edgesync.quarantine import quarantine_refused
 from edgesync.staging._staged import unstage_many
 from edgesync.store import Conn
 
@@ -79,7 +87,7 @@ class Replayer:
                         PauseReason.CIRCUIT_BREAKER, PauseReason.DEFERRED_COLUMNS):
                     return replayed  # resumes through reset-materialization / a new review
                 staged = await conn.fetch(
-                    "SELECT id, schema_hash, pipeline, blob, row_count, byte_count "
+                    "SELECT id, segment_id, schema_hash, pipeline, blob, row_count, byte_count "
                     "FROM edge_staged_rows "
                     "WHERE lineage_id = $1 AND staging_reason <> 'materialization_failed' "
                     "AND schema_hash IN (SELECT schema_hash FROM edge_schema_versions "
@@ -105,8 +113,10 @@ class Replayer:
     async def _replay_chunk(self, conn: Conn, lineage: Lineage,
                             staged: list[asyncpg.Record]) -> int:
         """Write a chunk of staged batches through the same group writer as live ingest
-        (one COPY per target); a batch PostgreSQL refuses is split out and marked
-        ``materialization_failed``, the others replay."""
+        (one COPY per target); a batch PostgreSQL refuses is split out: for its data
+        (``ROW_ERRORS``) its rows are written apart and the refused ones quarantined, as
+        live ingest does; for its target it is marked ``materialization_failed`` (the
+        breaker counts it). The others replay."""
         targets: dict[str, StateTarget] = {}
         items: list[tuple[asyncpg.Record, WriteItem]] = []
         failed: list[tuple[asyncpg.Record, str]] = []
@@ -131,16 +141,28 @@ class Replayer:
                 await write_batches(conn, [item for _, item in part])
 
         async def alone(one: tuple[asyncpg.Record, WriteItem], exc: Exception) -> None:
+            if isinstance(exc, ROW_ERRORS):
+                try:
+                    async with conn.transaction():
+                        await write_rows_apart(conn, one[1])
+                    return
+                except asyncpg.PostgresError as again:
+                    exc = again
             one[1].error = str(exc)
 
         await split_on((asyncpg.PostgresError,), items, attempt, alone)
         done = []
+        quarantined = 0
         for rec, item in items:
             if item.error is not None:
                 failed.append((rec, item.error))
                 continue
             if item.conflicts:
                 await resend_cloud_rows(conn, lineage.id, lineage.device_id, item.conflicts)
+            if item.refused:
+                quarantined += await quarantine_refused(
+                    conn, project_id=lineage.project_id, lineage_id=lineage.id,
+                    segment_id=rec["segment_id"], item=item)
             done.append(rec)
         for rec, error in failed:
             _log.warning("replay of staged batch %s failed: %s", rec["id"], error)
@@ -148,7 +170,13 @@ class Replayer:
                                "SET staging_reason = 'materialization_failed' WHERE id = $1",
                                rec["id"])
             await record_materialization_failure(conn, lineage.id, error)
-        rows = await unstage_many(conn, lineage.id, [r["id"] for r in done])
+        if quarantined:
+            _log.warning("replay of lineage %s: %d row(s) quarantined", lineage.id,
+                         quarantined)
+            await emit(conn, lineage.project_id, EventType.ROWS_QUARANTINED, lineage.id,
+                       {"lineage_id": str(lineage.id), "rows": quarantined, "replay": True})
+        # Rows written: the staged rows less those quarantined.
+        rows = await unstage_many(conn, lineage.id, [r["id"] for r in done]) - quarantined
         await conn.execute(
             "WITH l AS (UPDATE edge_table_lineages SET materialized_rows = materialized_rows + $2 "
             "  WHERE id = $1) "

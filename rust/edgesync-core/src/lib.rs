@@ -18,6 +18,7 @@
 //! - [`rowjson`]: the row JSON of batch entries, written from SQLite values.
 //! - [`sqlite_api`]: the SQLite C API of the library Python's `sqlite3` already loaded.
 //! - [`journal_reader`]: journal rows read from SQLite and written as batch entries.
+//! - [`select`]: row subsets of decoded batches and one row's JSON (per-row quarantine).
 
 pub mod affinity;
 pub mod blob;
@@ -33,6 +34,7 @@ pub mod rawjson;
 pub mod rejection;
 pub mod row_batch;
 pub mod rowjson;
+pub mod select;
 pub mod sqlite_api;
 pub mod telemetry;
 pub mod timestamp;

@@ -54,6 +54,11 @@ pub(crate) fn parse_columns(
 }
 
 /// ValueError unless `device_id` (when given) is a hyphenated UUID.
+/// ValueError for row indices a batch does not have (``select``).
+pub(crate) fn bad_rows(indices: &[usize]) -> PyErr {
+    PyValueError::new_err(format!("no such rows in the batch: {indices:?}"))
+}
+
 pub(crate) fn check_device_id(device_id: Option<&str>) -> PyResult<()> {
     match device_id {
         Some(d) if !core::envelope::is_uuid(d) => Err(PyValueError::new_err(format!(

@@ -1,10 +1,11 @@
 //! `RowBatch` (a validated `sync/rows/batch` payload) and `decode_row_batch`.
 
 use edgesync_core as core;
+use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::args::{byte_arg, check_device_id, parse_columns};
+use crate::args::{bad_rows, byte_arg, check_device_id, parse_columns};
 use crate::envelope::{Decoded, PyEnvelope};
 use crate::errors::IntoPyResult;
 
@@ -72,6 +73,33 @@ impl PyRowBatch {
             })
             .into_py_result()?;
         Ok(PyBytes::new(py, &out))
+    }
+
+    /// The batch with only the rows at ``indices`` (per-row quarantine); ValueError
+    /// when one is out of range or none is given.
+    fn select<'py>(slf: &Bound<'py, Self>, indices: Vec<usize>) -> PyResult<Bound<'py, Self>> {
+        let inner = rows(slf)
+            .select(&indices)
+            .ok_or_else(|| bad_rows(&indices))?;
+        let init = PyClassInitializer::from(PyEnvelope {
+            batch: Decoded::Rows(inner),
+        })
+        .add_subclass(PyRowBatch);
+        Bound::new(slf.py(), init)
+    }
+
+    /// ``(commit_seq, op, pk_hash, row_json)`` of row ``index``; IndexError out of range.
+    fn row_at(
+        slf: &Bound<'_, Self>,
+        index: usize,
+    ) -> PyResult<(i64, &'static str, String, String)> {
+        let b = rows(slf);
+        let (r, json) = b
+            .rows
+            .get(index)
+            .zip(b.row_json(index))
+            .ok_or_else(|| PyIndexError::new_err(index))?;
+        Ok((r.commit_seq, r.op.as_str(), r.pk_hash().to_owned(), json))
     }
 
     /// `(pk_hash, commit_seq, lkcv)` of the rows that carry an `lkcv`.

@@ -2,10 +2,11 @@
 //! `decode_telemetry_batch`.
 
 use edgesync_core as core;
+use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::args::{byte_arg, check_device_id, parse_columns};
+use crate::args::{bad_rows, byte_arg, check_device_id, parse_columns};
 use crate::envelope::{Decoded, PyEnvelope};
 use crate::errors::IntoPyResult;
 
@@ -79,6 +80,30 @@ impl PyTelemetryBatch {
             })
             .into_py_result()?;
         Ok(PyBytes::new(py, &out))
+    }
+
+    /// The batch with only the rows at ``indices`` (per-row quarantine); ValueError
+    /// when one is out of range or none is given.
+    fn select<'py>(slf: &Bound<'py, Self>, indices: Vec<usize>) -> PyResult<Bound<'py, Self>> {
+        let inner = telemetry(slf)
+            .select(&indices)
+            .ok_or_else(|| bad_rows(&indices))?;
+        let init = PyClassInitializer::from(PyEnvelope {
+            batch: Decoded::Telemetry(inner),
+        })
+        .add_subclass(PyTelemetryBatch);
+        Bound::new(slf.py(), init)
+    }
+
+    /// ``(event_ts, row_id, row_json)`` of row ``index``; IndexError out of range.
+    fn row_at(slf: &Bound<'_, Self>, index: usize) -> PyResult<(String, Option<String>, String)> {
+        let b = telemetry(slf);
+        let (r, json) = b
+            .rows
+            .get(index)
+            .zip(b.row_json(index))
+            .ok_or_else(|| PyIndexError::new_err(index))?;
+        Ok((r.ts.to_iso(), r.row_id().map(str::to_owned), json))
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> String {

@@ -6,14 +6,15 @@ from edgesync.api.routes import (
     events,
     lineages,
     policy,
+    quarantine,
     registry,
     reviews,
     segments,
     state_tables,
 )
 
-ROUTERS = (lineages.router, reviews.router, registry.router, registry.fleet_router,
-           data_points.router, policy.router, devices.router, state_tables.router,
-           segments.router, events.router)
+ROUTERS = (lineages.router, quarantine.router, reviews.router, registry.router,
+           registry.fleet_router, data_points.router, policy.router, devices.router,
+           state_tables.router, segments.router, events.router)
 
 __all__ = ["ROUTERS"]
