@@ -4,6 +4,7 @@ the same source or state database is refused with one line while the first runs.
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import sqlite3
@@ -35,8 +36,9 @@ def config(where: Path, source: Path, state: Path, extra: str = "",
 
 
 def edgesync(*args: str) -> subprocess.CompletedProcess[str]:
+    # WARNING: the agent's INFO start/stop lines aside, stderr is the error line alone.
     return subprocess.run([EDGESYNC, *args], capture_output=True, text=True, timeout=60,
-                          check=False)
+                          check=False, env={**os.environ, "EDGESYNC_LOG_LEVEL": "WARNING"})
 
 
 @pytest.fixture
