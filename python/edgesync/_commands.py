@@ -20,7 +20,7 @@ async def serve(args: argparse.Namespace) -> None:
     from edgesync.server import Server, ServerSettings, default_data_dir
 
     tls = None
-    if args.mqtt_ca or args.mqtt_cert:
+    if args.mqtt_ca or args.mqtt_cert or args.mqtt_key:
         tls = TlsFiles(args.mqtt_ca, args.mqtt_cert, args.mqtt_key)
     settings = ServerSettings(
         database_url=args.database_url, mqtt_url=args.mqtt_url,
@@ -81,7 +81,10 @@ def _database(args: argparse.Namespace) -> tuple[str | None, Path]:
     directory. Never a new embedded server: a typo'd or forgotten option would otherwise
     start an empty database and issue credentials nobody's broker knows."""
     from edgesync.server import default_data_dir
+    from edgesync.store import check_database_url
 
+    if args.database_url:
+        check_database_url(args.database_url, "--database-url")
     if args.database_url or args.data_dir:
         return args.database_url, args.data_dir or default_data_dir()
     data_dir = default_data_dir()

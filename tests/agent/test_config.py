@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import textwrap
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from edgesync.agent import AgentConfig, load_config, validate_config
 from edgesync.agent._config import default_state_db_path, parse_duration, parse_size
@@ -28,6 +33,24 @@ connection:
 sqlite-replication:
   source_db_path: /var/lib/app/data.db
 """
+
+
+def write_pems(where: Path) -> None:
+    """CA (a self-signed certificate), CERT and its KEY, as real PEM files."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "t")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(1)
+            .not_valid_before(now).not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    pem = cert.public_bytes(serialization.Encoding.PEM)
+    (where / "CA").write_bytes(pem)
+    (where / "CERT").write_bytes(pem)
+    (where / "KEY").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
 
 
 def error(tmp_path: Path, text: str) -> ConfigError:
@@ -58,8 +81,8 @@ def test_env_indirection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
                  "EDGESYNC_STATE_DB_PATH": str(tmp_path / "state.db"),
                  "EDGESYNC_AUTH_TOKEN": "secret"}.items():
         monkeypatch.setenv(k, v)
+    write_pems(tmp_path)
     for k in ("CA", "CERT", "KEY"):
-        (tmp_path / k).write_text("pem")
         monkeypatch.setenv(f"EDGESYNC_TLS_{k}_PATH", str(tmp_path / k))
     cfg = load_config(EXAMPLE)
     c, r = cfg.connection, cfg.replication

@@ -93,8 +93,10 @@ def test_payload_fields_and_values(app: sqlite3.Connection, tele: Any) -> None:
                                              "2026-04-28T09:00:01Z"]
     assert (doc["cursor_start_ts"], doc["cursor_end_ts"]) == (
         "2026-04-28T09:00:00.25Z", "2026-04-28T09:00:01Z")
+    # ts_column travels as a field too (as stored), so its mirrored column is filled.
     assert [r["fields"] for r in doc["rows"]] == [
-        {"value_c": 21.5, "raw": {"$blob": "01"}}, {"value_c": 22.1, "raw": None}]
+        {"ts": "2026-04-28T09:00:00.25Z", "value_c": 21.5, "raw": {"$blob": "01"}},
+        {"ts": "2026-04-28T09:00:01Z", "value_c": 22.1, "raw": None}]
     for r in doc["rows"]:
         u = uuid.UUID(r["row_id"])
         assert u.version == 7 and u.variant == uuid.RFC_4122
@@ -122,7 +124,8 @@ def test_equal_timestamps_across_a_batch_boundary(app: sqlite3.Connection,
     app.executemany("INSERT INTO m VALUES (?, ?, 1777366800, ?)",
                     [(s, i, i * 0.5) for s in ("a", "b") for i in range(3000)])
     docs = t.drain()
-    assert [d["row_count"] for d in docs] == [4096, 1904]
+    # Cut by bytes (each row carries its ts field too), not at MAX_BATCH_ROWS.
+    assert [d["row_count"] for d in docs] == [3864, 2136]
     assert [d["batch_seq"] for d in docs] == [1, 2]
     assert "schema_columns" in docs[0] and "schema_columns" not in docs[1]
     ids = [r["row_id"] for d in docs for r in d["rows"]]
@@ -178,7 +181,7 @@ def test_existing_rows_are_not_sent_without_snapshot(app: sqlite3.Connection,
     assert t.drain() == []
     app.execute("INSERT INTO r VALUES (1777366802, 99)")  # late, inside the window
     [doc] = t.drain()
-    assert [r["fields"] for r in doc["rows"]] == [{"v": 99}]
+    assert [r["fields"] for r in doc["rows"]] == [{"ts": 1777366802.0, "v": 99}]
 
 
 def test_batch_seq_and_cursor_survive_a_restart(app: sqlite3.Connection, source_db: Path,

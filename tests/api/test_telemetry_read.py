@@ -104,3 +104,21 @@ async def test_state_lineages_have_no_telemetry(client: httpx.AsyncClient, tenan
     r = await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}/telemetry"),
                          headers=tenant.reader())
     assert (r.status_code, r.json()["error"]["code"]) == (404, "TELEMETRY_NOT_PROVISIONED")
+
+
+async def test_mirror_rows_of_a_telemetry_lineage_points_to_telemetry(
+        client: httpx.AsyncClient, tenant, pool: asyncpg.Pool) -> None:
+    """Approved or not, a telemetry lineage has no state table: the answer says where its
+    rows are, not "approve its schema review first"."""
+    gw, s = await telemetry_device(pool, tenant, "ts-mirror")
+    lineage_id = (await send(pool, gw, s.samples((T0, 1.0)))).lineage_id
+    message = (f"lineage {lineage_id} is a telemetry lineage: it has no state table; read its "
+               "rows with GET …/lineages/{id}/telemetry (edgesync lineages telemetry ID)")
+    for approved in (False, True):
+        if approved:
+            await approve_via_api(client, tenant, lineage_id)
+        r = await client.get(tenant.url(f"/edge/lineages/{lineage_id}/mirror-rows"),
+                             headers=tenant.reader())
+        error = r.json()["error"]
+        assert (r.status_code, error["code"], error["message"]) == (
+            404, "MIRROR_NOT_PROVISIONED", message)

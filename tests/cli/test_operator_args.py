@@ -77,6 +77,27 @@ def test_flags_override_the_actions_file(tmp_path: Path) -> None:
         "blob": {"source_column_name": "blob", "action": "mirror", "target_type": "bytea"}}
 
 
+def test_actions_file_entries_keep_their_index(tmp_path: Path) -> None:
+    """The API names a bad entry column_actions[i]: i must be the file's own index (the
+    CLI used to sort entries by schema column, so the error named another entry)."""
+    f = tmp_path / "actions.json"
+    f.write_text(json.dumps([
+        {"source_column_name": "blob", "action": "mirror", "target_type": "blob"},
+        {"source_column_name": "mode", "action": "ignore"}]))
+    got = column_actions(COLS, actions_file=f, mirror=[], ignore=[], defer=["mode"])
+    assert got == [
+        {"source_column_name": "blob", "action": "mirror", "target_type": "blob"},
+        {"source_column_name": "mode", "action": "defer"},
+        {"source_column_name": "id", "action": "mirror"},
+        {"source_column_name": "setpoint", "action": "mirror"}]
+    from edgesync.errors import InvalidRequestError
+    from edgesync.governance._column_actions import ColumnAction
+
+    with pytest.raises(InvalidRequestError) as info:
+        [ColumnAction.parse(a, i) for i, a in enumerate(got)]
+    assert info.value.field == "column_actions[0].target_type"
+
+
 def test_bad_flags_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not a column"):
         column_actions(COLS, actions_file=None, mirror=["nope"], ignore=[], defer=[])

@@ -18,7 +18,8 @@ from edgesync.staging import Replayer
 
 
 async def setup_lineage(pool: asyncpg.Pool, batches: Any, unique: str,
-                        authority: str | None) -> tuple[registry.DeviceScope, Any]:
+                        authority: str | None, actions: list[dict[str, Any]] | None = None
+                        ) -> tuple[registry.DeviceScope, Any]:
     async with pool.acquire() as conn:
         scope = await registry.add_device(conn, project=f"wb-{unique}", name=f"gw-{unique}",
                                           topic_slug=f"wb-{unique}")
@@ -26,7 +27,7 @@ async def setup_lineage(pool: asyncpg.Pool, batches: Any, unique: str,
     out = await IngestPipeline(pool).handle(f"{scope.root_topic}/sync/rows/batch", f.payload(
         f.rows(("insert", {"id": 1, "mode": "heat", "setpoint": 20.0}))))
     if authority is not None:
-        await approve(pool, out.lineage_id, sync_authority=authority)
+        await approve(pool, out.lineage_id, actions, sync_authority=authority)
         await Replayer(pool).drain_pending()
     return scope, out.lineage_id
 
@@ -95,6 +96,37 @@ async def test_write_back_refusals(pool, batches, unique):
     version = await pool.fetchval("SELECT cloud_version FROM edge_table_lineages WHERE id = $1",
                                   lineage_id)
     assert version == 0
+
+
+async def test_write_back_by_source_or_mirror_name(pool, batches, unique):
+    """A renamed column may be written by its mirror name (what the operator sees in the
+    table) or its source name; the device's control always carries the source name."""
+    renamed = [{"source_column_name": "id", "action": "mirror"},
+               {"source_column_name": "mode", "action": "mirror",
+                "mirror_column_name": "hvac_mode"},
+               {"source_column_name": "setpoint", "action": "mirror"}]
+    scope, lineage_id = await setup_lineage(pool, batches, unique, "cloud_authoritative",
+                                            renamed)
+    result = await write(pool, scope, lineage_id, [
+        {"pk": {"id": 1}, "values": {"hvac_mode": "cool"}},
+        {"pk": {"id": 2}, "values": {"mode": "fan", "setpoint": 19}}])
+    table = await pool.fetchval("SELECT target_table FROM edge_table_lineages WHERE id = $1",
+                                lineage_id)
+    rows = await pool.fetch(f"SELECT id, hvac_mode, setpoint FROM {quote_ident(table)} "
+                            "ORDER BY id")
+    assert [tuple(r) for r in rows] == [(1, "cool", 20.0), (2, "fan", 19.0)]
+    body = await pool.fetchval("SELECT body FROM edge_pending_controls WHERE id = $1::uuid",
+                               result["control_id"])
+    assert [r["values"] for r in body["rows"]] == [{"mode": "cool"},
+                                                   {"mode": "fan", "setpoint": 19}]
+    for values, message in [
+        ({"nope": 1}, "column 'nope' is not mirrored in this table; name a column by its "
+                      "source or mirror name: id, mode (mirror hvac_mode), setpoint"),
+        ({"mode": "a", "hvac_mode": "b"}, "column 'mode' is named twice (by its source and "
+                                          "its mirror name)")]:
+        with pytest.raises(InvalidRequestError) as err:
+            await write(pool, scope, lineage_id, [{"pk": {"id": 1}, "values": values}])
+        assert (err.value.field, err.value.reason) == ("rows[0].values", message)
 
 
 async def test_device_changes_against_an_older_cloud_version_lose(pool, batches, unique):

@@ -6,7 +6,8 @@
         await agent.run()
 """
 
-from edgesync.agent._config import AgentConfig, load_config, validate_config
+from edgesync.agent._config import AgentConfig, load_config
 from edgesync.agent._runner import Agent
+from edgesync.agent._source import validate_config
 
 __all__ = ["Agent", "AgentConfig", "load_config", "validate_config"]

@@ -37,8 +37,8 @@ __all__ = [
     "load_config",
     "parse_duration",
     "parse_size",
+    "read_config",
     "summarize_config",
-    "validate_config",
 ]
 
 Strategy = Literal["rows", "telemetry", "ignore"]
@@ -353,6 +353,16 @@ def _resolve(raw: _File, environ: Mapping[str, str]) -> tuple[AgentConfig | None
     if tls_paths["client_cert_path"] and not tls_paths["client_key_path"]:
         r.fail("connection.mqtt.tls.client_key_path",
                "required when client_cert_path is set (mTLS needs both)")
+    tls_fields = {"ca": "connection.mqtt.tls.ca_cert_path",
+                  "cert": "connection.mqtt.tls.client_cert_path",
+                  "key": "connection.mqtt.tls.client_key_path"}
+    if any(tls_paths.values()) and not any(e.field.startswith("connection.mqtt.tls")
+                                           for e in r.errors):
+        try:  # PEM contents now: a bad file would otherwise fail every reconnect
+            TlsFiles(tls_paths["ca_cert_path"], tls_paths["client_cert_path"],
+                     tls_paths["client_key_path"]).check(tls_fields)
+        except ConfigError as exc:
+            r.errors.append(exc)
 
     sec = raw.security
     auth_token: str | None = None
@@ -452,7 +462,7 @@ def _pydantic_errors(exc: ValidationError) -> list[ConfigError]:
     return out
 
 
-def _read(path: str | os.PathLike[str]) -> tuple[AgentConfig | None, list[ConfigError]]:
+def read_config(path: str | os.PathLike[str]) -> tuple[AgentConfig | None, list[ConfigError]]:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -481,26 +491,11 @@ def parse_config(data: object, environ: Mapping[str, str] | None = None
 
 def load_config(path: str | os.PathLike[str]) -> AgentConfig:
     """Read, validate and resolve the agent YAML; raises the first ConfigError found."""
-    cfg, errors = _read(path)
+    cfg, errors = read_config(path)
     if errors:
         raise errors[0]
     assert cfg is not None
     return cfg
-
-
-def validate_config(path: str | os.PathLike[str]) -> list[str]:
-    """Every problem of the file as ``field: reason`` lines (empty when valid).
-
-    Also checks what only the device can check without connecting: that the source
-    database exists. Meant for ``edgesync agent validate --config FILE``.
-    """
-    cfg, errors = _read(path)
-    problems = [str(e) for e in errors]
-    if cfg is not None and not cfg.replication.source_db_path.is_file():
-        problems.append(str(ConfigError(
-            "sqlite-replication.source_db_path",
-            f"file {str(cfg.replication.source_db_path)!r} does not exist")))
-    return problems
 
 
 def summarize_config(cfg: AgentConfig) -> list[str]:

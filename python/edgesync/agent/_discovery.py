@@ -71,6 +71,10 @@ def telemetry_table(info: TableInfo, ts_column: str,
     missing = [f for f in fields if f not in names]
     if missing:
         return f"include_columns names missing column(s) {missing}"
+    # The timestamp also travels as a field, as the application stored it: the schema
+    # (and so the reviewed, mirrored columns) includes it, and a mirrored column that no
+    # row fills would read NULL in every row. ``ts`` (parsed) still sets event_ts.
+    fields = (ts_column, *(f for f in fields if f != ts_column))
     keys = tuple(c.name for c in info.pk_columns)
     travel = {ts_column, *fields}
     whole_pk = all(k in travel for k in keys)

@@ -30,9 +30,11 @@ from edgesync.agent._discovery import discover
 from edgesync.agent._downlink import Extras, execute_control
 from edgesync.agent._http_put import put_file
 from edgesync.agent._inbox import Accepted, ControlInbox
+from edgesync.agent._lock import InstanceLock
 from edgesync.agent._progress import resend_unconfirmed
 from edgesync.agent._publisher import MqttLink
 from edgesync.agent._retention import JournalBudget
+from edgesync.agent._source import open_source
 from edgesync.agent._state import StateStore
 from edgesync.agent._telemetry import TelemetryCapture
 from edgesync.agent._telemetry_state import OutboxBatch, TelemetryState
@@ -82,10 +84,13 @@ class Agent:
         self._flush_lock = asyncio.Lock()
         self._stack = contextlib.AsyncExitStack()
         self._link_task: asyncio.Task[Any] | None = None
+        rep = config.replication
+        self._lock = InstanceLock(rep.source_db_path, rep.state_db_path)
 
     # ------------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> Self:
+        self._lock.acquire()  # before anything is opened: a second agent changes nothing
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="edgesync-agent-db")
         try:
             await self._db(self._open)
@@ -112,6 +117,7 @@ class Agent:
             await self._db(self._close_dbs)
         self._executor.shutdown(wait=True)
         self._executor = None
+        self._lock.release()
 
     async def _db(self, fn: Callable[..., T], *args: Any) -> T:
         assert self._executor is not None, "use `async with Agent(config)`"
@@ -233,12 +239,7 @@ class Agent:
 
     def _open(self) -> None:
         rep = self.config.replication
-        if not rep.source_db_path.is_file():
-            raise ConfigError("sqlite-replication.source_db_path",
-                              f"file {str(rep.source_db_path)!r} does not exist")
-        uri = rep.source_db_path.resolve().as_uri() + "?mode=rw"
-        self._source = sqlite3.connect(uri, uri=True, isolation_level=None,
-                                       check_same_thread=False)
+        self._source = open_source(rep.source_db_path)
         self._source.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         self._state = StateStore(rep.state_db_path)
         self._inbox = ControlInbox(self._state, self._signing_key)

@@ -20,7 +20,8 @@ timestamp is NULL or unreadable cannot be placed and is logged and skipped.
 
 ``row_id`` is UUIDv7-shaped and deterministic: the row's timestamp (ms) in the time
 field and the SHA-256 of (table, key) in the random bits, so a resend carries the same
-id. ``fields`` holds ``include_columns`` (default: every column but ``ts_column``).
+id. ``fields`` holds ``ts_column`` (its value as stored) and ``include_columns``
+(default: every column).
 """
 
 from __future__ import annotations

@@ -106,7 +106,12 @@ async def lineage_detail(conn: Conn, project_id: uuid.UUID,
 async def mirror_rows(conn: Conn, lineage: LineageOut, *, offset: int, limit: int
                       ) -> tuple[list[dict[str, Any]], int]:
     """Live (not deleted) rows of the lineage's state table, in primary-key-hash order."""
-    exists = lineage.target_table is not None and lineage.pipeline == "rows" and (
+    if lineage.pipeline != "rows":
+        raise ApiError(404, "MIRROR_NOT_PROVISIONED",
+                       f"lineage {lineage.id} is a {lineage.pipeline} lineage: it has no state "
+                       "table; read its rows with GET …/lineages/{id}/telemetry "
+                       "(edgesync lineages telemetry ID)")
+    exists = lineage.target_table is not None and (
         await conn.fetchval("SELECT to_regclass(quote_ident($1)) IS NOT NULL",
                             lineage.target_table))
     if not exists:

@@ -43,7 +43,9 @@ def column_actions(schema_columns: Sequence[str], *, actions_file: Path | None,
                    ) -> list[dict[str, Any]] | None:
     """One action per column of the schema: the file's, overridden by the flags
     (``--mirror col[:name]``, ``--ignore col``, ``--defer col``, ``--map col=DATA_POINT_ID``,
-    ``--auto-map col[:data point name]``); a column neither names is mirrored. None
+    ``--auto-map col[:data point name]``); a column neither names is mirrored. The file's
+    entries come first, in the file's order (so the API's ``column_actions[i]`` is the
+    file's entry i), then the other columns in schema order. None
     (mirror everything) when neither a file nor a flag is given."""
     if actions_file is None and not (mirror or ignore or defer or map_ or auto_map):
         return None
@@ -82,11 +84,14 @@ def column_actions(schema_columns: Sequence[str], *, actions_file: Path | None,
         if name not in known:
             raise ConfigError("column", f"{name!r} is not a column of this schema "
                                         f"({', '.join(schema_columns)})")
-    by_column.update(flagged)
+    # The file's entries keep their positions (a flag replaces an entry in place), so an
+    # error the API reports as column_actions[i] names entry i of the file; the columns
+    # the file does not name follow in schema order.
+    ordered = [flagged.pop(name, entry) for name, entry in by_column.items()]
     for name in schema_columns:
-        by_column.setdefault(name, {"source_column_name": name, "action": "mirror"})
-    ordered = [by_column.pop(name) for name in schema_columns if name in by_column]
-    return ordered + list(by_column.values())
+        if name not in by_column:
+            ordered.append(flagged.pop(name, {"source_column_name": name, "action": "mirror"}))
+    return ordered + list(flagged.values())
 
 
 def _map_spec(spec: str) -> tuple[str, str]:

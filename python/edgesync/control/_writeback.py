@@ -59,11 +59,30 @@ def _check_rows(rows: Any, pk_names: set[str], writable: dict[str, MirrorColumn]
                                       f"must name exactly the primary key {sorted(pk_names)}")
         if not isinstance(values, dict) or not values:
             raise InvalidRequestError(f"rows[{i}].values", "must be a non-empty object")
-        unknown = sorted(set(values) - set(writable))
-        if unknown:
-            raise InvalidRequestError(f"rows[{i}].values",
-                                      f"column(s) {unknown} are not mirrored in this table")
+        row["values"] = _source_names(values, writable, f"rows[{i}].values")
     return rows
+
+
+def _source_names(values: dict[str, Any], writable: dict[str, MirrorColumn], field: str
+                  ) -> dict[str, Any]:
+    """``values`` keyed by source column: a column may be named by its source name or by
+    its (renamed) mirror name; the device only knows the source names."""
+    by_target = {c.target: c.source for c in writable.values()}
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        source = name if name in writable else by_target.get(name)
+        if source is None:
+            raise InvalidRequestError(field, f"column {name!r} is not mirrored in this table; "
+                                      "name a column by its source or mirror name: "
+                                      + ", ".join(f"{c.source} (mirror {c.target})"
+                                                  if c.target != c.source else c.source
+                                                  for c in sorted(writable.values(),
+                                                                  key=lambda c: c.source)))
+        if source in out:
+            raise InvalidRequestError(field, f"column {source!r} is named twice (by its "
+                                             "source and its mirror name)")
+        out[source] = value
+    return out
 
 
 async def write_state_rows(conn: Conn, *, project_id: uuid.UUID, device_id: uuid.UUID,

@@ -24,7 +24,7 @@ from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from edgesync._version import version
-from edgesync.api import ApiServer, bind_socket, create_app
+from edgesync.api import ApiServer, create_app
 from edgesync.api.routes.jitr import make_jitr_router
 from edgesync.api.routes.uploads import upload_router
 from edgesync.broker import embedded_broker
@@ -35,14 +35,14 @@ from edgesync.control import (
     ObjectStore,
     ProgressReporter,
 )
-from edgesync.errors import ConfigError
-from edgesync.ingest import AmqpIngest, IngestPipeline, MqttIngest, ObjectIngester, check_amqp_url
+from edgesync.ingest import AmqpIngest, IngestPipeline, MqttIngest, ObjectIngester
 from edgesync.observe import Check, database_checks, loop_checks
 from edgesync.observe._event_log import EventLog
 from edgesync.observe._gauges import ScrapeCollector
 from edgesync.observe._summary import ThroughputLog
-from edgesync.protocol import BrokerUrl, LoopStatus, TlsFiles, loop_state, parse_broker_url
+from edgesync.protocol import BrokerUrl, LoopStatus, TlsFiles, loop_state
 from edgesync.registry import DeviceResolver
+from edgesync.server._checks import bind_api_socket, check_settings
 from edgesync.staging import Replayer
 from edgesync.store import create_pool, embedded_postgres, migrate
 
@@ -106,12 +106,13 @@ class Server:
 
     async def __aenter__(self) -> Server:
         s = self.settings
-        if s.amqp_url:
-            check_amqp_url(s.amqp_url, "--amqp-url")
-            if not s.mqtt_url:
-                raise ConfigError("--amqp-url", "needs --mqtt-url, the broker devices get "
-                                  "their controls from (e.g. RabbitMQ's MQTT plugin)")
+        broker = check_settings(s)
         try:
+            sock = None
+            if s.api_port is not None:
+                # Bound first: a port in use is a one-line error before PostgreSQL starts.
+                sock = bind_api_socket(s.api_host, s.api_port)
+                self._stack.callback(sock.close)
             if s.database_url:
                 self.database_url = s.database_url
             else:
@@ -122,8 +123,8 @@ class Server:
             async with self.pool.acquire() as conn:
                 ran = await migrate(conn)
             _log.info("database ready (%d migration(s) applied)", ran)
-            if s.mqtt_url:
-                self.broker = parse_broker_url(s.mqtt_url, "--mqtt-url")
+            if broker is not None:
+                self.broker = broker
             else:
                 self.broker = await self._stack.enter_async_context(
                     embedded_broker(port=s.embedded_mqtt_port))
@@ -139,9 +140,7 @@ class Server:
             self.replayer = Replayer(self.pool)
             store = ObjectStore(s.data_dir / "objects")
             self.objects = ObjectIngester(self.pool, self.pipeline, store)
-            if s.api_port is not None:
-                sock = bind_socket(s.api_host, s.api_port)
-                self._stack.callback(sock.close)
+            if sock is not None:
                 pool = self.pool
                 routers = [upload_router(lambda: pool, store),
                            make_jitr_router(mqtt_broker_url=s.mqtt_url)]

@@ -6,12 +6,14 @@ from edgesync.store._embedded import embedded_postgres
 from edgesync.store._migrations import KNOWN_VERSION, applied_version, migrate
 from edgesync.store._pool import create_pool
 from edgesync.store._transient import TRANSIENT_ERRORS
+from edgesync.store._url import check_database_url
 
 __all__ = [
     "KNOWN_VERSION",
     "TRANSIENT_ERRORS",
     "Conn",
     "applied_version",
+    "check_database_url",
     "create_pool",
     "embedded_postgres",
     "migrate",

@@ -31,6 +31,8 @@ async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10,
         )
     except (OSError, asyncpg.PostgresError) as exc:
         raise StoreError(f"cannot connect to PostgreSQL at {_redact(dsn)}: {exc}") from exc
+    except asyncpg.ClientConfigurationError as exc:  # a DSN asyncpg cannot parse
+        raise StoreError(f"not a usable PostgreSQL URL {_redact(dsn)}: {exc}") from exc
     assert pool is not None
     return pool
 

@@ -1,0 +1,88 @@
+"""What ``edgesync serve`` checks before it starts anything.
+
+Each mistake an operator can make on the command line (a URL that is not PostgreSQL's, a
+TLS file that is missing or not PEM, a port another process holds) becomes one
+``ConfigError`` naming the option and the fix, raised before the embedded PostgreSQL
+(seconds of initdb on a first run) or the broker starts.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from typing import TYPE_CHECKING
+
+from edgesync.errors import ConfigError
+from edgesync.ingest import check_amqp_url
+from edgesync.protocol import BrokerUrl, parse_broker_url
+from edgesync.store import check_database_url
+
+if TYPE_CHECKING:
+    from edgesync.server._server import ServerSettings
+
+__all__ = ["bind_api_socket", "check_settings"]
+
+_TLS_OPTIONS = {"ca": "--mqtt-ca", "cert": "--mqtt-cert", "key": "--mqtt-key"}
+
+
+def check_settings(s: ServerSettings) -> BrokerUrl | None:
+    """Every check that needs no server; returns the parsed ``--mqtt-url`` (None: embedded)."""
+    if s.database_url:
+        check_database_url(s.database_url, "--database-url")
+    if s.amqp_url:
+        check_amqp_url(s.amqp_url, "--amqp-url")
+        if not s.mqtt_url:
+            raise ConfigError("--amqp-url", "needs --mqtt-url, the broker devices get "
+                              "their controls from (e.g. RabbitMQ's MQTT plugin)")
+    for option, port in (("--api-port", s.api_port), ("--embedded-mqtt-port",
+                                                      s.embedded_mqtt_port)):
+        if port is not None and not 0 <= port <= 65535:
+            raise ConfigError(option, f"{port} is not a TCP port; give 1 to 65535 (0 picks a "
+                                      "free one)")
+    if s.amqp_prefetch < 1:
+        raise ConfigError("--amqp-prefetch", f"must be at least 1, not {s.amqp_prefetch}")
+    if s.tls is not None:
+        s.tls.check(_TLS_OPTIONS)
+    if s.mqtt_url:
+        return parse_broker_url(s.mqtt_url, "--mqtt-url")
+    if s.embedded_mqtt_port:
+        # Free now, so the broker's own bind (after PostgreSQL started) is expected to work.
+        _probe("127.0.0.1", s.embedded_mqtt_port, "--embedded-mqtt-port",
+               "give another port (0 picks a free one), or --mqtt-url for the broker "
+               "already listening there")
+    return None
+
+
+def bind_api_socket(host: str, port: int) -> socket.socket:
+    """The API's listening socket, or a one-line ConfigError naming --api-port/--api-host."""
+    from edgesync.api import bind_socket
+
+    try:
+        return bind_socket(host, port)
+    except OSError as exc:
+        raise _bind_error(exc, host, port, "--api-port",
+                          "stop the other process (another edgesync serve?) or choose "
+                          "another port with --api-port (0 picks a free one)") from exc
+
+
+def _probe(host: str, port: int, option: str, fix: str) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise _bind_error(exc, host, port, option, fix) from exc
+
+
+def _bind_error(exc: OSError, host: str, port: int, option: str, fix: str) -> ConfigError:
+    where = f"{host}:{port}"
+    if exc.errno == errno.EADDRINUSE:
+        return ConfigError(option, f"{where} is already in use; {fix}")
+    if exc.errno == errno.EACCES:
+        return ConfigError(option, f"no permission to listen on {where} (ports below 1024 "
+                                   "need privileges); choose a port of 1024 or more")
+    if exc.errno in (errno.EADDRNOTAVAIL, socket.EAI_NONAME) or isinstance(exc, socket.gaierror):
+        return ConfigError("--api-host" if option == "--api-port" else option,
+                           f"cannot listen on {where}: {exc.strerror or exc}; give an address "
+                           "of this machine (e.g. 127.0.0.1 or 0.0.0.0)")
+    return ConfigError(option, f"cannot listen on {where}: {exc.strerror or exc}")
