@@ -11,6 +11,7 @@ from typing import Any
 import asyncpg
 import httpx
 import orjson
+from broker.broker_helpers import Mosquitto, free_port
 from e2e_kit import cloud, eventually, pool_of
 from metrics_kit import Samples, assert_conserved, conservation, samples_of, total, value
 from review_helpers import approve
@@ -95,7 +96,23 @@ async def test_database_gauges_move_as_batches_flow(pool: asyncpg.Pool, batches:
 
 
 async def test_serve_counts_a_run_with_duplicates_and_rejections(
-        database_url: str, mqtt_url: str, tmp_path: Path, unique: str, batches: Any) -> None:
+        database_url: str, tmp_path: Path, unique: str, batches: Any) -> None:
+    # A broker of its own: the counters are totals, and on the shared broker the server
+    # would also count whatever other tests publish meanwhile.
+    port = free_port()
+    conf = tmp_path / "mosquitto.conf"
+    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\nuser root\n")
+    broker = Mosquitto(conf, tmp_path / "mosquitto.log")
+    await broker.start([port])
+    mqtt_url = f"tcp://127.0.0.1:{port}"
+    try:
+        await _count_a_run(database_url, mqtt_url, tmp_path, unique, batches)
+    finally:
+        await broker.stop()
+
+
+async def _count_a_run(database_url: str, mqtt_url: str, tmp_path: Path, unique: str,
+                       batches: Any) -> None:
     async with cloud(database_url, mqtt_url, tmp_path, unique) as server:
         pool = pool_of(server)
         async with pool.acquire() as conn:
