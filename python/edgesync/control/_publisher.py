@@ -21,6 +21,8 @@ from edgesync.protocol import (
 __all__ = ["MqttPublisher"]
 
 _log = logging.getLogger(__name__)
+# Publishes awaiting their PUBACK at once (below aiomqtt's warning threshold of 10).
+_IN_FLIGHT = 8
 
 
 class MqttPublisher:
@@ -30,6 +32,11 @@ class MqttPublisher:
         self._tls = tls
         self._client: aiomqtt.Client | None = None
         self.connected = asyncio.Event()
+        # aiomqtt looks through every pending call on each publish (and warns past 10),
+        # so a progress round published at once would cost the square of its size: a
+        # few publishes wait for their PUBACK at a time, the others queue here in order
+        # (a FIFO semaphore: each device's controls still leave in sig_seq order).
+        self._in_flight = asyncio.Semaphore(_IN_FLIGHT)
 
     async def run(self) -> NoReturn:
         await session_loop(f"control publisher on {self._url}", self._session, logger=_log)
@@ -56,7 +63,11 @@ class MqttPublisher:
         await self.connected.wait()
         assert self._client is not None
         try:
-            await self._client.publish(topic, payload, qos=1)
+            async with self._in_flight:
+                client = self._client
+                if client is None:  # the session ended while this one queued
+                    raise aiomqtt.MqttError("the publisher's connection was lost")
+                await client.publish(topic, payload, qos=1)
         except aiomqtt.MqttError as exc:
             raise_if_cancelling()
             raise BrokerError(f"publishing on {topic} failed: {exc}") from exc
