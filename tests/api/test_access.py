@@ -47,6 +47,9 @@ async def _world(tenant, stage, stage_registry, pool: asyncpg.Pool) -> World:
                  r.device.fleet_id, dp["id"])
 
 
+# A quarantined row id in the listed paths.
+_ROW = 987654321
+
 # (method, path under the project, body): every mutation the API has.
 def mutations(lineage_id: uuid.UUID, review_id: uuid.UUID, device_id: uuid.UUID,
               registry_review_id: uuid.UUID, fleet_id: uuid.UUID
@@ -62,6 +65,10 @@ def mutations(lineage_id: uuid.UUID, review_id: uuid.UUID, device_id: uuid.UUID,
         ("POST", f"/edge/lineages/{lineage_id}/reset-materialization", None),
         ("POST", f"/edge/lineages/{lineage_id}/reopen-review", None),
         ("POST", f"/edge/lineages/{lineage_id}/discard-staged", {}),
+        ("POST", f"/edge/lineages/{lineage_id}/quarantine/retry", None),
+        ("POST", f"/edge/lineages/{lineage_id}/quarantine/discard", None),
+        ("POST", f"/edge/lineages/{lineage_id}/quarantine/{_ROW}/retry", None),
+        ("POST", f"/edge/lineages/{lineage_id}/quarantine/{_ROW}/discard", None),
         ("DELETE", f"/edge/lineages/{lineage_id}", None),
         ("POST", f"/edge/schema-reviews/{review_id}/claim", {"action_version": 1}),
         ("POST", f"/edge/schema-reviews/{review_id}/approve", {"action_version": 1}),
@@ -101,6 +108,7 @@ def test_every_mutating_route_is_listed(app) -> None:
             path = path.replace(str(value), "{review_id}" if name == "registry_review_id"
                                 else "{" + name + "}")
         path = path.replace("/device_state/consolidate", "/{source_table}/consolidate")
+        path = path.replace(f"/quarantine/{_ROW}/", "/quarantine/{row_id}/")
         listed.add((method, "/core/api/v1/projects/{project_id}" + path))
     assert routes == listed
 

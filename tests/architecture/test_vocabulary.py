@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from edgesync import governance, store
+from edgesync import governance, quarantine, store
 
 _MIGRATIONS = Path(store.__file__).resolve().parent / "migrations"
 
@@ -77,6 +77,7 @@ def test_cli_choices_spell_the_enums() -> None:
         ("registry", "list", "--status"): governance.SchemaStatus,
         ("lineages", "list", "--status"): governance.LineageStatus,
         ("lineages", "discard-staged", "--reason"): governance.StagingReason,
+        ("lineages", "quarantine", "list", "--status"): quarantine.QuarantineStatus,
     }
     choices = _cli_choices()
     assert set(choices) == set(expected)

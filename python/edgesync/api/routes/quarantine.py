@@ -28,7 +28,7 @@ router = APIRouter(
     prefix="/core/api/v1/projects/{project_id}/edge/lineages/{lineage_id}/quarantine",
     tags=["quarantine"])
 LineageId = Annotated[uuid.UUID, Path(description="lineage UUID")]
-RowId = Annotated[int, Path(ge=1, description="quarantined row id")]
+RowId = Annotated[int, Path(ge=1, le=2**63 - 1, description="quarantined row id")]
 _READ_ERRORS = error_responses(400, 401, 404, 422)
 _WRITE_ERRORS = error_responses(400, 401, 403, 404, 409, 422)
 Status = Literal["open", "superseded", "retried"]
