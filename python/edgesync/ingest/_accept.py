@@ -97,10 +97,11 @@ class Work:
     refused: WriteItem | None = field(default=None, repr=False)
     outcome: IngestOutcome | None = None
     lineage: Lineage | None = field(default=None, repr=False)
+    # (device, batch_id): parsed once, it is looked up a dozen times on the way.
+    key: SegmentKey = field(init=False, repr=False)
 
-    @property
-    def key(self) -> SegmentKey:
-        return (self.scope.device_id, uuid.UUID(self.batch.batch_id))
+    def __post_init__(self) -> None:
+        self.key = (self.scope.device_id, uuid.UUID(self.batch.batch_id))
 
     @property
     def written_rows(self) -> int:

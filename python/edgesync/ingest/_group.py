@@ -36,7 +36,6 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import asyncpg
 
@@ -74,14 +73,22 @@ class _Entry:
     # Taken from the queue by a leader (which resolves it, or puts it back).
     taken: bool = False
     work: Work | None = field(default=None, repr=False)
+    # What its caller waits on: the outcome, or a lane to lead (``nudge``).
+    wake: asyncio.Future[None] | None = field(default=None, repr=False)
 
     def resolve(self, outcome: IngestOutcome) -> None:
         if not self.future.done():
             self.future.set_result(outcome)
+            self.nudge()
 
     def fail(self, exc: BaseException) -> None:
         if not self.future.done():
             self.future.set_exception(exc)
+            self.nudge()
+
+    def nudge(self) -> None:
+        if self.wake is not None and not self.wake.done():
+            self.wake.set_result(None)
 
 
 class GroupWriter:
@@ -100,7 +107,6 @@ class GroupWriter:
         self._linger = linger
         self._pending: collections.deque[_Entry] = collections.deque()
         self._leaders = 0
-        self._lane_freed: asyncio.Future[None] | None = None
         # Sizes of the groups written, for metrics and tests.
         self.group_sizes: collections.Counter[int] = collections.Counter()
         # Metrics hook (edgesync.observe): called with (size, seconds) per group written.
@@ -114,8 +120,8 @@ class GroupWriter:
                      max_payload_bytes: int | None = None) -> IngestOutcome:
         """Accept one ``sync/rows/batch`` or ``sync/telemetry/batch`` message; returns
         once its outcome is committed."""
-        entry = _Entry(scope, kind, payload, max_payload_bytes,
-                       asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        entry = _Entry(scope, kind, payload, max_payload_bytes, loop.create_future())
         self._pending.append(entry)
         try:
             while not entry.future.done():
@@ -127,22 +133,24 @@ class GroupWriter:
                         self._leaders -= 1
                         self._free_lane()
                 else:
-                    waiters: list[asyncio.Future[Any]] = [entry.future, self._lane_waiter()]
-                    await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+                    # Woken by its outcome, or by a freed lane when it heads the queue:
+                    # one caller per lane freed, not every waiting one.
+                    entry.wake = loop.create_future()
+                    await entry.wake
+                    entry.wake = None
+                    if entry.taken and not entry.future.done():
+                        self._free_lane()  # taken meanwhile: the nudge goes on to the next
         except BaseException:
             if not entry.taken:  # nobody writes it now
                 self._pending.remove(entry)
+                self._free_lane()  # it may have been woken to lead: the next one leads
             raise
         return entry.future.result()
 
-    def _lane_waiter(self) -> asyncio.Future[None]:
-        if self._lane_freed is None or self._lane_freed.done():
-            self._lane_freed = asyncio.get_running_loop().create_future()
-        return self._lane_freed
-
     def _free_lane(self) -> None:
-        if self._lane_freed is not None and not self._lane_freed.done():
-            self._lane_freed.set_result(None)
+        """A lane is free: the oldest queued caller leads next."""
+        if self._pending and self._leaders < self._lanes:
+            self._pending[0].nudge()
 
     async def _lead(self, own: _Entry) -> None:
         while not own.taken:
@@ -231,18 +239,18 @@ class GroupWriter:
 
     async def _attempt(self, conn: Conn, group: list[_Entry]) -> None:
         todo = [e for e in group if not e.future.done()]
-        peeked: dict[SegmentKey, _Entry] = {}
+        peeked: dict[_Entry, SegmentKey] = {}
         for e in todo:
             batch_id = _core.peek_batch_id(e.payload)
             if batch_id is not None:
-                peeked.setdefault((e.scope.device_id, uuid.UUID(batch_id)), e)
-        seen = await redelivered_many(conn, list(peeked))
+                peeked[e] = (e.scope.device_id, uuid.UUID(batch_id))
+        seen = await redelivered_many(conn, list(dict.fromkeys(peeked.values())))
         works: list[Work] = []
         firsts: dict[SegmentKey, _Entry] = {}
         for e in todo:
-            batch_id = _core.peek_batch_id(e.payload)
-            if batch_id is not None and (e.scope.device_id, uuid.UUID(batch_id)) in seen:
-                e.resolve(IngestOutcome(OutcomeStatus.DUPLICATE, None, batch_id))
+            peek = peeked.get(e)
+            if peek is not None and peek in seen:
+                e.resolve(IngestOutcome(OutcomeStatus.DUPLICATE, None, str(peek[1])))
                 continue
             try:
                 batch = _decoder(e.kind, e.max_payload_bytes)(e.payload)

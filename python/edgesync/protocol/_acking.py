@@ -15,6 +15,9 @@ no public API for either, so this one class reaches into it (aiomqtt 2.x, paho 2
   bound that holds with every broker. While paused, no SUBACK is read either: a
   persistent session's messages come right after the CONNACK, so subscribe while
   consuming them (``MqttIngest`` does).
+* paho reads a packet with three or more ``recv`` calls (the type byte, each length
+  byte, the body) and one packet per wakeup; the socket is wrapped so that one ``recv``
+  of up to 64 KiB feeds every packet it holds (``_BufferedSocket``), read in one wakeup.
 """
 
 from __future__ import annotations
@@ -26,6 +29,36 @@ import aiomqtt
 import paho.mqtt.client as paho
 
 __all__ = ["AckingClient"]
+
+_READ_SIZE = 65536
+
+
+class _BufferedSocket:
+    """paho's socket, read ahead: ``recv`` is served from what one large read returned.
+    Everything else is the socket's own."""
+
+    def __init__(self, sock: Any) -> None:
+        self._sock = sock
+        self._buffer = b""
+        self._at = 0
+
+    def recv(self, bufsize: int) -> bytes:
+        if self._at >= len(self._buffer):
+            data = self._sock.recv(_READ_SIZE)  # BlockingIOError and EOF (b"") as paho expects
+            if len(data) <= bufsize:
+                return bytes(data)
+            self._buffer, self._at = data, 0
+        chunk = self._buffer[self._at:self._at + bufsize]
+        self._at += len(chunk)
+        return chunk
+
+    def pending(self) -> int:
+        """Bytes read and not yet taken (plus, on TLS, bytes decrypted and not read)."""
+        inner = getattr(self._sock, "pending", None)
+        return len(self._buffer) - self._at + (inner() if inner is not None else 0)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
 
 
 class AckingClient(aiomqtt.Client):
@@ -39,6 +72,7 @@ class AckingClient(aiomqtt.Client):
         self.unfinished = 0
         self.most_unfinished = 0
         self.session_present = False
+        self._buffered: _BufferedSocket | None = None
 
     def finished(self, message: aiomqtt.Message, *, ack: bool = True) -> None:
         """Done with ``message``: PUBACK it (QoS 1; with ``ack``), and let the window
@@ -77,19 +111,24 @@ class AckingClient(aiomqtt.Client):
             self._paused = False
             if self._fd > -1 and self._reader is not None:
                 self._loop.add_reader(self._fd, self._reader)
+                if self._buffered is not None and self._buffered.pending():
+                    # Read ahead before the pause: the socket may never wake for it.
+                    self._loop.call_soon(self._reader)
 
     def _on_socket_open(self, client: paho.Client, userdata: Any,
                         sock: Any) -> None:
+        buffered = self._buffered = _BufferedSocket(sock)
+        client._sock = buffered
+
         def read() -> None:
             # As aiomqtt's own callback: a read error means the connection broke.
             try:
+                # Every packet already read ahead, unless the window fills meanwhile.
                 while True:
                     client.loop_read()
-                    # An SSL socket may hold decoded bytes that loop_read left.
-                    pending = getattr(client._sock, "pending", None)
-                    if pending is not None and pending() > 0:
-                        continue
-                    break
+                    if (self._paused or client._sock is not buffered
+                            or not buffered.pending()):
+                        break
             except Exception as exc:
                 if not self._disconnected.done():
                     self._disconnected.set_exception(exc)
@@ -121,6 +160,6 @@ class AckingClient(aiomqtt.Client):
 
     def _on_socket_close(self, client: paho.Client, userdata: Any,
                          sock: Any) -> None:
-        self._fd, self._reader = -1, None
+        self._fd, self._reader, self._buffered = -1, None, None
         super()._on_socket_close(client, userdata, sock)
 
