@@ -1,6 +1,7 @@
 """A fleet streaming into a real ``edgesync serve`` while the worker is killed -9
-mid-group and the broker restarts: zero rows lost, zero doubled, and the worker that
-was not killed is still running.
+mid-group (once in the middle of a PostgreSQL restart), PostgreSQL restarts and the
+broker restarts: zero rows lost, zero doubled, and the worker that was not killed is
+still running.
 
 The worker acknowledges only after commit, so what a killed worker had not committed
 waits, unacknowledged, on its persistent session and comes back when it does; what it
@@ -24,13 +25,16 @@ from pathlib import Path
 from typing import Any
 
 import aiomqtt
+import asyncpg
 import pytest
 from broker.broker_helpers import Mosquitto, free_port, until
+from fault_kit import servers, tail
 from ingest.ingest_kit import fleet, tm_topic, topic
 from telemetry_payloads import T0, Telemetry
 
 from edgesync.materialize import quote_ident
 from edgesync.protocol import BrokerUrl, mqtt_client
+from edgesync.store import create_pool, migrate
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.once]
 
@@ -66,9 +70,10 @@ async def publish_all(url: BrokerUrl, messages: list[tuple[str, bytes]],
             await asyncio.sleep(0.3)
 
 
-async def test_kill_9_and_broker_restart_lose_and_double_nothing(
-        pool, database_url, batches, unique, tmp_path: Path) -> None:
-    scopes, factories, table = await fleet(pool, batches, unique, DEVICES, telemetry=True)
+def stream(scopes: list[Any], factories: list[Any]
+           ) -> tuple[list[tuple[str, bytes]], set[tuple[Any, int]]]:
+    """ROUNDS rounds of a state batch (3 new keys) and a telemetry batch (4 samples) per
+    device; and the state keys they leave."""
     telemetry = [Telemetry() for _ in scopes]
     for t in telemetry:
         t.seq = 1  # after the approving batch of the first device (others: any start)
@@ -83,14 +88,57 @@ async def test_kill_9_and_broker_restart_lose_and_double_nothing(
             expected_state.update((s.device_id, k) for k in keys)
             messages.append((tm_topic(s), t.samples(
                 *[(T1 + timedelta(minutes=r, seconds=i), float(i)) for i in range(4)])))
+    return messages, expected_state
 
+
+def persistent_broker(tmp_path: Path) -> tuple[Mosquitto, int]:
     port = free_port()
     conf = tmp_path / "mosquitto.conf"
     conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\n"
                     "max_inflight_messages 0\nmax_queued_messages 0\n"
                     # Run as root (CI), it would drop to a user that cannot write here.
                     f"persistence true\npersistence_location {tmp_path}/\nuser root\n")
-    broker = Mosquitto(conf, tmp_path / "mosquitto.log")
+    return Mosquitto(conf, tmp_path / "mosquitto.log"), port
+
+
+async def exactly_once(pool: Any, scopes: list[Any], table: str, messages: list[Any],
+                       expected_state: set[tuple[Any, int]]) -> None:
+    """Every state key and every telemetry sample once; every batch once in the ledger."""
+    ids = [s.device_id for s in scopes]
+    state = await pool.fetch(f"SELECT device_id, id FROM {quote_ident(table)} "
+                             "WHERE device_id = ANY($1::uuid[]) AND id > 0", ids)
+    assert {(r["device_id"], r["id"]) for r in state} == expected_state
+    ts_table = await pool.fetchval(
+        "SELECT target_table FROM edge_table_lineages WHERE device_id = $1 AND pipeline = "
+        "'telemetry'", scopes[0].device_id)
+    rows = await pool.fetch(f"SELECT device_id, event_ts, count(*) AS n FROM "
+                            f"{quote_ident(ts_table)} WHERE device_id = ANY($1::uuid[]) "
+                            "AND event_ts >= $2 GROUP BY 1, 2", ids, T1)
+    assert len(rows) == DEVICES * ROUNDS * 4  # every sample...
+    assert {r["n"] for r in rows} == {1}  # ...once
+    # Each batch once in the ledger, none refused (the seed batches of the approval were
+    # staged, then replayed).
+    outcomes = await pool.fetch(
+        "SELECT outcome, count(*) AS n, count(DISTINCT batch_id) AS ids "
+        "FROM edge_export_segments WHERE device_id = ANY($1::uuid[]) GROUP BY 1", ids)
+    by = {r["outcome"]: (r["n"], r["ids"]) for r in outcomes}
+    assert set(by) <= {"materialized", "staged"}
+    assert by["materialized"] == (len(messages), len(messages))
+
+
+def no_error_logged(log: Path) -> None:
+    """No error of ours. (paho may still register a write on a socket the broker just
+    closed; the event loop logs that race in the MQTT library, harmlessly.)"""
+    text = log.read_text(errors="replace")
+    assert not re.search(r" (ERROR|CRITICAL) edgesync", text), text[-4000:]
+
+
+async def test_kill_9_and_broker_restart_lose_and_double_nothing(
+        pool, database_url, batches, unique, tmp_path: Path) -> None:
+    scopes, factories, table = await fleet(pool, batches, unique, DEVICES, telemetry=True)
+    messages, expected_state = stream(scopes, factories)
+
+    broker, port = persistent_broker(tmp_path)
     await broker.start([port])
     url = BrokerUrl(host="127.0.0.1", port=port, tls=False)
     log = tmp_path / "serve.log"
@@ -146,26 +194,81 @@ async def test_kill_9_and_broker_restart_lose_and_double_nothing(
             worker.kill()
         await broker.stop()
 
-    state = await pool.fetch(f"SELECT device_id, id FROM {quote_ident(table)} "
-                             "WHERE device_id = ANY($1::uuid[]) AND id > 0", ids)
-    assert {(r["device_id"], r["id"]) for r in state} == expected_state
-    ts_table = await pool.fetchval(
-        "SELECT target_table FROM edge_table_lineages WHERE device_id = $1 AND pipeline = "
-        "'telemetry'", scopes[0].device_id)
-    rows = await pool.fetch(f"SELECT device_id, event_ts, count(*) AS n FROM "
-                            f"{quote_ident(ts_table)} WHERE device_id = ANY($1::uuid[]) "
-                            "AND event_ts >= $2 GROUP BY 1, 2", ids, T1)
-    assert len(rows) == DEVICES * ROUNDS * 4  # every sample...
-    assert {r["n"] for r in rows} == {1}  # ...once
-    # Each batch once in the ledger, none refused (the seed batches of the approval were
-    # staged, then replayed).
-    outcomes = await pool.fetch(
-        "SELECT outcome, count(*) AS n, count(DISTINCT batch_id) AS ids "
-        "FROM edge_export_segments WHERE device_id = ANY($1::uuid[]) GROUP BY 1", ids)
-    by = {r["outcome"]: (r["n"], r["ids"]) for r in outcomes}
-    assert set(by) <= {"materialized", "staged"}
-    assert by["materialized"] == (len(messages), len(messages))
-    # No error of ours. (paho may still register a write on a socket the broker just
-    # closed; the event loop logs that race in the MQTT library, harmlessly.)
-    text = log.read_text(errors="replace")
-    assert not re.search(r" (ERROR|CRITICAL) edgesync", text), text[-4000:]
+    await exactly_once(pool, scopes, table, messages, expected_state)
+    no_error_logged(log)
+
+
+async def test_kill_9_during_a_database_restart_loses_and_doubles_nothing(
+        batches, unique) -> None:
+    """On a cluster and a broker of the test's own: PostgreSQL restarted under load with
+    the worker killed -9 in the middle of the restart, then PostgreSQL restarted again
+    and the broker too, both under the new worker, which rides them out."""
+    async with servers() as (cluster, _, root):
+        # The fleet here never re-sends: the broker must keep what it queued for the
+        # worker across its restart (persistence it can write, as root).
+        broker, port = persistent_broker(root)
+        await broker.start([port])
+        pool = await create_pool(cluster.url, max_size=4)
+        try:
+            async with pool.acquire() as conn:
+                await migrate(conn)
+            scopes, factories, table = await fleet(pool, batches, unique, DEVICES,
+                                                   telemetry=True)
+            messages, expected_state = stream(scopes, factories)
+            ids = [s.device_id for s in scopes]
+            log = root / "serve.log"
+            worker = serve(cluster.url, port, log)
+            progress = [0]
+            try:
+                await until(lambda: logged(log, "ingest subscribed"), limit=120)
+                url = BrokerUrl(host="127.0.0.1", port=port, tls=False)
+                sender = asyncio.create_task(publish_all(url, messages, progress))
+
+                async def committed(n: int) -> bool:
+                    try:
+                        done = await pool.fetchval(
+                            "SELECT count(*) FROM edge_export_segments WHERE device_id = "
+                            "ANY($1::uuid[]) AND outcome = 'materialized'", ids)
+                    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                        return False  # the test's own connection met the restart
+                    return bool(done >= n)
+
+                await until(lambda: committed(len(messages) // 4), limit=120)
+                restart = asyncio.create_task(cluster.restart())
+                await asyncio.sleep(0.2)  # the fast shutdown under way: groups abort
+                worker.send_signal(signal.SIGKILL)
+                worker.wait(timeout=30)
+                await restart
+                worker = serve(cluster.url, port, log)
+                await until(lambda: committed(len(messages) // 2), limit=120)
+                await cluster.restart()  # under the new worker
+                assert worker.poll() is None, tail(log)
+                await until(lambda: committed(3 * len(messages) // 4), limit=120)
+                await broker.stop()
+                await asyncio.sleep(0.5)
+                await broker.start([port])
+                await sender
+                await until(lambda: committed(len(messages)), limit=240)
+                assert worker.poll() is None, tail(log)  # rode out both restarts
+            except BaseException:
+                print(f"published {progress[0]} of {len(messages)}; serve log:\n{tail(log)}")
+                raise
+            finally:
+                if worker.poll() is None:
+                    worker.send_signal(signal.SIGTERM)
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        worker.wait(timeout=60)
+                if worker.poll() is None:
+                    worker.kill()
+            await exactly_once(pool, scopes, table, messages, expected_state)
+            no_error_logged(log)
+        finally:
+            await pool.close()
+            await broker.stop()
+
+
+async def logged(log: Path, text: str) -> bool:
+    def has() -> bool:
+        return log.exists() and text in log.read_text("utf-8", "replace")
+
+    return await asyncio.to_thread(has)
