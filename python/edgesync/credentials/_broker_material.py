@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,8 @@ from edgesync.credentials._x509 import CaMaterial, build_crl, issue_leaf, new_ke
 from edgesync.errors import ConfigError, NotFoundError
 from edgesync.store import Conn
 
-__all__ = ["WORKER_USERNAME", "BrokerConfigOptions", "BrokerConfigResult", "write_broker_config"]
+__all__ = ["WORKER_USERNAME", "BrokerConfigOptions", "BrokerConfigResult", "BrokerRefresh",
+           "write_broker_config"]
 
 # A broker username: no wildcards, separators or spaces (it lands in the ACL and passwd files).
 _ACCOUNT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -180,3 +182,30 @@ async def write_broker_config(conn: Conn, out: Path,
     summary = [{"project": p.name, "topic_slug": p.slug, "mtls_port": p.mtls_port,
                 "password_port": p.password_port} for p in listeners]
     return BrokerConfigResult(files, summary, opts.worker_username, worker_password, ca_path)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRefresh:
+    """Keeps a Mosquitto's files in step with the database after a revocation made
+    through the API (``edgesync serve --broker-config-out DIR``): the files are written
+    again into ``out`` and ``reload`` makes the broker read them (default: SIGHUP to the
+    pid in ``pid_file``)."""
+
+    out: Path
+    options: BrokerConfigOptions = BrokerConfigOptions()
+    pid_file: Path | None = None
+    reload: Callable[[], Awaitable[None]] | None = None
+
+    async def __call__(self, conn: Conn) -> str:
+        await write_broker_config(conn, self.out, self.options)
+        if self.reload is not None:
+            await self.reload()
+            return f"broker files rewritten in {self.out} and the broker reloaded"
+        if self.pid_file is None:
+            return f"broker files rewritten in {self.out}; reload the broker (SIGHUP)"
+        try:
+            os.kill(int(self.pid_file.read_text().strip()), signal.SIGHUP)
+        except (OSError, ValueError) as exc:
+            return (f"broker files rewritten in {self.out}, but the broker could not be "
+                    f"signalled ({self.pid_file}: {exc}); reload it (SIGHUP)")
+        return f"broker files rewritten in {self.out} and the broker sent SIGHUP"
