@@ -94,7 +94,8 @@ async def idempotent(conn: Conn, access: Access, request: Request, key: str | No
             if status >= 500:
                 raise
         content = body.model_dump_json().encode()
-        stored_content = redact(body).model_dump_json().encode() if redact else content
+        stored_content = (redact(body).model_dump_json().encode() if redact and status < 300
+                          else content)
         # An expired record of this key is replaced.
         await conn.execute(
             "INSERT INTO edge_idempotency_keys (principal_id, idempotency_key, request_hash, "
