@@ -139,6 +139,10 @@ def _parser() -> argparse.ArgumentParser:
     add_registry_parser(sub)
     add_data_points_parser(sub)
     add_policy_parser(sub)
+
+    from edgesync._parsers.sync_policies import add_sync_policies_parser
+
+    add_sync_policies_parser(sub)
     add_tui_parser(sub)
 
     from edgesync._parsers.admin import add_admin_parser
@@ -239,7 +243,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if is_credentials_command(args):
         _print_json(asyncio.run(cmd.credentials(args)))
         return 0
-    if args.command in ("devices", "reviews", "lineages", "policy", "registry", "data-points"):
+    if args.command in ("devices", "reviews", "lineages", "policy", "registry", "data-points",
+                        "sync-policies"):
         from edgesync._parsers.operators import uses_database
 
         if not uses_database(args):

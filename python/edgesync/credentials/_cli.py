@@ -52,8 +52,13 @@ async def credentials_command(conn: Conn, args: argparse.Namespace) -> Any:
         return await _jitr(conn, args)
     scope = await find_device(conn, args.project, args.name)
     if args.devices_command == "revoke":
-        n = await revoke_credentials(conn, scope.device_id, credential_id=args.credential)
-        return {"device": scope.device_name, "revoked": n, "next": _RELOAD}
+        async with conn.transaction():
+            # The whole device unless one credential is named: ingest refuses it too.
+            revoked_at = (await registry.revoke_device(conn, scope.device_id)
+                          if args.credential is None else None)
+            n = await revoke_credentials(conn, scope.device_id, credential_id=args.credential)
+        return {"device": scope.device_name, "revoked": n,
+                **({"device_revoked_at": revoked_at} if revoked_at else {}), "next": _RELOAD}
     if args.devices_command == "bundle":
         return await _bundle(conn, scope, args)
     if not (args.password or args.cert or args.csr):
