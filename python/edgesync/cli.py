@@ -94,6 +94,15 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--public-url", default=os.environ.get("EDGESYNC_PUBLIC_URL"),
                        help="URL devices use to reach this server's HTTP API, for presigned "
                             "uploads (env EDGESYNC_PUBLIC_URL; default: the API's address)")
+    serve.add_argument("--broker-config-out", type=Path,
+                       default=os.environ.get("EDGESYNC_BROKER_CONFIG_OUT"),
+                       help="the directory `edgesync broker-config --out` wrote: credentials "
+                            "issued or revoked through the API rewrite it (same options) "
+                            "(env EDGESYNC_BROKER_CONFIG_OUT; default: not managed)")
+    serve.add_argument("--broker-pid-file", type=Path,
+                       default=os.environ.get("EDGESYNC_BROKER_PID_FILE"),
+                       help="Mosquitto's pid file: sent SIGHUP after a rewrite "
+                            "(env EDGESYNC_BROKER_PID_FILE)")
 
     agent = sub.add_parser(
         "agent", help="run the device agent (or validate its configuration)",

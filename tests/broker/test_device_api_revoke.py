@@ -30,7 +30,15 @@ async def api(deployment: Deployment) -> AsyncIterator[tuple[httpx.AsyncClient, 
     async with dep.pool.acquire() as conn:
         boot = await identity.bootstrap(conn, org=f"org-{dep.slug}", project=dep.project,
                                         topic_slug=dep.slug)
-    app = create_app(dep.pool, broker_refresh=BrokerRefresh(dep.out, dep.opts,
+    # As `edgesync serve --broker-config-out DIR` does (the options broker-config wrote
+    # there), with a reload that waits until Mosquitto has read the files.
+    await dep.write_config()
+    refresh = BrokerRefresh.from_dir(dep.out)
+    got, want = refresh.options, dep.opts
+    assert (got.mtls_port, got.password_port, got.worker_port, list(got.projects),
+            list(got.extra)) == (want.mtls_port, want.password_port, want.worker_port,
+                                 list(want.projects), list(want.extra))
+    app = create_app(dep.pool, broker_refresh=BrokerRefresh(dep.out, refresh.options,
                                                             reload=dep.broker.reload))
     headers = {"Authorization": f"Bearer {boot.token.token}", "ORG-ID": str(boot.org_id)}
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),

@@ -35,6 +35,7 @@ from edgesync.control import (
     ObjectStore,
     ProgressReporter,
 )
+from edgesync.credentials import BrokerRefresh
 from edgesync.ingest import AmqpIngest, IngestPipeline, MqttIngest, ObjectIngester
 from edgesync.observe import Check, database_checks, loop_checks
 from edgesync.observe._event_log import EventLog
@@ -83,6 +84,10 @@ class ServerSettings:
     amqp_url: str | None = None
     amqp_queue: str = "edgesync.ingest"
     amqp_prefetch: int = 256
+    # The directory ``edgesync broker-config`` wrote: the API rewrites it (and signals
+    # the broker through its pid file) when credentials change (docs/security.md).
+    broker_config_out: Path | None = None
+    broker_pid_file: Path | None = None
 
 
 class Server:
@@ -146,8 +151,11 @@ class Server:
                            make_jitr_router(mqtt_broker_url=s.mqtt_url)]
                 registry = self.pipeline.metrics.registry
                 registry.register(ScrapeCollector(self._gauges))
+                refresh = (BrokerRefresh.from_dir(s.broker_config_out, s.broker_pid_file)
+                           if s.broker_config_out is not None else None)
                 self.api = ApiServer(create_app(self.pool, routers=routers,
-                                                readiness=self.readiness, metrics=registry),
+                                                readiness=self.readiness, metrics=registry,
+                                                broker_refresh=refresh),
                                      sock)
                 self.pipeline.upload_base_url = s.public_url or self.api.url
                 _log.info("HTTP API listening on %s", self.api.url)
