@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import socket
 from dataclasses import dataclass, field
@@ -59,6 +60,11 @@ async def _close_pool(pool: asyncpg.Pool) -> None:
             await pool.close()  # on cancellation asyncpg terminates the connections
     except TimeoutError:
         _log.warning("database connections still in use after 10 s; closed them")
+
+
+def _forget_all(resolvers: list[DeviceResolver]) -> None:
+    for resolver in resolvers:
+        resolver.forget()
 
 
 def default_data_dir() -> Path:
@@ -133,10 +139,12 @@ class Server:
             else:
                 self.broker = await self._stack.enter_async_context(
                     embedded_broker(port=s.embedded_mqtt_port))
-            self.pipeline = IngestPipeline(self.pool)
+            # The API's revocations clear these caches: this worker refuses at once.
+            resolvers = [DeviceResolver(self.pool), DeviceResolver(self.pool)]
+            self.pipeline = IngestPipeline(self.pool, resolvers[0])
             if s.amqp_url:
                 self.ingest = AmqpIngest(self.pipeline, s.amqp_url,
-                                         devices=DeviceResolver(self.pool),
+                                         devices=resolvers[1],
                                          queue=s.amqp_queue, prefetch=s.amqp_prefetch,
                                          name=s.client_id)
             else:
@@ -155,7 +163,9 @@ class Server:
                            if s.broker_config_out is not None else None)
                 self.api = ApiServer(create_app(self.pool, routers=routers,
                                                 readiness=self.readiness, metrics=registry,
-                                                broker_refresh=refresh),
+                                                broker_refresh=refresh,
+                                                device_revoked=functools.partial(
+                                                    _forget_all, resolvers)),
                                      sock)
                 self.pipeline.upload_base_url = s.public_url or self.api.url
                 _log.info("HTTP API listening on %s", self.api.url)

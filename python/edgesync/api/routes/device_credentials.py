@@ -243,7 +243,11 @@ async def revoke(access: CanManage, conn: Db, request: Request, device_id: uuid.
             device_id=scope.device_id, device=scope.device_name, revoked_at=revoked_at,
             credentials_revoked=n, broker=await _tell_broker(request, tx)))
 
-    return await idempotent(conn, access, request, idempotency_key, work)
+    response = await idempotent(conn, access, request, idempotency_key, work)
+    forget = getattr(request.app.state, "device_revoked", None)
+    if forget is not None and response.status_code == 200:
+        forget()  # committed: this server's ingest refuses the device from now on
+    return response
 
 
 class EffectivePolicy(BaseModel):
