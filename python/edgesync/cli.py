@@ -94,6 +94,15 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--public-url", default=os.environ.get("EDGESYNC_PUBLIC_URL"),
                        help="URL devices use to reach this server's HTTP API, for presigned "
                             "uploads (env EDGESYNC_PUBLIC_URL; default: the API's address)")
+    serve.add_argument("--broker-config-out", type=Path,
+                       default=os.environ.get("EDGESYNC_BROKER_CONFIG_OUT"),
+                       help="the directory `edgesync broker-config --out` wrote: credentials "
+                            "issued or revoked through the API rewrite it (same options) "
+                            "(env EDGESYNC_BROKER_CONFIG_OUT; default: not managed)")
+    serve.add_argument("--broker-pid-file", type=Path,
+                       default=os.environ.get("EDGESYNC_BROKER_PID_FILE"),
+                       help="Mosquitto's pid file: sent SIGHUP after a rewrite "
+                            "(env EDGESYNC_BROKER_PID_FILE)")
 
     agent = sub.add_parser(
         "agent", help="run the device agent (or validate its configuration)",
@@ -139,6 +148,10 @@ def _parser() -> argparse.ArgumentParser:
     add_registry_parser(sub)
     add_data_points_parser(sub)
     add_policy_parser(sub)
+
+    from edgesync._parsers.sync_policies import add_sync_policies_parser
+
+    add_sync_policies_parser(sub)
     add_tui_parser(sub)
 
     from edgesync._parsers.admin import add_admin_parser
@@ -239,7 +252,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if is_credentials_command(args):
         _print_json(asyncio.run(cmd.credentials(args)))
         return 0
-    if args.command in ("devices", "reviews", "lineages", "policy", "registry", "data-points"):
+    if args.command in ("devices", "reviews", "lineages", "policy", "registry", "data-points",
+                        "sync-policies"):
         from edgesync._parsers.operators import uses_database
 
         if not uses_database(args):

@@ -11,7 +11,7 @@ import asyncpg
 import httpx
 import pytest
 
-from edgesync import governance, identity
+from edgesync import governance, identity, syncpolicy
 
 
 def idem() -> dict[str, str]:
@@ -28,12 +28,13 @@ class World:
     registry_review_id: uuid.UUID
     fleet_id: uuid.UUID
     data_point_id: uuid.UUID
+    policy_id: uuid.UUID
 
     @property
     def ids(self) -> dict[str, uuid.UUID]:
         return {"lineage_id": self.lineage_id, "review_id": self.review_id,
                 "device_id": self.device_id, "registry_review_id": self.registry_review_id,
-                "fleet_id": self.fleet_id}
+                "fleet_id": self.fleet_id, "policy_id": self.policy_id}
 
 
 async def _world(tenant, stage, stage_registry, pool: asyncpg.Pool) -> World:
@@ -43,8 +44,10 @@ async def _world(tenant, stage, stage_registry, pool: asyncpg.Pool) -> World:
     async with pool.acquire() as conn:
         dp = await governance.create_data_point(conn, tenant.project_id, name="temp",
                                                 value_type="real")
+        policy = await syncpolicy.create_policy(conn, tenant.project_id, name="floor",
+                                                table_strategies={"t": {"strategy": "rows"}})
     return World(s.lineage_id, s.review_id, s.device.device_id, registry_review_id,
-                 r.device.fleet_id, dp["id"])
+                 r.device.fleet_id, dp["id"], policy["id"])
 
 
 # A quarantined row id in the listed paths.
@@ -52,7 +55,7 @@ _ROW = 987654321
 
 # (method, path under the project, body): every mutation the API has.
 def mutations(lineage_id: uuid.UUID, review_id: uuid.UUID, device_id: uuid.UUID,
-              registry_review_id: uuid.UUID, fleet_id: uuid.UUID
+              registry_review_id: uuid.UUID, fleet_id: uuid.UUID, policy_id: uuid.UUID
               ) -> list[tuple[str, str, Any]]:
     registry = [
         (f"{prefix}/edge/registry-reviews/{registry_review_id}/{action}", body)
@@ -78,22 +81,32 @@ def mutations(lineage_id: uuid.UUID, review_id: uuid.UUID, device_id: uuid.UUID,
           for prefix in ("", f"/fleets/{fleet_id}")),
         ("POST", "/edge/data-points", {"name": "intruder", "value_type": "real"}),
         ("PATCH", "/edge/policy", {"schema_coalescing_mode": "project"}),
+        ("POST", "/edge/sync-policies", {"name": "intruder"}),
+        ("PATCH", f"/edge/sync-policies/{policy_id}",
+         {"table_strategies": {"t": {"strategy": "ignore"}}}),
+        ("DELETE", f"/edge/sync-policies/{policy_id}", None),
+        ("POST", f"/edge/sync-policies/{policy_id}/attach", {"device_id": str(device_id)}),
+        ("POST", f"/edge/sync-policies/{policy_id}/detach", {"device_id": str(device_id)}),
         ("POST", "/devices", {"name": "intruder"}),
+        ("POST", f"/devices/{device_id}/credentials", {"kind": "password"}),
+        ("POST", f"/devices/{device_id}/bundle", {"mqtt_url": "ssl://broker.example:8883"}),
+        ("POST", f"/devices/{device_id}/revoke", {}),
         ("POST", f"/devices/{device_id}/edge/state-tables/{lineage_id}/rows",
          {"rows": [{"pk": {"id": 1}, "values": {"mode": "off"}}]}),
     ]
 
 
 # Routes that create in, or change, the caller's own project whatever ids they name.
-_OWN_PROJECT = ("/devices", "/edge/policy", "/edge/data-points")
+_OWN_PROJECT = ("/devices", "/edge/policy", "/edge/data-points", "/edge/sync-policies")
 # Routes naming only a table: in the caller's own project (mode none there) they are a 409.
 _OWN_PROJECT_CONFLICT = ("/edge/coalesced-mirrors/device_state/consolidate",)
 _NOT_FOUND = ("LINEAGE_NOT_FOUND", "REVIEW_NOT_FOUND", "DEVICE_NOT_FOUND",
-              "REGISTRY_REVIEW_NOT_FOUND", "FLEET_NOT_FOUND")
+              "REGISTRY_REVIEW_NOT_FOUND", "FLEET_NOT_FOUND", "SYNC_POLICY_NOT_FOUND")
 
 
-# POST only to carry a body: they change nothing (approval previews).
-_READ_ONLY_POSTS = ("/preview",)
+# POST only to carry a body: they change nothing (approval previews, the introspection
+# of a sample database).
+_READ_ONLY_POSTS = ("/preview", "/introspect")
 
 
 def test_every_mutating_route_is_listed(app) -> None:
@@ -101,7 +114,7 @@ def test_every_mutating_route_is_listed(app) -> None:
               for m in ops if m in ("post", "patch", "put", "delete")
               and not path.endswith(_READ_ONLY_POSTS)}
     ids = {name: uuid.uuid4() for name in ("lineage_id", "review_id", "device_id",
-                                           "registry_review_id", "fleet_id")}
+                                           "registry_review_id", "fleet_id", "policy_id")}
     listed = set()
     for method, path, _ in mutations(**ids):
         for name, value in ids.items():
@@ -133,6 +146,15 @@ async def _state(pool: asyncpg.Pool, tenant, w: World) -> tuple[Any, ...]:
                             w.lineage_id),
         await pool.fetchval("SELECT count(*) FROM edge_pending_controls WHERE lineage_id = $1",
                             w.lineage_id),
+        tuple(await pool.fetchrow("SELECT version, table_strategies::text FROM "
+                                  "edge_sync_policies WHERE id = $1", w.policy_id)),
+        await pool.fetchval("SELECT count(*) FROM edge_sync_policy_attachments "
+                            "WHERE policy_id = $1", w.policy_id),
+        tuple(await pool.fetchrow("SELECT revoked_at, control_token, (SELECT count(*) FROM "
+                                  "edge_device_credentials WHERE device_id = d.id) FROM "
+                                  "edge_devices d WHERE id = $1", w.device_id)),
+        await pool.fetchval("SELECT count(*) FROM edge_sync_policies WHERE project_id = $1",
+                            tenant.project_id),
     )
 
 
@@ -216,12 +238,14 @@ async def test_reads_are_scoped_too(client: httpx.AsyncClient, tenant, other_ten
              f"/edge/data-points/{w.data_point_id}",
              f"/edge/data-points/{w.data_point_id}/values", f"{fleet}/registry",
              f"{fleet}/registry-reviews", f"{fleet}/coalesced-mirrors",
-             f"{fleet}/registry-reviews/{w.registry_review_id}")
+             f"{fleet}/registry-reviews/{w.registry_review_id}",
+             f"/edge/sync-policies/{w.policy_id}", f"/edge/sync-policies/{w.policy_id}/devices",
+             f"/devices/{w.device_id}/credentials", f"/devices/{w.device_id}/sync-policy")
     for path in ("/edge/lineages", f"/edge/lineages/{w.lineage_id}/staged-rows",
                  f"/edge/lineages/{w.lineage_id}/mirror-rows", "/edge/schema-reviews",
                  "/edge/policy", "/devices", "/events/stream", "/edge/registry",
                  "/edge/registry-reviews", "/edge/coalesced-mirrors", "/edge/data-points",
-                 *owned):
+                 "/edge/sync-policies", *owned):
         r = await client.get(tenant.url(path), headers=other_tenant.headers())
         assert r.status_code == 404, (path, r.text)
         assert r.json()["error"]["code"] == "PROJECT_NOT_FOUND"

@@ -83,3 +83,13 @@ def test_cli_choices_spell_the_enums() -> None:
     assert set(choices) == set(expected)
     for key, enum_type in expected.items():
         assert choices[key] == [m.value for m in enum_type], key
+
+
+def test_control_kinds_are_documented() -> None:
+    """Every ``ControlKind`` is spelled in docs/protocol.md or docs/agent.md (the agent's
+    table of downlink controls), so a new kind cannot ship undocumented."""
+    from edgesync.protocol import ControlKind
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    text = (docs / "protocol.md").read_text() + (docs / "agent.md").read_text()
+    assert [k.value for k in ControlKind if f"`{k.value}`" not in text] == []

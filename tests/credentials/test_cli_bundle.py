@@ -166,3 +166,14 @@ def test_without_a_database_option_no_new_embedded_postgres_is_made(tmp_path: Pa
         assert out.stderr.count("\n") == 1 and "--data-dir" in out.stderr, out.stderr
         assert "--database-url" in out.stderr
     assert not (tmp_path / "data").exists()
+
+
+def test_a_revoked_device_gets_no_bundle(database_url: str, unique: str, tmp_path: Path) -> None:
+    db = ("--database-url", database_url)
+    project = f"cli-rev-{unique}"
+    run_json("devices", "add", "gw-r", "--project", project, "--topic-slug", f"cr{unique}", *db)
+    revoked = run_json("devices", "revoke", "gw-r", "--project", project, *db)
+    assert "device_revoked_at" in revoked
+    out = run("devices", "bundle", "gw-r", "--project", project, "--out", str(tmp_path / "b"),
+              "--mqtt-url", "ssl://broker.example:8883", *db)
+    assert out.returncode != 0 and "is revoked" in out.stderr

@@ -57,8 +57,10 @@ def add_credentials_parsers(sub: Any, devices_sub: Any, db_options: Any) -> None
     db_options(bundle)
 
     revoke = devices_sub.add_parser(
-        "revoke", help="revoke a device's credentials",
-        description="Revoke one credential (--credential) or all live ones of the device.")
+        "revoke", help="revoke a device (or one of its credentials)",
+        description="Without --credential: revoke the device — ingest refuses its messages "
+                    "and every live credential is revoked (rewrite the broker's files with "
+                    "broker-config and reload it). With --credential: revoke only that one.")
     revoke.add_argument("name", help="device name")
     revoke.add_argument("--project", required=True, help="project name or id")
     revoke.add_argument("--credential", type=uuid.UUID, default=None,

@@ -37,8 +37,10 @@ __all__ = [
     "load_config",
     "parse_duration",
     "parse_size",
+    "parse_table_strategies",
     "read_config",
     "summarize_config",
+    "table_strategies_doc",
 ]
 
 Strategy = Literal["rows", "telemetry", "ignore"]
@@ -155,6 +157,9 @@ class ReplicationConfig(_Frozen):
     # An unsent journal backlog of a rows table above this many rows travels as one
     # payload_spill upload instead of MQTT batches (0: never).
     upload_backlog_rows: int = Field(default=50_000, ge=0)
+    # A sync policy the cloud sends (a ``sync_policy`` control) replaces table_strategies
+    # only when this is true; otherwise the YAML's own strategies stay (docs/agent.md).
+    remote_policy: bool = False
 
     def strategy_for(self, table: str) -> TableStrategy:
         """The configured strategy of ``table``; unlisted tables replicate as ``rows``."""
@@ -238,6 +243,7 @@ class _FileReplication(_Section):
     telemetry_lookback: float = 30.0
     confirm_timeout: float = 60.0
     upload_backlog_rows: int = Field(default=50_000, ge=0)
+    remote_policy: bool = False
 
     @field_validator("flush_interval", "telemetry_lookback", "confirm_timeout", mode="before")
     @classmethod
@@ -320,6 +326,66 @@ def _check_topic_part(r: _Resolver, field: str, value: str, *, allow_slash: bool
         r.fail(field, f"{value!r} must not contain {chars}")
 
 
+def _check_tables(tables: Mapping[str, _FileTable], base: str, errors: list[ConfigError]
+                  ) -> dict[str, TableStrategy]:
+    """The rules of ``table_strategies`` (the agent's YAML, a sync policy of the cloud and
+    the ``sync_policy`` control share them); each problem is appended to ``errors``."""
+    strategies: dict[str, TableStrategy] = {}
+    for table, ts in tables.items():
+        at = f"{base}.{table}"
+        if not table.strip():
+            errors.append(ConfigError(at, "a table name must not be empty"))
+            continue
+        if table.startswith(("sqlite_", "__edgesync_")):
+            # Internal tables never replicate: "ignore" is harmless, anything else a mistake.
+            if ts.strategy != "ignore":
+                errors.append(ConfigError(f"{at}.strategy", "internal tables cannot be replicated"))
+            continue
+        if ts.strategy == "telemetry" and not ts.ts_column:
+            errors.append(ConfigError(f"{at}.ts_column", "required for strategy telemetry"))
+        if ts.strategy != "telemetry":
+            for key in ("ts_column", "include_columns"):
+                if getattr(ts, key) is not None:
+                    errors.append(ConfigError(f"{at}.{key}", "only valid with strategy telemetry"))
+        if ts.include_columns is not None and len(set(ts.include_columns)) != len(
+                ts.include_columns):
+            errors.append(ConfigError(f"{at}.include_columns", "names a column twice"))
+        strategies[table] = TableStrategy(
+            strategy=ts.strategy, ts_column=ts.ts_column,
+            include_columns=tuple(ts.include_columns) if ts.include_columns is not None else None,
+        )
+    return strategies
+
+
+def table_strategies_doc(strategies: Mapping[str, TableStrategy]) -> dict[str, dict[str, Any]]:
+    """``table_strategies`` as the YAML (and a sync policy) spells them: unset keys left out."""
+    return {table: ts.model_dump(exclude_none=True, mode="json")
+            for table, ts in strategies.items()}
+
+
+def parse_table_strategies(data: object, base: str = "table_strategies"
+                           ) -> tuple[dict[str, TableStrategy], list[ConfigError]]:
+    """``table_strategies`` from plain JSON/YAML data (a sync policy), checked by the same
+    rules as the agent's YAML; every error names its dotted field under ``base``."""
+    if not isinstance(data, dict):
+        return {}, [ConfigError(base, "must be a mapping of table name to strategy")]
+    tables: dict[str, _FileTable] = {}
+    errors: list[ConfigError] = []
+    for table, doc in data.items():
+        if not isinstance(doc, dict):
+            errors.append(ConfigError(f"{base}.{table}", "must be a mapping with a strategy "
+                                                         "(rows, telemetry or ignore)"))
+            continue
+        try:
+            tables[str(table)] = _FileTable.model_validate(doc)
+        except ValidationError as exc:
+            errors += [ConfigError(f"{base}.{table}.{e.field}" if e.field != "(top level)"
+                                   else f"{base}.{table}", e.reason)
+                       for e in _pydantic_errors(exc)]
+    strategies = _check_tables(tables, base, errors)
+    return ({}, errors) if errors else (strategies, [])
+
+
 def _resolve(raw: _File, environ: Mapping[str, str]) -> tuple[AgentConfig | None,
                                                                 list[ConfigError]]:
     r = _Resolver(environ)
@@ -387,24 +453,8 @@ def _resolve(raw: _File, environ: Mapping[str, str]) -> tuple[AgentConfig | None
     rep = raw.sqlite_replication
     source = r.value("sqlite-replication", rep, "source_db_path", required=True)
     state = r.value("sqlite-replication", rep, "state_db_path")
-    strategies: dict[str, TableStrategy] = {}
-    for table, ts in rep.table_strategies.items():
-        base = f"sqlite-replication.table_strategies.{table}"
-        if table.startswith(("sqlite_", "__edgesync_")):
-            # Internal tables never replicate: "ignore" is harmless, anything else a mistake.
-            if ts.strategy != "ignore":
-                r.fail(f"{base}.strategy", "internal tables cannot be replicated")
-            continue
-        if ts.strategy == "telemetry" and not ts.ts_column:
-            r.fail(f"{base}.ts_column", "required for strategy telemetry")
-        if ts.strategy != "telemetry":
-            for key in ("ts_column", "include_columns"):
-                if getattr(ts, key) is not None:
-                    r.fail(f"{base}.{key}", "only valid with strategy telemetry")
-        strategies[table] = TableStrategy(
-            strategy=ts.strategy, ts_column=ts.ts_column,
-            include_columns=tuple(ts.include_columns) if ts.include_columns is not None else None,
-        )
+    strategies = _check_tables(rep.table_strategies, "sqlite-replication.table_strategies",
+                               r.errors)
 
     if r.errors:
         return None, r.errors
@@ -438,6 +488,7 @@ def _resolve(raw: _File, environ: Mapping[str, str]) -> tuple[AgentConfig | None
             telemetry_lookback_s=rep.telemetry_lookback,
             confirm_timeout_s=rep.confirm_timeout,
             upload_backlog_rows=rep.upload_backlog_rows,
+            remote_policy=rep.remote_policy,
         ),
     )
     return cfg, []
@@ -514,6 +565,7 @@ def summarize_config(cfg: AgentConfig) -> list[str]:
         + (f"; backlogs over {rep.upload_backlog_rows} rows go by upload"
            if rep.upload_backlog_rows else ""),
         f"signed control: {'on' if cfg.security.signed_control else 'off'}",
+        f"remote sync policy: {'applied' if rep.remote_policy else 'ignored (local YAML wins)'}",
     ]
     for table, ts in sorted(rep.table_strategies.items()):
         lines.append(f"table {table}: {ts.strategy}"

@@ -16,6 +16,9 @@
   table, every current row is journaled again as an insert, so the lineage the next
   batch re-creates ends complete. Executing it twice (a crash in between) journals the
   rows twice: harmless, newer wins.
+* ``sync_policy`` (edgesync extension): the device's sync policy; applied (the tables
+  discovered again with its ``table_strategies``) only where the YAML opts in
+  (``_remote_policy``).
 
 A malformed control is logged and has no effect (it was acknowledged all the same: the
 cloud must not resend it forever).
@@ -60,6 +63,7 @@ class Extras:
     tables: Callable[[str], TableInfo | None]
     versions: CloudVersions
     uploads: Uploads
+    sync_policy: Callable[[dict[str, Any]], None] | None = None
 
 
 def execute_control(doc: dict[str, Any], source: sqlite3.Connection, state: StateStore,
@@ -67,8 +71,14 @@ def execute_control(doc: dict[str, Any], source: sqlite3.Connection, state: Stat
                     extras: Extras | None = None) -> None:
     cid, kind, table = doc.get("control_id"), doc.get("control_kind"), doc.get("source_table")
     if kind not in _KINDS or (extras is None and kind in (
-            ControlKind.STATE_WRITE, ControlKind.URL_GRANT, ControlKind.FORGET_LINEAGE)):
+            ControlKind.STATE_WRITE, ControlKind.URL_GRANT, ControlKind.FORGET_LINEAGE,
+            ControlKind.SYNC_POLICY)):
         log.info("control %s (%s) acknowledged; kind not supported", cid, kind)
+        return
+    if kind == ControlKind.SYNC_POLICY:  # names no table: about the whole configuration
+        assert extras is not None
+        if extras.sync_policy is not None:
+            extras.sync_policy(doc)
         return
     if not isinstance(table, str) or not table:
         log.warning("control %s (%s) has no source_table; ignored", cid, kind)

@@ -33,6 +33,7 @@ from edgesync.agent._inbox import Accepted, ControlInbox
 from edgesync.agent._lock import InstanceLock
 from edgesync.agent._progress import resend_unconfirmed
 from edgesync.agent._publisher import MqttLink
+from edgesync.agent._remote_policy import RemotePolicy
 from edgesync.agent._retention import JournalBudget
 from edgesync.agent._source import open_source
 from edgesync.agent._state import StateStore
@@ -79,6 +80,7 @@ class Agent:
         self._versions: CloudVersions | None = None
         self._uploads: Uploads | None = None
         self._budget: JournalBudget | None = None
+        self._remote: RemotePolicy | None = None
         self._rows_tables: list[str] = []
         self._schema_version = -1
         self._flush_lock = asyncio.Lock()
@@ -242,6 +244,8 @@ class Agent:
         self._source = open_source(rep.source_db_path)
         self._source.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         self._state = StateStore(rep.state_db_path)
+        self._remote = RemotePolicy(self.config, self._state)
+        self.config = self._remote.config()  # the YAML, or the sync policy it opted into
         self._inbox = ControlInbox(self._state, self._signing_key)
         self._telemetry_state = TelemetryState(self._state)
         self._telemetry = TelemetryCapture(self._source, self._telemetry_state,
@@ -447,8 +451,16 @@ class Agent:
         assert self._uploads is not None
         execute_control(accepted.doc, self._source, self._state, self._telemetry_state,
                         self._budget, Extras(self._batcher.table_info, self._versions,
-                                             self._uploads))
+                                             self._uploads, self._apply_policy))
         self._inbox.executed(accepted.control_id)
+
+    def _apply_policy(self, doc: dict[str, Any]) -> None:
+        """A ``sync_policy`` control: where the YAML opts in, run with its strategies from
+        now on (tables discovered and triggers installed again, no restart)."""
+        assert self._remote is not None
+        if self._remote.receive(doc):
+            self.config = self._remote.config()
+            self._refresh_schema()
 
     async def _on_control(self, payload: bytes) -> None:
         accepted = await self._db(self._accept, payload)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 
 import asyncpg
 from fastapi import APIRouter, FastAPI
@@ -17,7 +17,7 @@ from edgesync.api.routes import ROUTERS
 from edgesync.api.routes.health import router as health_router
 from edgesync.observe import Check, Readiness, database_checks
 from edgesync.observe._db_metrics import DatabaseCollector
-from edgesync.store import create_pool
+from edgesync.store import Conn, create_pool
 
 __all__ = ["create_app"]
 
@@ -32,14 +32,20 @@ write-back and the governance event stream. Every call carries
 
 def create_app(pool: asyncpg.Pool | None = None, *, database_url: str | None = None,
                routers: Iterable[APIRouter] = (), readiness: Readiness | None = None,
-               metrics: CollectorRegistry | None = None) -> FastAPI:
+               metrics: CollectorRegistry | None = None,
+               broker_refresh: Callable[[Conn], Awaitable[str]] | None = None,
+               device_revoked: Callable[[], object] | None = None) -> FastAPI:
     """The API on an existing pool, or (``database_url``) on a pool of its own that the
     app's lifespan opens and closes. The schema must already be migrated. ``routers`` are
     mounted too (they find the pool at ``request.app.state.pool``).
 
     ``/readyz`` runs ``readiness`` (default: the database and migration checks);
     ``/metrics`` exposes ``metrics`` (the server's registry: ingest counters and its
-    own gauges; default an empty one) with the database gauges added to it."""
+    own gauges; default an empty one) with the database gauges added to it.
+    ``broker_refresh`` (``credentials.BrokerRefresh``) rewrites and reloads the broker's
+    files after a device's credentials change through the API; ``device_revoked`` is
+    called after a revocation committed (the server clears its device resolvers' caches,
+    so its own ingest refuses the device at once)."""
     if (pool is None) == (database_url is None):
         raise ValueError("create_app needs exactly one of pool or database_url")
 
@@ -60,6 +66,8 @@ def create_app(pool: asyncpg.Pool | None = None, *, database_url: str | None = N
                   lifespan=lifespan, openapi_url="/openapi.json", docs_url=None,
                   redoc_url=None)
     app.state.pool = pool
+    app.state.broker_refresh = broker_refresh
+    app.state.device_revoked = device_revoked
     app.state.events = EventHub(lambda: app.state.pool)
 
     async def database_ready() -> list[Check]:

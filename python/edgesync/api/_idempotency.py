@@ -62,7 +62,10 @@ def _response(status: int, content: bytes, *, replayed: bool) -> Response:
 
 
 async def idempotent(conn: Conn, access: Access, request: Request, key: str | None,
-                     work: Work) -> Response:
+                     work: Work, *, redact: Callable[[BaseModel], BaseModel] | None = None
+                     ) -> Response:
+    """Run ``work`` once per key. ``redact`` gives the body to store for replays when the
+    first answer carries secrets shown once (a retry then gets it without them)."""
     if not key:
         raise ApiError(400, "IDEMPOTENCY_KEY_REQUIRED",
                        "mutations need an Idempotency-Key header", "Idempotency-Key")
@@ -91,6 +94,8 @@ async def idempotent(conn: Conn, access: Access, request: Request, key: str | No
             if status >= 500:
                 raise
         content = body.model_dump_json().encode()
+        stored_content = (redact(body).model_dump_json().encode() if redact and status < 300
+                          else content)
         # An expired record of this key is replaced.
         await conn.execute(
             "INSERT INTO edge_idempotency_keys (principal_id, idempotency_key, request_hash, "
@@ -99,7 +104,8 @@ async def idempotent(conn: Conn, access: Access, request: Request, key: str | No
             "request_hash = EXCLUDED.request_hash, method = EXCLUDED.method, "
             "path = EXCLUDED.path, status_code = EXCLUDED.status_code, "
             "response_body = EXCLUDED.response_body, created_at = now()",
-            principal_id, key, fingerprint, request.method, request.url.path, status, content)
+            principal_id, key, fingerprint, request.method, request.url.path, status,
+            stored_content)
         await conn.execute(
             "DELETE FROM edge_idempotency_keys WHERE ctid = ANY(ARRAY("
             "SELECT ctid FROM edge_idempotency_keys WHERE created_at <= now() - $1::interval "

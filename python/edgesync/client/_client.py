@@ -58,15 +58,18 @@ class ApiClient:
 
     def request(self, method: str, path: str, *, json: Any = None,
                 params: Mapping[str, Any] | None = None,
-                idempotency_key: str | None = None) -> Any:
+                idempotency_key: str | None = None, content: bytes | None = None) -> Any:
+        """``content``: a raw body (application/octet-stream) instead of ``json``."""
         method = method.upper()
         headers = {}
+        if content is not None:
+            headers["Content-Type"] = "application/octet-stream"
         if method in _MUTATIONS:
             headers["Idempotency-Key"] = idempotency_key or str(uuid.uuid4())
         query = {k: str(v) for k, v in (params or {}).items() if v is not None}
         try:
             response = self._http.request(method, path, json=json, params=query,
-                                          headers=headers)
+                                          headers=headers, content=content)
         except httpx.HTTPError as exc:
             raise ApiClientError(0, "CONNECTION_FAILED",
                                  f"{self.base_url}: {exc or type(exc).__name__}") from exc
@@ -264,6 +267,34 @@ class ProjectApi:
 
     def add_device(self, name: str, fleet: str | None = None) -> Any:
         return self.post("/devices", _body(name=name, fleet=fleet))
+
+    # Sync policies
+    def sync_policies(self, **params: Any) -> dict[str, Any]:
+        return self.get_page("/edge/sync-policies", **params)
+
+    def sync_policy(self, policy_id: str) -> Any:
+        return self.get(f"/edge/sync-policies/{policy_id}")
+
+    def introspect_sample(self, data: bytes) -> Any:
+        return self._data(self.client.request(
+            "POST", self.prefix + "/edge/sync-policies/introspect", content=data))
+
+    def create_sync_policy(self, body: dict[str, Any]) -> Any:
+        return self.post("/edge/sync-policies", body)
+
+    def update_sync_policy(self, policy_id: str, changes: dict[str, Any]) -> Any:
+        return self.patch(f"/edge/sync-policies/{policy_id}", changes)
+
+    def delete_sync_policy(self, policy_id: str) -> Any:
+        return self.delete(f"/edge/sync-policies/{policy_id}")
+
+    def attach_sync_policy(self, policy_id: str, action: str, *, device_id: str | None = None,
+                           fleet_id: str | None = None) -> Any:
+        return self.post(f"/edge/sync-policies/{policy_id}/{action}",
+                         _body(device_id=device_id, fleet_id=fleet_id))
+
+    def sync_policy_devices(self, policy_id: str) -> Any:
+        return self.get(f"/edge/sync-policies/{policy_id}/devices")
 
 
 def _body(**fields: Any) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from edgesync.client._context import Ctx, flagged_actions, write_review_head
 from edgesync.client._format import print_fields, print_json
 from edgesync.client._run_governance import data_points_command, registry_command
 from edgesync.client._run_quarantine import quarantine_command
+from edgesync.client._run_sync_policies import sync_policies_command
 from edgesync.errors import ConfigError
 
 __all__ = ["run_api_command"]
@@ -204,7 +205,8 @@ def _devices(ctx: Ctx) -> None:
 
 _COMMANDS: dict[str, Callable[[Ctx], None]] = {
     "lineages": _lineages, "reviews": _reviews, "policy": _policy, "devices": _devices,
-    "registry": registry_command, "data-points": data_points_command}
+    "registry": registry_command, "data-points": data_points_command,
+    "sync-policies": sync_policies_command}
 
 
 def run_api_command(args: argparse.Namespace, out: IO[str] | None = None) -> int:

@@ -16,6 +16,7 @@ from edgesync.control._progress import ProgressReporter
 from edgesync.control._publisher import MqttPublisher
 from edgesync.control._sender import ControlSender, Publisher
 from edgesync.control._sweeper import BackpressureSweeper
+from edgesync.control._sync_policy import send_sync_policy
 from edgesync.control._uploads import GRANT_TTL, grant_upload, verify_upload_url
 from edgesync.control._writeback import MAX_WRITE_ROWS, resend_cloud_rows, write_state_rows
 
@@ -39,6 +40,7 @@ __all__ = [
     "record_materialization_failure",
     "resend_cloud_rows",
     "reset_materialization",
+    "send_sync_policy",
     "sweep_backpressure",
     "verify_upload_url",
     "write_state_rows",

@@ -14,6 +14,7 @@ from edgesync.credentials._broker_material import (
     WORKER_USERNAME,
     BrokerConfigOptions,
     BrokerConfigResult,
+    BrokerRefresh,
     write_broker_config,
 )
 from edgesync.credentials._bundle import BundleFiles, render_agent_yaml, write_bundle
@@ -29,6 +30,7 @@ from edgesync.credentials._device_credentials import (
     revoke_credentials,
 )
 from edgesync.credentials._enrollment import Enrollment, EnrollmentError, enroll
+from edgesync.credentials._issue_bundle import IssuedBundle, issue_bundle
 from edgesync.credentials._passwords import hash_password, new_password, verify_password
 from edgesync.credentials._x509 import CaMaterial, make_csr, new_key, private_key_pem
 
@@ -39,11 +41,13 @@ __all__ = [
     "BootstrapSecret",
     "BrokerConfigOptions",
     "BrokerConfigResult",
+    "BrokerRefresh",
     "BundleFiles",
     "CaMaterial",
     "CertificateSecret",
     "Enrollment",
     "EnrollmentError",
+    "IssuedBundle",
     "PasswordSecret",
     "enroll",
     "ensure_control_token",
@@ -51,6 +55,7 @@ __all__ = [
     "get_ca",
     "hash_password",
     "issue_bootstrap",
+    "issue_bundle",
     "issue_certificate",
     "issue_password",
     "list_bootstraps",

@@ -5,10 +5,12 @@ server certificate signed by the deployment's server CA."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import signal
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,12 @@ from edgesync.credentials._x509 import CaMaterial, build_crl, issue_leaf, new_ke
 from edgesync.errors import ConfigError, NotFoundError
 from edgesync.store import Conn
 
-__all__ = ["WORKER_USERNAME", "BrokerConfigOptions", "BrokerConfigResult", "write_broker_config"]
+__all__ = ["WORKER_USERNAME", "BrokerConfigOptions", "BrokerConfigResult", "BrokerRefresh",
+           "write_broker_config"]
+
+# The options a configuration was written with, so ``edgesync serve --broker-config-out``
+# can write it again the same way after an API revocation (BrokerRefresh.from_dir).
+OPTIONS_FILE = "edgesync-broker-options.json"
 
 # A broker username: no wildcards, separators or spaces (it lands in the ACL and passwd files).
 _ACCOUNT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -177,6 +184,61 @@ async def write_broker_config(conn: Conn, out: Path,
         worker_port=opts.worker_port, worker_bind=opts.worker_bind,
         persistence_dir=opts.persistence_dir, extra=tuple(opts.extra))
     files = write_mosquitto_config(cfg, out)
+    _write_secret(out / OPTIONS_FILE, _options_json(opts), 0o600)
     summary = [{"project": p.name, "topic_slug": p.slug, "mtls_port": p.mtls_port,
                 "password_port": p.password_port} for p in listeners]
     return BrokerConfigResult(files, summary, opts.worker_username, worker_password, ca_path)
+
+
+def _options_json(opts: BrokerConfigOptions) -> str:
+    doc = {k: (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple | list)
+               else v) for k, v in ((f, getattr(opts, f)) for f in opts.__dataclass_fields__)}
+    doc["rotate_worker_password"] = False  # a rewrite keeps the worker's password
+    return json.dumps(doc, indent=2)
+
+
+def _options_from(path: Path) -> BrokerConfigOptions:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError("--broker-config-out", f"cannot read {path} (write the broker's "
+                                                 f"files with `edgesync broker-config` "
+                                                 f"first): {exc}") from exc
+    paths = {"server_cert", "server_key", "persistence_dir"}
+    values: dict[str, Any] = {k: (Path(v) if k in paths and v is not None
+                                  else tuple(v) if isinstance(v, list) else v)
+                              for k, v in doc.items()
+                              if k in BrokerConfigOptions.__dataclass_fields__}
+    return BrokerConfigOptions(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRefresh:
+    """Keeps a Mosquitto's files in step with the database after a revocation made
+    through the API (``edgesync serve --broker-config-out DIR``): the files are written
+    again into ``out`` and ``reload`` makes the broker read them (default: SIGHUP to the
+    pid in ``pid_file``)."""
+
+    out: Path
+    options: BrokerConfigOptions = BrokerConfigOptions()
+    pid_file: Path | None = None
+    reload: Callable[[], Awaitable[None]] | None = None
+
+    @classmethod
+    def from_dir(cls, out: Path, pid_file: Path | None = None) -> BrokerRefresh:
+        """For the directory ``edgesync broker-config --out`` wrote: the same options."""
+        return cls(out, _options_from(out / OPTIONS_FILE), pid_file)
+
+    async def __call__(self, conn: Conn) -> str:
+        await write_broker_config(conn, self.out, self.options)
+        if self.reload is not None:
+            await self.reload()
+            return f"broker files rewritten in {self.out} and the broker reloaded"
+        if self.pid_file is None:
+            return f"broker files rewritten in {self.out}; reload the broker (SIGHUP)"
+        try:
+            os.kill(int(self.pid_file.read_text().strip()), signal.SIGHUP)
+        except (OSError, ValueError) as exc:
+            return (f"broker files rewritten in {self.out}, but the broker could not be "
+                    f"signalled ({self.pid_file}: {exc}); reload it (SIGHUP)")
+        return f"broker files rewritten in {self.out} and the broker sent SIGHUP"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import yaml
@@ -40,7 +41,11 @@ def _url_with_password(url: str, secret: PasswordSecret) -> str:
 
 
 def render_agent_yaml(scope: DeviceScope, *, mqtt_url: str, install_dir: Path,
-                      has_ca: bool, has_cert: bool, url_in_env: bool) -> str:
+                      has_ca: bool, has_cert: bool, url_in_env: bool,
+                      sync_policy: dict[str, Any] | None = None) -> str:
+    """The device's agent YAML. With ``sync_policy`` (the device's effective policy:
+    ``name``, ``version``, ``table_strategies``) its strategies are written in and
+    ``remote_policy: true`` lets later changes of it reach the running agent."""
     tls: dict[str, str] = {}
     if has_ca:
         tls["ca_cert_path"] = str(install_dir / CA_FILE)
@@ -70,6 +75,13 @@ def render_agent_yaml(scope: DeviceScope, *, mqtt_url: str, install_dir: Path,
     head = (f"# edgesync agent for device {scope.device_name!r} "
             f"(root topic {scope.root_topic!r}).\n"
             f"# Secrets are in {ENV_FILE}: load it into the service's environment.\n")
+    if sync_policy is not None:
+        replication: dict[str, Any] = doc["sqlite-replication"]  # type: ignore[assignment]
+        replication["remote_policy"] = True
+        replication["table_strategies"] = dict(sync_policy["table_strategies"])
+        head += (f"# table_strategies: sync policy {sync_policy['name']!r} version "
+                 f"{sync_policy['version']}; remote_policy: true applies its later changes "
+                 f"without a restart (set it false to keep these; docs/agent.md).\n")
     return head + yaml.safe_dump(doc, sort_keys=False)
 
 
@@ -85,7 +97,8 @@ def write_bundle(out: Path, scope: DeviceScope, *, mqtt_url: str, control_token:
                  password: PasswordSecret | None = None, broker_ca_pem: str | None = None,
                  install_dir: Path = Path("/etc/edgesync"),
                  source_db_path: str = "/var/lib/myapp/data.db",
-                 state_db_path: str = "/var/lib/edgesync/state.db") -> BundleFiles:
+                 state_db_path: str = "/var/lib/edgesync/state.db",
+                 sync_policy: dict[str, Any] | None = None) -> BundleFiles:
     if (certificate is None) == (password is None):
         raise ConfigError("bundle", "needs exactly one of a certificate or a password")
     if certificate is not None and certificate.key_pem is None:
@@ -105,7 +118,8 @@ def write_bundle(out: Path, scope: DeviceScope, *, mqtt_url: str, control_token:
         written += [CERT_FILE, KEY_FILE]
     _write(out / YAML_FILE, render_agent_yaml(
         scope, mqtt_url=mqtt_url, install_dir=install_dir, has_ca=bool(broker_ca_pem),
-        has_cert=certificate is not None, url_in_env=password is not None), 0o644)
+        has_cert=certificate is not None, url_in_env=password is not None,
+        sync_policy=sync_policy), 0o644)
     env = [f"# Environment of the edgesync agent for {scope.device_name} (keep mode 0600)."]
     if password is not None:
         env.append(f"EDGESYNC_MQTT_URL={_url_with_password(mqtt_url, password)}")

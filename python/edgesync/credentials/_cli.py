@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from edgesync import registry
-from edgesync.credentials._authorities import server_ca
 from edgesync.credentials._bootstrap import (
     issue_bootstrap,
     list_bootstraps,
@@ -21,8 +20,6 @@ from edgesync.credentials._broker_material import (
     BrokerConfigOptions,
     write_broker_config,
 )
-from edgesync.credentials._bundle import write_bundle
-from edgesync.credentials._control_token import ensure_control_token
 from edgesync.credentials._device_credentials import (
     find_device,
     find_project,
@@ -31,6 +28,7 @@ from edgesync.credentials._device_credentials import (
     list_credentials,
     revoke_credentials,
 )
+from edgesync.credentials._issue_bundle import issue_bundle
 from edgesync.errors import ConfigError, NotFoundError
 from edgesync.store import Conn
 
@@ -54,8 +52,13 @@ async def credentials_command(conn: Conn, args: argparse.Namespace) -> Any:
         return await _jitr(conn, args)
     scope = await find_device(conn, args.project, args.name)
     if args.devices_command == "revoke":
-        n = await revoke_credentials(conn, scope.device_id, credential_id=args.credential)
-        return {"device": scope.device_name, "revoked": n, "next": _RELOAD}
+        async with conn.transaction():
+            # The whole device unless one credential is named: ingest refuses it too.
+            revoked_at = (await registry.revoke_device(conn, scope.device_id)
+                          if args.credential is None else None)
+            n = await revoke_credentials(conn, scope.device_id, credential_id=args.credential)
+        return {"device": scope.device_name, "revoked": n,
+                **({"device_revoked_at": revoked_at} if revoked_at else {}), "next": _RELOAD}
     if args.devices_command == "bundle":
         return await _bundle(conn, scope, args)
     if not (args.password or args.cert or args.csr):
@@ -85,28 +88,19 @@ def _read(path: Path, field: str) -> str:
 
 
 async def _bundle(conn: Conn, scope: registry.DeviceScope, args: argparse.Namespace) -> Any:
-    if not args.mqtt_url:
-        raise ConfigError("--mqtt-url", "required (or set EDGESYNC_PUBLIC_MQTT_URL)")
     ca_pem = _read(args.broker_ca, "--broker-ca") if args.broker_ca else None
-    if ca_pem is None and await conn.fetchval(
-            "SELECT 1 FROM edge_certificate_authorities WHERE purpose = 'server'"):
-        ca_pem = (await server_ca(conn)).cert_pem
-    async with conn.transaction():
-        token = await ensure_control_token(conn, scope.device_id)
-        cert = pw = None
-        if args.auth == "cert":
-            cert = await issue_certificate(conn, scope, days=args.days)
-            credential_id = cert.credential_id
-        else:
-            pw = await issue_password(conn, scope)
-            credential_id = pw.credential_id
-        files = write_bundle(args.out, scope, mqtt_url=args.mqtt_url, control_token=token,
-                             certificate=cert, password=pw, broker_ca_pem=ca_pem,
-                             install_dir=args.install_dir, source_db_path=args.source_db)
+    issued = await issue_bundle(conn, scope, args.out, mqtt_url=args.mqtt_url, auth=args.auth,
+                                days=args.days, broker_ca_pem=ca_pem,
+                                install_dir=args.install_dir, source_db_path=args.source_db)
     return {"device": scope.device_name, "root_topic": scope.root_topic,
-            "directory": str(files.directory), "files": list(files.files),
-            "credential_id": credential_id,
-            "broker_ca": "included" if ca_pem else "none: the device uses its system CAs",
+            "directory": str(issued.files.directory), "files": list(issued.files.files),
+            "credential_id": issued.credential_id,
+            "broker_ca": ("included" if issued.broker_ca_included
+                          else "none: the device uses its system CAs"),
+            "sync_policy": (f"{issued.sync_policy['name']} version "
+                            f"{issued.sync_policy['version']} (attached to the "
+                            f"{issued.sync_policy['attached_via']})" if issued.sync_policy
+                            else "none attached: the agent replicates every table as rows"),
             "next": _RELOAD}
 
 

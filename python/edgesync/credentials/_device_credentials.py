@@ -22,7 +22,7 @@ from edgesync.credentials._x509 import (
     new_key,
     private_key_pem,
 )
-from edgesync.errors import InvalidRequestError, NotFoundError
+from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
 from edgesync.registry import DeviceScope
 from edgesync.store import Conn
 
@@ -78,8 +78,16 @@ async def find_device(conn: Conn, project: str, name: str) -> DeviceScope:
     return scope
 
 
+async def _not_revoked(conn: Conn, scope: DeviceScope) -> None:
+    if await conn.fetchval("SELECT revoked_at IS NOT NULL FROM edge_devices WHERE id = $1",
+                           scope.device_id):
+        raise ConflictError(f"device {scope.device_name!r} is revoked: it gets no new "
+                            "credentials")
+
+
 async def issue_password(conn: Conn, scope: DeviceScope) -> PasswordSecret:
     """A new password for the device; its previous password (if any) is revoked."""
+    await _not_revoked(conn, scope)
     password = new_password()
     cred_id = uuid.uuid4()
     async with conn.transaction():
@@ -97,6 +105,7 @@ async def issue_certificate(conn: Conn, scope: DeviceScope, *, csr_pem: str | No
                             bootstrap_id: uuid.UUID | None = None) -> CertificateSecret:
     """An mTLS client certificate for the device. Without a CSR the key pair is made
     here and returned once; with one, the CSR's CN must be the device name."""
+    await _not_revoked(conn, scope)
     key: EllipticCurvePrivateKey | None = None
     if csr_pem is None:
         key = new_key()

@@ -15,3 +15,4 @@ class ControlKind(enum.StrEnum):
     STATE_WRITE = "state_write"  # cloud write-back of rows
     URL_GRANT = "url_grant"  # a presigned upload URL
     FORGET_LINEAGE = "forget_lineage"  # the cloud deleted the lineage: re-send the table
+    SYNC_POLICY = "sync_policy"  # the device's attached sync policy (table_strategies)

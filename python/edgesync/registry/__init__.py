@@ -7,6 +7,7 @@ from edgesync.registry._devices import (
     ensure_fleet,
     ensure_project,
     get_device,
+    revoke_device,
 )
 
 __all__ = [
@@ -16,4 +17,5 @@ __all__ = [
     "ensure_fleet",
     "ensure_project",
     "get_device",
+    "revoke_device",
 ]

@@ -11,6 +11,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -19,7 +20,7 @@ from edgesync.errors import ConfigError, ConflictError
 from edgesync.store import Conn
 
 __all__ = ["DeviceResolver", "DeviceScope", "add_device", "ensure_fleet", "ensure_project",
-           "get_device"]
+           "get_device", "revoke_device"]
 
 # Device names become one MQTT topic level and the client id: no wildcards, no slash.
 _DEVICE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -106,8 +107,20 @@ async def get_device(conn: Conn, topic_slug: str, name: str) -> DeviceScope | No
     return _scope(row) if row else None
 
 
+async def revoke_device(conn: Conn, device_id: uuid.UUID) -> datetime | None:
+    """Mark the device revoked (kept, for the record and its data); the resolver stops
+    resolving it, so ingest refuses its messages. Returns when it was revoked (the first
+    time, for a device revoked before); None when there is no such device."""
+    got = await conn.fetchval(
+        "UPDATE edge_devices SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 "
+        "RETURNING revoked_at", device_id)
+    return got if isinstance(got, datetime) else None
+
+
 class DeviceResolver:
     """Topic → device scope, cached briefly so ingest does not hit the registry per message.
+    A revoked device resolves to None (refused as an unknown device) once its cached
+    scope expires (``ttl``, 30 s) or ``forget`` is called.
 
     Lookups of concurrent callers share one query (a fleet coming online resolves
     thousands of devices at once; one round trip and one pool checkout each would cost
@@ -144,7 +157,9 @@ class DeviceResolver:
                 async with self._pool.acquire() as conn:
                     rows = await conn.fetch(
                         _SCOPE_SQL + "JOIN unnest($1::text[], $2::text[]) AS k(slug, name) "
-                        "ON p.topic_slug = k.slug AND d.name = k.name",
+                        "ON p.topic_slug = k.slug AND d.name = k.name "
+                        # A revoked device is unknown to ingest: its messages are refused.
+                        "WHERE d.revoked_at IS NULL",
                         [k[0] for k in batch], [k[1] for k in batch])
             except BaseException as exc:
                 for fut in batch.values():

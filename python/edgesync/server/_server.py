@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import socket
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from edgesync.control import (
     ObjectStore,
     ProgressReporter,
 )
+from edgesync.credentials import BrokerRefresh
 from edgesync.ingest import AmqpIngest, IngestPipeline, MqttIngest, ObjectIngester
 from edgesync.observe import Check, database_checks, loop_checks
 from edgesync.observe._event_log import EventLog
@@ -60,6 +62,11 @@ async def _close_pool(pool: asyncpg.Pool) -> None:
         _log.warning("database connections still in use after 10 s; closed them")
 
 
+def _forget_all(resolvers: list[DeviceResolver]) -> None:
+    for resolver in resolvers:
+        resolver.forget()
+
+
 def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("edgesync"))
 
@@ -83,6 +90,10 @@ class ServerSettings:
     amqp_url: str | None = None
     amqp_queue: str = "edgesync.ingest"
     amqp_prefetch: int = 256
+    # The directory ``edgesync broker-config`` wrote: the API rewrites it (and signals
+    # the broker through its pid file) when credentials change (docs/security.md).
+    broker_config_out: Path | None = None
+    broker_pid_file: Path | None = None
 
 
 class Server:
@@ -128,10 +139,12 @@ class Server:
             else:
                 self.broker = await self._stack.enter_async_context(
                     embedded_broker(port=s.embedded_mqtt_port))
-            self.pipeline = IngestPipeline(self.pool)
+            # The API's revocations clear these caches: this worker refuses at once.
+            resolvers = [DeviceResolver(self.pool), DeviceResolver(self.pool)]
+            self.pipeline = IngestPipeline(self.pool, resolvers[0])
             if s.amqp_url:
                 self.ingest = AmqpIngest(self.pipeline, s.amqp_url,
-                                         devices=DeviceResolver(self.pool),
+                                         devices=resolvers[1],
                                          queue=s.amqp_queue, prefetch=s.amqp_prefetch,
                                          name=s.client_id)
             else:
@@ -146,8 +159,13 @@ class Server:
                            make_jitr_router(mqtt_broker_url=s.mqtt_url)]
                 registry = self.pipeline.metrics.registry
                 registry.register(ScrapeCollector(self._gauges))
+                refresh = (BrokerRefresh.from_dir(s.broker_config_out, s.broker_pid_file)
+                           if s.broker_config_out is not None else None)
                 self.api = ApiServer(create_app(self.pool, routers=routers,
-                                                readiness=self.readiness, metrics=registry),
+                                                readiness=self.readiness, metrics=registry,
+                                                broker_refresh=refresh,
+                                                device_revoked=functools.partial(
+                                                    _forget_all, resolvers)),
                                      sock)
                 self.pipeline.upload_base_url = s.public_url or self.api.url
                 _log.info("HTTP API listening on %s", self.api.url)

@@ -2,6 +2,7 @@
 
 from edgesync.api.routes import (
     data_points,
+    device_credentials,
     devices,
     events,
     lineages,
@@ -11,10 +12,12 @@ from edgesync.api.routes import (
     reviews,
     segments,
     state_tables,
+    sync_policies,
 )
 
 ROUTERS = (lineages.router, quarantine.router, reviews.router, registry.router,
-           registry.fleet_router, data_points.router, policy.router, devices.router,
+           registry.fleet_router, data_points.router, policy.router, sync_policies.router,
+           devices.router, device_credentials.router,
            state_tables.router, segments.router, events.router)
 
 __all__ = ["ROUTERS"]

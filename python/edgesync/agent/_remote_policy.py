@@ -1,0 +1,111 @@
+"""The ``sync_policy`` control: the cloud's sync policy for this device, applied without a
+restart where the YAML opts in (``sqlite-replication.remote_policy: true``).
+
+The rule (docs/agent.md, "Remote sync policy"):
+
+* ``remote_policy: false`` (the default): the control is acknowledged and logged, nothing
+  changes — the local YAML's ``table_strategies`` win.
+* ``remote_policy: true``: the policy's ``table_strategies`` replace the YAML's as a
+  whole (the YAML's stay the fallback: a control with ``table_strategies: null`` — the
+  policy was detached or deleted — puts them back). A control applies only when its
+  ``revision`` is above the last one applied, so a late redelivery never undoes a newer
+  policy. The applied policy is kept in ``state.db`` and applied again at the next start,
+  before anything is captured.
+
+Strategies are checked by the same rules as the YAML's (``parse_table_strategies``); a
+control that breaks them is logged and changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+
+from edgesync.agent._config import (
+    AgentConfig,
+    TableStrategy,
+    parse_table_strategies,
+    table_strategies_doc,
+)
+from edgesync.agent._state import StateStore
+
+__all__ = ["RemotePolicy"]
+
+log = logging.getLogger("edgesync.agent")
+
+_KEY = "remote_policy"
+
+
+class RemotePolicy:
+    """What the cloud's policy makes of the YAML's configuration."""
+
+    def __init__(self, local: AgentConfig, state: StateStore) -> None:
+        self._local = local
+        self._state = state
+
+    @property
+    def enabled(self) -> bool:
+        return self._local.replication.remote_policy
+
+    def _stored(self) -> dict[str, Any] | None:
+        raw = self._state.db.execute("SELECT value FROM meta WHERE key = ?",
+                                     (_KEY,)).fetchone()
+        doc = orjson.loads(raw[0]) if raw is not None else None
+        return doc if isinstance(doc, dict) else None
+
+    def config(self) -> AgentConfig:
+        """The configuration to run: the YAML's, with the applied policy's strategies."""
+        stored = self._stored() if self.enabled else None
+        if stored is None or stored.get("table_strategies") is None:
+            return self._local
+        strategies, errors = parse_table_strategies(stored["table_strategies"])
+        if errors:  # stored only after the same check: a state.db edited by hand
+            log.error("stored remote policy is invalid (%s); using the YAML's strategies",
+                      errors[0])
+            return self._local
+        return self._with(strategies)
+
+    def _with(self, strategies: dict[str, TableStrategy]) -> AgentConfig:
+        rep = self._local.replication.model_copy(update={"table_strategies": strategies})
+        return self._local.model_copy(update={"replication": rep})
+
+    def receive(self, doc: dict[str, Any]) -> bool:
+        """Record a ``sync_policy`` control; True when the configuration to run changed."""
+        cid, revision = doc.get("control_id"), doc.get("revision")
+        name = doc.get("policy_name")
+        if not self.enabled:
+            log.info("control %s: sync policy %r not applied: remote_policy is off in the "
+                     "YAML, whose table_strategies stay in force", cid, name)
+            return False
+        if not isinstance(revision, int) or isinstance(revision, bool) or revision < 0:
+            log.warning("control %s (sync_policy): revision must be a non-negative integer; "
+                        "ignored", cid)
+            return False
+        stored = self._stored()
+        if stored is not None and int(stored.get("revision", -1)) >= revision:
+            log.info("control %s: sync policy revision %d is not newer than the applied %s; "
+                     "ignored", cid, revision, stored.get("revision"))
+            return False
+        raw = doc.get("table_strategies")
+        if raw is not None:
+            strategies, errors = parse_table_strategies(raw)
+            if errors:
+                log.warning("control %s: sync policy %r refused: %s", cid, name, errors[0])
+                return False
+            raw = table_strategies_doc(strategies)
+        before = self.config()
+        record = {"revision": revision, "policy_id": doc.get("policy_id"),
+                  "policy_name": name, "policy_version": doc.get("policy_version"),
+                  "table_strategies": raw}
+        self._state.set_meta(_KEY, orjson.dumps(record).decode())
+        if raw is None:
+            log.warning("sync policy detached (revision %d): back to the YAML's "
+                        "table_strategies", revision)
+        else:
+            log.warning("sync policy %r version %s applied (revision %d): %s", name,
+                        doc.get("policy_version"), revision,
+                        ", ".join(f"{t}={s['strategy']}" for t, s in sorted(raw.items()))
+                        or "no tables listed (every table as rows)")
+        return self.config() != before

@@ -1,0 +1,258 @@
+"""Sync policies and their attachments: the only writer of ``edge_sync_policies`` and
+``edge_sync_policy_attachments`` (migration 0012).
+
+A device's *effective* policy is the one attached to the device, else the one attached
+to its fleet, else none. Every change that can change a device's effective policy (an
+edit, a delete, an attach or detach) queues a ``sync_policy`` control for each device
+it touches, in the same transaction (``_deliver``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from edgesync.agent._config import parse_table_strategies, table_strategies_doc
+from edgesync.control import send_sync_policy
+from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
+from edgesync.store import Conn
+
+__all__ = ["attach_policy", "create_policy", "delete_policy", "detach_policy",
+           "effective_policy", "get_policy", "list_policies", "policy_devices",
+           "update_policy"]
+
+_COLUMNS = ("id, project_id, name, description, table_strategies, sample_tables, version, "
+            "created_at, updated_at")
+_MAX_NAME, _MAX_DESCRIPTION = 200, 2000
+
+
+def _check_text(field: str, value: object, limit: int, *, empty: bool) -> str:
+    if not isinstance(value, str):
+        raise InvalidRequestError(field, "must be a string")
+    text = value.strip()
+    if not text and not empty:
+        raise InvalidRequestError(field, "must not be empty")
+    if len(text) > limit:
+        raise InvalidRequestError(field, f"must be at most {limit} characters")
+    return text
+
+
+def _check_sample(sample: object) -> dict[str, list[str]] | None:
+    if sample is None:
+        return None
+    if not isinstance(sample, dict) or not all(
+            isinstance(cols, list) and all(isinstance(c, str) for c in cols)
+            for cols in sample.values()):
+        raise InvalidRequestError("sample_tables", "must map each table name to a list of its "
+                                                   "column names (from the introspection)")
+    return {str(t): list(cols) for t, cols in sample.items()}
+
+
+def _check_strategies(doc: object, sample: dict[str, list[str]] | None) -> dict[str, Any]:
+    """``table_strategies`` by the agent's own rules; with a sample, every table and column
+    named must be one of it. Raises the first problem found."""
+    strategies, errors = parse_table_strategies(doc)
+    if errors:
+        raise InvalidRequestError(errors[0].field, errors[0].reason)
+    for table, ts in strategies.items():
+        if sample is None or ts.strategy == "ignore":
+            continue
+        at = f"table_strategies.{table}"
+        if table not in sample:
+            raise InvalidRequestError(at, f"{table!r} is not a table of the sample database")
+        for key, names in (("ts_column", [ts.ts_column] if ts.ts_column else []),
+                           ("include_columns", list(ts.include_columns or ()))):
+            missing = [n for n in names if n not in sample[table]]
+            if missing:
+                raise InvalidRequestError(f"{at}.{key}", f"{', '.join(map(repr, missing))} "
+                                                         f"is not a column of {table!r}")
+    return table_strategies_doc(strategies)
+
+
+def _out(row: Any) -> dict[str, Any]:
+    return dict(row)
+
+
+async def get_policy(conn: Conn, project_id: uuid.UUID, policy_id: uuid.UUID, *,
+                     for_update: bool = False) -> dict[str, Any]:
+    row = await conn.fetchrow(
+        f"SELECT {_COLUMNS} FROM edge_sync_policies WHERE id = $1 AND project_id = $2"
+        + (" FOR UPDATE" if for_update else ""), policy_id, project_id)
+    if row is None:
+        raise NotFoundError(f"no sync policy {policy_id} in this project")
+    return _out(row)
+
+
+async def list_policies(conn: Conn, project_id: uuid.UUID, *, offset: int = 0,
+                        limit: int = 100) -> tuple[list[dict[str, Any]], int]:
+    total = await conn.fetchval("SELECT count(*) FROM edge_sync_policies WHERE project_id = $1",
+                                project_id)
+    rows = await conn.fetch(
+        f"SELECT {_COLUMNS} FROM edge_sync_policies WHERE project_id = $1 "
+        "ORDER BY name OFFSET $2 LIMIT $3", project_id, offset, limit)
+    return [_out(r) for r in rows], int(total)
+
+
+async def create_policy(conn: Conn, project_id: uuid.UUID, *, name: str,
+                        description: str = "", table_strategies: object = None,
+                        sample_tables: object = None) -> dict[str, Any]:
+    sample = _check_sample(sample_tables)
+    row = await conn.fetchrow(
+        "INSERT INTO edge_sync_policies (id, project_id, name, description, table_strategies, "
+        f"sample_tables) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING "
+        f"RETURNING {_COLUMNS}",
+        uuid.uuid4(), project_id, _check_text("name", name, _MAX_NAME, empty=False),
+        _check_text("description", description, _MAX_DESCRIPTION, empty=True),
+        _check_strategies({} if table_strategies is None else table_strategies, sample),
+        sample)
+    if row is None:
+        raise ConflictError(f"a sync policy named {name.strip()!r} exists in this project")
+    return _out(row)
+
+
+async def update_policy(conn: Conn, project_id: uuid.UUID, policy_id: uuid.UUID,
+                        changes: dict[str, Any]) -> dict[str, Any]:
+    """Change ``name``, ``description``, ``table_strategies``, ``sample_tables``; the
+    version goes up and attached devices are sent the new strategies."""
+    async with conn.transaction():
+        old = await get_policy(conn, project_id, policy_id, for_update=True)
+        sample = (_check_sample(changes["sample_tables"]) if "sample_tables" in changes
+                  else old["sample_tables"])
+        name = (_check_text("name", changes["name"], _MAX_NAME, empty=False)
+                if "name" in changes else old["name"])
+        description = (_check_text("description", changes["description"], _MAX_DESCRIPTION,
+                                   empty=True) if "description" in changes
+                       else old["description"])
+        strategies = _check_strategies(changes.get("table_strategies",
+                                                   old["table_strategies"]), sample)
+        if name != old["name"] and await conn.fetchval(
+                "SELECT 1 FROM edge_sync_policies WHERE project_id = $1 AND name = $2",
+                project_id, name):
+            raise ConflictError(f"a sync policy named {name!r} exists in this project")
+        row = await conn.fetchrow(
+            "UPDATE edge_sync_policies SET name = $2, description = $3, table_strategies = $4, "
+            "sample_tables = $5, version = version + 1, updated_at = now() WHERE id = $1 "
+            f"RETURNING {_COLUMNS}", policy_id, name, description, strategies, sample)
+        if strategies != old["table_strategies"]:
+            await _deliver(conn, await _governed(conn, policy_id))
+    return _out(row)
+
+
+async def delete_policy(conn: Conn, project_id: uuid.UUID, policy_id: uuid.UUID) -> None:
+    """Delete the policy and its attachments; its devices fall back to their fleet's
+    policy, or to none (their agents then go back to their YAML's strategies)."""
+    async with conn.transaction():
+        await get_policy(conn, project_id, policy_id, for_update=True)
+        devices = await _governed(conn, policy_id)
+        await conn.execute("DELETE FROM edge_sync_policies WHERE id = $1", policy_id)
+        await _deliver(conn, devices)
+
+
+async def _target(conn: Conn, project_id: uuid.UUID, device_id: uuid.UUID | None,
+                  fleet_id: uuid.UUID | None) -> None:
+    if (device_id is None) == (fleet_id is None):
+        raise InvalidRequestError("device_id", "give exactly one of device_id or fleet_id")
+    table, ident = (("edge_devices", device_id) if device_id is not None
+                    else ("edge_fleets", fleet_id))
+    if not await conn.fetchval(f"SELECT 1 FROM {table} WHERE id = $1 AND project_id = $2",
+                               ident, project_id):
+        what = "device" if device_id is not None else "fleet"
+        raise NotFoundError(f"no {what} {ident} in this project")
+
+
+async def _in_scope(conn: Conn, device_id: uuid.UUID | None, fleet_id: uuid.UUID | None
+                    ) -> list[uuid.UUID]:
+    if device_id is not None:
+        return [device_id]
+    rows = await conn.fetch("SELECT id FROM edge_devices WHERE fleet_id = $1", fleet_id)
+    return [r["id"] for r in rows]
+
+
+async def attach_policy(conn: Conn, project_id: uuid.UUID, policy_id: uuid.UUID, *,
+                        device_id: uuid.UUID | None = None,
+                        fleet_id: uuid.UUID | None = None) -> dict[str, Any]:
+    """Attach to a device or a fleet (replacing what was attached to it)."""
+    async with conn.transaction():
+        await get_policy(conn, project_id, policy_id, for_update=True)
+        await _target(conn, project_id, device_id, fleet_id)
+        key = "device_id" if device_id is not None else "fleet_id"
+        row = await conn.fetchrow(
+            "INSERT INTO edge_sync_policy_attachments (id, policy_id, device_id, fleet_id) "
+            f"VALUES ($1, $2, $3, $4) ON CONFLICT ({key}) WHERE {key} IS NOT NULL "
+            "DO UPDATE SET policy_id = EXCLUDED.policy_id, created_at = now() "
+            "RETURNING id, policy_id, device_id, fleet_id, created_at",
+            uuid.uuid4(), policy_id, device_id, fleet_id)
+        assert row is not None
+        await _deliver(conn, await _in_scope(conn, device_id, fleet_id))
+    return dict(row)
+
+
+async def detach_policy(conn: Conn, project_id: uuid.UUID, policy_id: uuid.UUID, *,
+                        device_id: uuid.UUID | None = None,
+                        fleet_id: uuid.UUID | None = None) -> None:
+    async with conn.transaction():
+        await get_policy(conn, project_id, policy_id, for_update=True)
+        await _target(conn, project_id, device_id, fleet_id)
+        done = await conn.execute(
+            "DELETE FROM edge_sync_policy_attachments WHERE policy_id = $1 AND "
+            "device_id IS NOT DISTINCT FROM $2 AND fleet_id IS NOT DISTINCT FROM $3",
+            policy_id, device_id, fleet_id)
+        if done.endswith(" 0"):
+            raise NotFoundError("the policy is not attached to it")
+        await _deliver(conn, await _in_scope(conn, device_id, fleet_id))
+
+
+_EFFECTIVE = """
+SELECT d.id AS device_id, p.id AS policy_id, p.name, p.version, p.table_strategies,
+       CASE WHEN own.id IS NOT NULL THEN 'device' ELSE 'fleet' END AS attached_via
+FROM edge_devices d
+LEFT JOIN edge_sync_policy_attachments own ON own.device_id = d.id
+LEFT JOIN edge_sync_policy_attachments fl ON fl.fleet_id = d.fleet_id AND own.id IS NULL
+JOIN edge_sync_policies p ON p.id = coalesce(own.policy_id, fl.policy_id)
+"""
+
+
+async def effective_policy(conn: Conn, device_id: uuid.UUID) -> dict[str, Any] | None:
+    """The device's policy (``policy_id``, ``name``, ``version``, ``table_strategies``,
+    ``attached_via``), or None."""
+    row = await conn.fetchrow(_EFFECTIVE + "WHERE d.id = $1", device_id)
+    return dict(row) if row else None
+
+
+async def _governed(conn: Conn, policy_id: uuid.UUID) -> list[uuid.UUID]:
+    rows = await conn.fetch(_EFFECTIVE + "WHERE p.id = $1", policy_id)
+    return [r["device_id"] for r in rows]
+
+
+async def policy_devices(conn: Conn, project_id: uuid.UUID, policy_id: uuid.UUID
+                         ) -> list[dict[str, Any]]:
+    """The devices the policy governs, with how (device or fleet) and whether the latest
+    ``sync_policy`` control reached them (``pending``, ``acked``; None: never sent)."""
+    await get_policy(conn, project_id, policy_id)
+    rows = await conn.fetch(
+        "SELECT e.device_id, d.name, e.attached_via, c.status AS delivery, c.acked_at, "
+        "(c.body->>'policy_version')::bigint AS delivered_version FROM (" + _EFFECTIVE
+        + "WHERE p.id = $1) e JOIN edge_devices d ON d.id = e.device_id "
+        "LEFT JOIN LATERAL (SELECT status, acked_at, body FROM edge_pending_controls "
+        "  WHERE device_id = e.device_id AND control_kind = 'sync_policy' "
+        "  AND status <> 'superseded' ORDER BY created_at DESC LIMIT 1) c ON true "
+        "ORDER BY d.name", policy_id)
+    return [dict(r) for r in rows]
+
+
+async def _deliver(conn: Conn, device_ids: list[uuid.UUID]) -> None:
+    """Queue each (live) device's effective policy; none left: ``table_strategies`` null,
+    which puts the agent back on its YAML's strategies."""
+    if not device_ids:
+        return
+    live = await conn.fetch("SELECT id FROM edge_devices WHERE id = ANY($1::uuid[]) "
+                            "AND revoked_at IS NULL ORDER BY id", list(set(device_ids)))
+    for rec in live:
+        policy = await effective_policy(conn, rec["id"])
+        revision = await conn.fetchval("SELECT nextval('edge_sync_policy_revisions')")
+        await send_sync_policy(conn, rec["id"], {
+            "revision": int(revision),
+            "policy_id": str(policy["policy_id"]) if policy else None,
+            "policy_name": policy["name"] if policy else None,
+            "policy_version": int(policy["version"]) if policy else None,
+            "table_strategies": policy["table_strategies"] if policy else None})
