@@ -110,7 +110,17 @@ class Browser:
         docs/console/*.png are made: that variable, then the story test)."""
         where = os.environ.get("EDGESYNC_CONSOLE_SCREENSHOTS")
         if where:
-            await self.do(self.driver.save_screenshot, str(Path(where) / f"{name}.png"))
+            await self.do(self._full_page, str(Path(where) / f"{name}.png"))
+
+    def _full_page(self, path: str) -> None:
+        """The whole page (up to 2400 px tall), not only the window's part of it."""
+        size = self.driver.get_window_size()
+        tall = self.driver.execute_script("return document.documentElement.scrollHeight")
+        self.driver.set_window_size(size["width"], min(2400, max(size["height"], tall + 140)))
+        try:
+            self.driver.save_screenshot(path)
+        finally:
+            self.driver.set_window_size(size["width"], size["height"])
 
     async def drain_log(self) -> list[dict[str, Any]]:
         entries: list[dict[str, Any]] = await self.do(self.driver.get_log, "browser")

@@ -51,12 +51,19 @@ async def test_console_story(console_server: Server, browser: Browser, tmp_path:
                      [(f"k{i:02}", f"v{i}", i, f"n{i}") for i in range(1, 9)]),
             ("INSERT INTO alarms VALUES (?, ?)", [(i, f"A{i}") for i in range(1, 4)]))
 
-        # ---- login, by keyboard: Tab from the page start reaches the skip link first
+        # ---- login, by keyboard
         await browser.get(f"{base}/console")
         await browser.find("#login-token", "login form")
         await browser.drain_log()
         await browser.shot("login")
         assert await browser.unlabelled() == []
+        # the token field has the focus; before it in the Tab order, only the skip link
+        assert await browser.do(browser.driver.execute_script,
+                                "return document.activeElement.id") == "login-token"
+        await browser.do(lambda: browser.driver.switch_to.active_element.send_keys(
+            Keys.SHIFT, Keys.TAB))
+        assert await browser.do(browser.driver.execute_script,
+                                "return document.activeElement.textContent") == "Skip to content"
         await browser.type("#login-token", "esk_wrong")
         await browser.type("#login-org", str(boot.org_id))
         await browser.type("#login-project", str(boot.project_id) + Keys.ENTER)
@@ -72,7 +79,6 @@ async def test_console_story(console_server: Server, browser: Browser, tmp_path:
                             and "Lineages by status" in browser.text("#chart-status"), "overview")
         await browser.until(lambda d: "lineages\n2" in browser.text(".cards"),
                             "two lineages counted", between=d_refresh(browser.driver))
-        await browser.shot("overview")
 
         # ---- Lineages: both wait for review; the search runs on the server
         await browser.click("#nav a[href='#/lineages']")
@@ -183,6 +189,13 @@ async def test_console_story(console_server: Server, browser: Browser, tmp_path:
                             and "alarms deleted" in browser.text("#status"), "deleted")
         assert await pool.fetchval("SELECT count(*) FROM edge_table_lineages WHERE id = $1",
                                    uuid.UUID(lineage_id)) == 0
+
+        # ---- the overview again: its charts sampled since the first visit
+        await browser.click("#nav a[href='#/overview']")
+        await browser.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#chart-backlog polyline")
+                            and "rows/s" in browser.text("#chart-rate"),
+                            "the charts drawn from samples")
+        await browser.shot("overview")
 
         # ---- policy: the API's validation message next to its field
         await browser.click("#nav a[href='#/policy']")

@@ -30,6 +30,9 @@ export function lineChart(id, title, points, unit, { width = 420, height = 140 }
     s("text", { x: pad.l - 4, y: pad.t + 8, "text-anchor": "end" }, fmt(max)),
     s("text", { x: pad.l - 4, y: pad.t + ht, "text-anchor": "end" }, "0"),
     s("text", { x: pad.l, y: height - 6 }, points.length ? `${Math.round(span / 1000)} s` : "waiting for samples"));
+  for (const [t, v] of points.slice(-1)) { // the latest sample, also when it is the only one
+    svg.append(s("circle", { class: "dot", cx: (points.length > 1 ? x(t) : pad.l + w).toFixed(1), cy: y(v).toFixed(1), r: 3 }));
+  }
   if (points.length > 1) {
     svg.append(s("polyline", { class: "line", points: points.map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(" ") }));
   }

@@ -164,7 +164,10 @@ async function showRows(box, l, view) {
 }
 
 function rowTable(caption, rows, first = []) {
+  // The table's own columns first; edgesync's bookkeeping (device_id, _edge_*) last.
+  const system = (k) => k === "device_id" || k.startsWith("_edge");
   const keys = [...new Set([...first, ...rows.flatMap((r) => Object.keys(r))])]
-    .filter((k) => rows.some((r) => r[k] !== undefined && r[k] !== null) || first.includes(k));
+    .filter((k) => rows.some((r) => r[k] !== undefined && r[k] !== null) || first.includes(k))
+    .sort((a, b) => Number(system(a)) - Number(system(b)));
   return table(caption, keys.map((k) => ({ label: k, value: (r) => value(r[k]) })), rows);
 }
