@@ -68,9 +68,9 @@ export async function render(main, { args: [kind, id] }) {
   if (form) form.el.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(refreshPreview, 250); });
 
   const authority = kind === "schema" && lineage.pipeline === "rows" && open
-    ? h("label", {}, "Sync authority", h("select", { id: "sync-authority" },
+    ? h("div", { class: "filters" }, h("label", {}, "Sync authority", h("select", { id: "sync-authority" },
       h("option", { value: "" }, "device authoritative (default)"),
-      h("option", { value: "cloud_authoritative" }, "cloud authoritative (allows write-back)")))
+      h("option", { value: "cloud_authoritative" }, "cloud authoritative (allows write-back)"))))
     : null;
   const buttons = [];
   if (r.status === "queued") {
