@@ -101,6 +101,21 @@ class Browser:
                         for tr in t.find_elements(By.CSS_SELECTOR, "tbody tr")]
         return []
 
+    async def login(self, base: str, token: str, org: str, project: str) -> None:
+        """Open the console and log in (typing, then Enter)."""
+        await self.get(f"{base}/console/")
+        await self.type("#login-token", token)
+        await self.type("#login-org", org)
+        await self.type("#login-project", project + "\n")
+        await self.until(lambda d: d.find_element(By.ID, "nav").is_displayed(), "logged in")
+
+    def severe(self, expected: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        """Errors of the browser's log, less the network lines of the answers a test
+        provoked on purpose (``expected``: " 409 ", …; Chromium logs a fetch answered
+        with an error status as a network error)."""
+        return [e for e in self.log if e["level"] == "SEVERE" and not (
+            e["source"] == "network" and any(s in e["message"] for s in expected))]
+
     async def unlabelled(self) -> list[str]:
         found: list[str] = await self.do(self.driver.execute_script, _UNLABELLED)
         return found
