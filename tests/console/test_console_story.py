@@ -236,6 +236,12 @@ async def test_console_story(console_server: Server, browser: Browser, tmp_path:
                             "the device listed")
         await browser.shot("devices")
 
+        # ---- log out: the token leaves the tab
+        await browser.click("#logout")
+        await browser.find("#login-token", "the login form again")
+        assert await browser.do(browser.driver.execute_script,
+                                "return sessionStorage.length") == 0
+
     # ---- nothing but the provoked 401, 409 and 422 answers in the browser's log
     await browser.drain_log()
     assert browser.severe(EXPECTED_NETWORK) == []

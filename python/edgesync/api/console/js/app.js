@@ -74,6 +74,7 @@ function loginProblem(e) {
 
 async function route() {
   if (cleanup) { cleanup(); cleanup = null; }
+  const mine = ++generation; // a page still loading or polling sees it is stale
   const s = session();
   if (!s) { showLogin(); return; }
   document.getElementById("nav").hidden = false;
@@ -87,11 +88,10 @@ async function route() {
     if (a.getAttribute("href") === `#/${tab}`) a.setAttribute("aria-current", "page");
     else a.removeAttribute("aria-current");
   }
-  const mine = ++generation;
-  const page = await load();
-  if (mine !== generation) return;
   clear(main, h("p", { class: "muted" }, "Loading…"));
   try {
+    const page = await load();
+    if (mine !== generation) return;
     const done = await page.render(main, { args: match.slice(1), query, stale: () => mine !== generation });
     if (mine !== generation) { if (done) done(); return; }
     cleanup = done || null;
