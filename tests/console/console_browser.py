@@ -101,6 +101,17 @@ class Browser:
                         for tr in t.find_elements(By.CSS_SELECTOR, "tbody tr")]
         return []
 
+    async def start(self) -> None:
+        """A test's start: the log of earlier tests (of other servers) is theirs."""
+        await self.drain_log()
+        self.log.clear()
+
+    async def leave(self) -> None:
+        """A test's end: leave the console (its event stream closes before the test's
+        server stops) and read the log."""
+        await self.get("about:blank")
+        await self.drain_log()
+
     async def login(self, base: str, token: str, org: str, project: str) -> None:
         """Open the console and log in (typing, then Enter)."""
         await self.get(f"{base}/console/")

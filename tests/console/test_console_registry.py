@@ -1,5 +1,6 @@
 """A registry review in the browser: with ``schema_coalescing_mode: project`` a new table
-waits for one registry review of the project; the console offers no ``defer`` there
+waits for one registry review of the project, which appears on the open reviews page
+through the event stream; the console offers no ``defer`` there
 (the API refuses it at approval), previews the coalesced target, and approving (it claims
 first) writes the device's rows under the renamed column."""
 
@@ -22,6 +23,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.once, pytest.mark.timeout(180)]
 
 async def test_registry_review_approved_in_the_browser(console_server: Server, browser: Browser,
                                                        tmp_path: Path, mqtt_url: str) -> None:
+    await browser.start()
     unique = uuid.uuid4().hex[:8]
     pool = pool_of(console_server)
     dev = await register(pool, tmp_path, mqtt_url, unique, tag="reg",
@@ -31,19 +33,23 @@ async def test_registry_review_approved_in_the_browser(console_server: Server, b
                                         project=f"e2e-reg-{unique}", topic_slug=f"e2e-reg-{unique}")
     assert console_server.api is not None
     app(dev.db, "CREATE TABLE meters (id INTEGER PRIMARY KEY, kwh REAL, raw TEXT)")
+    # The reviews page is open before the device sends anything: the review appears on
+    # it through the event stream, with no reload.
+    await browser.login(console_server.api.url, boot.token.token, str(boot.org_id),
+                        str(boot.project_id))
+    await browser.click("#nav a[href='#/reviews']")
+    await browser.until(lambda d: "Registry reviews: none" in browser.text("main"),
+                        "no review yet")
+
+    def reload(d: WebDriver) -> object:
+        return d.execute_script("window.dispatchEvent(new Event('console:reload'))")
+
     async with running_agent(dev):
         app(dev.db, ("INSERT INTO meters VALUES (?, ?, ?)",
                      [(i, i * 1.5, f"r{i}") for i in range(1, 6)]))
-        await browser.login(console_server.api.url, boot.token.token, str(boot.org_id),
-                            str(boot.project_id))
-        await browser.click("#nav a[href='#/reviews']")
-
-        def reload(d: WebDriver) -> object:
-            return d.execute_script("window.dispatchEvent(new Event('console:reload'))")
-
         await browser.until(lambda d: "meters" in {r["table"] for r in
                                                    browser.table("Registry reviews")},
-                            "the registry review listed", between=lambda: reload(browser.driver))
+                            "the registry review listed, live")
         await browser.do(lambda: browser.driver.find_element(
             By.CSS_SELECTOR, "a[href^='#/reviews/registry/']").click())
         await browser.find("#abandon", "the registry review's decisions")
@@ -79,5 +85,5 @@ async def test_registry_review_approved_in_the_browser(console_server: Server, b
 
         await browser.until(written, "the rows in the coalesced target",
                             between=lambda: reload(browser.driver), every=10)
-    await browser.drain_log()
+    await browser.leave()
     assert browser.severe() == []

@@ -37,6 +37,7 @@ def cells(browser: Browser, caption: str, column: str) -> dict[str, dict[str, st
 
 async def test_console_story(console_server: Server, browser: Browser, tmp_path: Path,
                              mqtt_url: str) -> None:
+    await browser.start()
     unique = uuid.uuid4().hex[:8]
     pool = pool_of(console_server)
     dev: Device = await register(pool, tmp_path, mqtt_url, unique, tag="web",
@@ -243,7 +244,7 @@ async def test_console_story(console_server: Server, browser: Browser, tmp_path:
                                 "return sessionStorage.length") == 0
 
     # ---- nothing but the provoked 401, 409 and 422 answers in the browser's log
-    await browser.drain_log()
+    await browser.leave()
     assert browser.severe(EXPECTED_NETWORK) == []
     assert any(" 409 " in e["message"] for e in browser.log)
 

@@ -72,7 +72,8 @@ function loginProblem(e) {
   return e.text;
 }
 
-async function route() {
+async function route(ev) {
+  const live = ev && ev.detail && ev.detail.live; // an event's refresh keeps the focus
   if (cleanup) { cleanup(); cleanup = null; }
   const mine = ++generation; // a page still loading or polling sees it is stale
   const s = session();
@@ -96,7 +97,10 @@ async function route() {
     if (mine !== generation) { if (done) done(); return; }
     cleanup = done || null;
     const heading = main.querySelector("h1");
-    if (heading) { heading.tabIndex = -1; heading.focus(); }
+    if (heading && (!live || !main.contains(document.activeElement))) {
+      heading.tabIndex = -1;
+      heading.focus();
+    }
   } catch (e) {
     if (e instanceof ApiError && e.status === 401) {
       clearSession();

@@ -2,6 +2,7 @@
 // search q= (device name, source table, target table, pause reason); pages of 50.
 
 import { all, get } from "../api.js";
+import { refreshOnEvents } from "../events.js";
 import { ago, clear, h, link, num, pill, table, words } from "../ui.js";
 
 const LIMIT = 50;
@@ -63,4 +64,5 @@ export async function render(main, { query }) {
       h("span", {}, `page ${page} of ${pages}`),
       h("button", { type: "button", class: "secondary", disabled: page >= pages,
         onclick: () => go({ page: String(page + 1) }) }, "Next")) : null);
+  return refreshOnEvents();
 }

@@ -2,6 +2,7 @@
 // project or fleet scope and schema, when the policy coalesces), filtered by status.
 
 import { get } from "../api.js";
+import { refreshOnEvents } from "../events.js";
 import { clear, h, link, num, pill, table, when, words } from "../ui.js";
 
 const STATUSES = ["queued", "in_review", "approved", "rejected", "abandoned"];
@@ -42,4 +43,5 @@ export async function render(main, { query }) {
       { label: "claimed by", value: (r) => r.claimed_by || "-" },
       { label: "created", value: (r) => when(r.created_at) },
     ], registry.data.filter(keep), { empty: "none (registry reviews exist when the policy's schema_coalescing_mode is project or fleet)" }));
+  return refreshOnEvents();
 }
