@@ -2,7 +2,7 @@
 // the browser's back button works), and one page rendered into <main> at a time.
 
 import { ApiError, api, clearSession, saveSession, session } from "./api.js";
-import { clear, h, say } from "./ui.js";
+import { clear, h, say, sayNothingOld } from "./ui.js";
 
 const PAGES = [
   [/^\/overview$/, () => import("./pages/overview.js"), "overview"],
@@ -74,6 +74,7 @@ function loginProblem(e) {
 
 async function route(ev) {
   const live = ev && ev.detail && ev.detail.live; // an event's refresh keeps the focus
+  if (ev && ev.type === "hashchange") sayNothingOld();
   if (cleanup) { cleanup(); cleanup = null; }
   const mine = ++generation; // a page still loading or polling sees it is stale
   const s = session();

@@ -24,10 +24,19 @@ function append(el, children) {
 
 export function clear(el, ...children) { el.replaceChildren(); append(el, children); return el; }
 
+let saidAt = 0;
+
 export function say(text, error = false) {
   const s = document.getElementById("status");
   s.textContent = text;
   s.classList.toggle("error", error);
+  saidAt = Date.now();
+}
+
+// Moving to another page clears the status line, unless what it says came with the move
+// (an action that ends on another page: "lineage deleted").
+export function sayNothingOld() {
+  if (Date.now() - saidAt > 2000) say("");
 }
 
 // columns: [{label, value: row => cell, num?}]; rows: items. `caption` names the table.

@@ -169,5 +169,6 @@ function rowTable(caption, rows, first = []) {
   const keys = [...new Set([...first, ...rows.flatMap((r) => Object.keys(r))])]
     .filter((k) => rows.some((r) => r[k] !== undefined && r[k] !== null) || first.includes(k))
     .sort((a, b) => Number(system(a)) - Number(system(b)));
-  return table(caption, keys.map((k) => ({ label: k, value: (r) => value(r[k]) })), rows);
+  const cell = (k, v) => (k === "schema_hash" && typeof v === "string" ? h("code", { title: v }, v.slice(0, 12)) : value(v));
+  return table(caption, keys.map((k) => ({ label: k, value: (r) => cell(k, r[k]) })), rows);
 }
