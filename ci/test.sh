@@ -21,6 +21,15 @@ rm -rf dist
 .venv-build/bin/maturin build --release --quiet --out dist
 wheel=$(ls dist/edgesync-*.whl)
 echo "built $wheel"
+# The web console's static files are package data: without them /console is a 404.
+python3 - "$wheel" <<'PY'
+import sys, zipfile
+names = set(zipfile.ZipFile(sys.argv[1]).namelist())
+want = {"edgesync/api/console/index.html", "edgesync/api/console/js/app.js",
+        "edgesync/api/console/js/pages/review.js", "edgesync/store/migrations/0001_foundation.sql"}
+missing = sorted(n for n in want if n not in names)
+sys.exit(f"the wheel lacks {missing}" if missing else 0)
+PY
 
 echo "== fresh virtualenv"
 rm -rf .venv-test

@@ -1,12 +1,14 @@
 """The source distribution builds the wheel on a machine with a Rust toolchain: `maturin
 sdist`, then `pip install` of that sdist (no extras) into a fresh virtualenv, where the
-agent imports and a cloud command says what to install."""
+agent imports and a cloud command says what to install. The sdist carries the package data
+(migrations, the web console's files) that the wheel built from it needs."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
+import tarfile
 import venv
 from pathlib import Path
 
@@ -31,6 +33,10 @@ def test_pip_installs_from_the_sdist(tmp_path: Path) -> None:
     assert MATURIN, "maturin is a build requirement (pip install maturin)"
     run([MATURIN, "sdist", "--out", str(tmp_path / "sdist")], 300, cwd=ROOT)
     [sdist] = (tmp_path / "sdist").glob("edgesync-*.tar.gz")
+    with tarfile.open(sdist) as tar:  # package data a packager's wheel needs too
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    assert {"python/edgesync/api/console/index.html", "python/edgesync/api/console/js/app.js",
+            "python/edgesync/store/migrations/0001_foundation.sql"} <= names
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     py = str(env_dir / "bin" / "python")

@@ -10,6 +10,7 @@ from fastapi import APIRouter, FastAPI
 from prometheus_client import CollectorRegistry
 
 from edgesync._version import version
+from edgesync.api._console import install_console
 from edgesync.api._docs_page import install_docs_page
 from edgesync.api._errors import install_error_handlers
 from edgesync.api._event_hub import EventHub
@@ -81,4 +82,5 @@ def create_app(pool: asyncpg.Pool | None = None, *, database_url: str | None = N
     install_docs_page(app)  # no CDN: see _docs_page
     for router in (health_router, *ROUTERS, *routers):
         app.include_router(router)
+    install_console(app)  # static files under /console: see _console
     return app

@@ -1,0 +1,78 @@
+// The HTTP API as the console uses it: the session (token, organization, project) kept in
+// this tab's sessionStorage, one request helper adding the headers docs/api.md asks for,
+// and errors as ApiError carrying the envelope's stable code and field.
+
+const KEY = "edgesync.console.session";
+
+export function session() {
+  try {
+    const s = JSON.parse(sessionStorage.getItem(KEY) || "null");
+    return s && s.token && s.org && s.project ? s : null;
+  } catch {
+    return null;
+  }
+}
+
+export function saveSession(s) { sessionStorage.setItem(KEY, JSON.stringify(s)); }
+export function clearSession() { sessionStorage.removeItem(KEY); }
+
+export class ApiError extends Error {
+  constructor(status, code, message, field) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.field = field || null;
+  }
+  get text() {
+    return `${this.code}: ${this.message}${this.field ? ` (field ${this.field})` : ""}`;
+  }
+}
+
+// An Idempotency-Key per mutation; getRandomValues also works outside secure contexts.
+function newKey() {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  return "console-" + Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+}
+
+export function projectPath(path, s = session()) {
+  return `/core/api/v1/projects/${encodeURIComponent(s.project)}${path}`;
+}
+
+// method, a path relative to the project, an optional JSON body. Resolves to the envelope.
+export async function api(method, path, body, s = session()) {
+  if (!s) throw new ApiError(401, "UNAUTHENTICATED", "not logged in");
+  const headers = { Authorization: `Bearer ${s.token}`, "ORG-ID": s.org, Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  // Mutations need a key; a preview changes nothing and takes none.
+  if (method !== "GET" && !path.endsWith("/preview")) headers["Idempotency-Key"] = newKey();
+  let res;
+  try {
+    res = await fetch(projectPath(path, s), {
+      method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (e) {
+    throw new ApiError(0, "NETWORK", `the server did not answer (${e.message})`);
+  }
+  let doc = null;
+  try { doc = await res.json(); } catch { doc = null; }
+  if (!res.ok) {
+    const e = (doc && doc.error) || {};
+    throw new ApiError(res.status, e.code || `HTTP_${res.status}`, e.message || res.statusText, e.field);
+  }
+  return doc;
+}
+
+export const get = (path) => api("GET", path);
+export const post = (path, body = {}) => api("POST", path, body);
+
+// Every item of a paginated list, up to `max` (pages of 500).
+export async function all(path, max = 5000) {
+  const sep = path.includes("?") ? "&" : "?";
+  const out = [];
+  for (let page = 1; out.length < max; page++) {
+    const doc = await get(`${path}${sep}page=${page}&limit=500`);
+    out.push(...doc.data);
+    if (!doc.data.length || out.length >= doc.meta.total) break;
+  }
+  return out;
+}

@@ -1,0 +1,174 @@
+// One lineage: its facts, schema history, bindings, replay progress, quarantined rows,
+// staged and written rows; reset (breaker / materialization), reopen review, delete.
+
+import { ApiError, api, get, post } from "../api.js";
+import { busy, clear, confirmDialog, facts, h, link, num, pill, say, table, value, when, words } from "../ui.js";
+
+const ROWS = 100;
+
+export async function render(main, { args: [id] }) {
+  const [{ data: l }, reviews] = await Promise.all([
+    get(`/edge/lineages/${id}`), get(`/edge/schema-reviews?lineage_id=${id}&limit=50`)]);
+  const m = l.materialization;
+  const rowsBox = h("section", { id: "rows", "aria-labelledby": "rows-title" });
+  const quarantineBox = h("section", { id: "quarantine", "aria-labelledby": "quarantine-title" });
+  const reload = () => window.dispatchEvent(new Event("console:reload"));
+
+  const actions = [];
+  if (m.error_count > 0 || m.failed_batches > 0 || l.pause_reason === "circuit_breaker") {
+    actions.push(h("button", { type: "button", id: "reset", onclick: (ev) => busy(ev.target, async () => {
+      try {
+        const { data } = await post(`/edge/lineages/${id}/reset-materialization`);
+        say(`materialization reset: ${data.requeued_batches} batch(es) requeued`
+          + (data.quarantined_rows ? `, ${data.quarantined_rows} quarantined row(s) kept` : ""));
+        reload();
+      } catch (e) { say(e.text || String(e), true); }
+    }) }, "Reset materialization"));
+  }
+  if (l.pause_reason === "deferred_columns") {
+    actions.push(h("button", { type: "button", class: "secondary", id: "reopen",
+      onclick: (ev) => busy(ev.target, async () => {
+        try {
+          const { data } = await post(`/edge/lineages/${id}/reopen-review`);
+          location.hash = `#/reviews/schema/${data.id}`;
+        } catch (e) { say(e.text || String(e), true); }
+      }) }, "Reopen review"));
+  }
+  actions.push(h("button", { type: "button", class: "danger", id: "delete", onclick: async (ev) => {
+    const ok = await confirmDialog(`Delete lineage ${l.device_name} / ${l.source_table}?`,
+      "This removes the cloud's sync state of the table (versions, reviews, bindings, staged rows). "
+      + "The written table and its rows stay. The device starts the table over and its next batch "
+      + "creates a new lineage waiting for review.", "Delete");
+    if (!ok) { say("delete cancelled"); return; }
+    await busy(ev.target, async () => {
+      try {
+        await api("DELETE", `/edge/lineages/${id}`);
+        say(`lineage ${l.source_table} deleted`);
+        location.hash = "#/lineages";
+      } catch (e) { say(e.text || String(e), true); }
+    });
+  } }, "Delete lineage…"));
+
+  const intents = l.replay.intents;
+  const latest = intents[0];
+  const replayed = latest ? latest.rows_replayed : 0;
+  clear(main,
+    h("p", {}, link("#/lineages", "← Lineages")),
+    h("h1", {}, `${l.device_name} / ${l.source_table} `, pill(l.status)),
+    facts([
+      ["pipeline", l.pipeline], ["pause reason", words(l.pause_reason)],
+      ["target table", l.target_table || "-"], ["sync authority", words(l.sync_authority)],
+      ["staged rows", `${num(l.staged_rows)} (${num(l.staged_bytes)} bytes)`],
+      ["written rows", num(l.materialized_rows)], ["rejected batches", num(l.rejected_batches)],
+      ["last batch", when(l.last_batch_at)], ["created", when(l.created_at)],
+      ["reviews", reviews.data.length ? reviews.data.map((r) =>
+        [link(`#/reviews/schema/${r.id}`, `${r.status.replaceAll("_", " ")} (${r.schema_hash.slice(0, 8)})`), " "]) : "-"],
+    ]),
+    h("div", { class: "bar", role: "group", "aria-label": "Lineage actions" }, actions),
+    h("h2", {}, "Materialization"),
+    m.error_count || m.failed_batches || m.quarantined_rows
+      ? facts([["errors since reset", num(m.error_count)], ["last error", m.last_error || "-"],
+               ["failed batches", `${num(m.failed_batches)} (${num(m.failed_rows)} rows)`],
+               ["open quarantined rows", num(m.quarantined_rows)]])
+      : h("p", { id: "materialization", class: "ok" }, "no errors"),
+    h("h2", {}, "Replay"),
+    h("p", { id: "replay-text" }, latest
+      ? `latest replay: ${latest.status}, ${num(replayed)} rows replayed; `
+      : "no replay yet; ",
+      `${num(l.replay.pending_intents)} pending, ${num(l.replay.staged_batches)} staged batch(es) `
+      + `(${num(l.replay.staged_rows)} rows) waiting`),
+    h("progress", { id: "replay-bar", max: Math.max(1, replayed + l.replay.staged_rows),
+      value: replayed, "aria-label": "replay progress" }),
+    table("Recent replays", [
+      { label: "status", value: (i) => pill(i.status) },
+      { label: "rows", num: true, value: (i) => num(i.rows_replayed) },
+      { label: "started", value: (i) => when(i.created_at) },
+      { label: "completed", value: (i) => when(i.completed_at) },
+      { label: "error", value: (i) => i.last_error || "-" },
+    ], intents),
+    h("h2", {}, "Schema history"),
+    table("Schema versions", [
+      { label: "hash", value: (v) => h("code", {}, v.schema_hash.slice(0, 12)) },
+      { label: "classification", value: (v) => words(v.classification) },
+      { label: "status", value: (v) => pill(v.status) },
+      { label: "columns", value: (v) => ((v.schema_columns || {}).columns || []).map((c) => c.name).join(", ") },
+      { label: "change", value: (v) => Object.entries(v.diff || {}).filter(([, c]) => c && c.length)
+        .map(([k, c]) => `${words(k)}: ${c.join(", ")}`).join("; ") || "-" },
+      { label: "first seen", value: (v) => when(v.first_seen_at) },
+    ], l.schema_versions),
+    h("h2", {}, "Bindings"),
+    table("Column bindings", [
+      { label: "column", value: (b) => b.source_column_name },
+      { label: "action", value: (b) => b.action },
+      { label: "target column", value: (b) => b.mirror_column_name || "-" },
+      { label: "type", value: (b) => b.target_type || "-" },
+      { label: "schema", value: (b) => h("code", {}, b.schema_hash.slice(0, 8)) },
+    ], l.bindings),
+    quarantineBox,
+    rowsBox);
+  await Promise.all([showQuarantine(quarantineBox, id), showRows(rowsBox, l, "staged")]);
+}
+
+async function showQuarantine(box, id) {
+  const doc = await get(`/edge/lineages/${id}/quarantine?status=open&limit=100`);
+  const act = (path, done) => (ev) => busy(ev.target, async () => {
+    try {
+      const { data } = await post(path);
+      say(done(data));
+      await showQuarantine(box, id);
+    } catch (e) { say(e.text || String(e), true); }
+  });
+  clear(box, h("h2", { id: "quarantine-title" }, `Quarantine (${num(doc.meta.total)} open)`),
+    doc.data.length ? h("div", { class: "bar" },
+      h("button", { type: "button", class: "secondary", onclick: act(`/edge/lineages/${id}/quarantine/retry`,
+        (d) => `retried ${d.retried}, failed ${d.failed}, superseded ${d.superseded}`) }, "Retry all")) : null,
+    table("Quarantined rows", [
+      { label: "id", value: (r) => r.id },
+      { label: "op", value: (r) => r.op || "sample" },
+      { label: "row", value: (r) => value(r.row) },
+      { label: "reason", value: (r) => `${r.reason_code}: ${r.reason}` + (r.reason_field ? ` (${r.reason_field})` : "") },
+      { label: "attempts", num: true, value: (r) => r.attempts },
+      { label: "", value: (r) => h("span", { class: "bar" },
+        h("button", { type: "button", class: "secondary", "aria-label": `retry row ${r.id}`,
+          onclick: act(`/edge/lineages/${id}/quarantine/${r.id}/retry`, (d) => d.written
+            ? `row ${d.id} written` : `row ${d.id} refused again: ${d.reason}`) }, "Retry"),
+        h("button", { type: "button", class: "secondary", "aria-label": `discard row ${r.id}`,
+          onclick: act(`/edge/lineages/${id}/quarantine/${r.id}/discard`,
+            (d) => `${d.discarded_rows} row discarded`) }, "Discard")) },
+    ], doc.data, { empty: "no open rows" }));
+}
+
+async function showRows(box, l, view) {
+  const tabs = h("div", { class: "bar", role: "group", "aria-label": "Which rows" },
+    [["staged", "Staged rows"], ["written", "Written rows"]].map(([v, label]) =>
+      h("button", { type: "button", class: v === view ? null : "secondary", id: `rows-${v}`,
+        "aria-pressed": String(v === view), onclick: () => showRows(box, l, v) }, label)));
+  let body;
+  try {
+    if (view === "staged") {
+      const doc = await get(`/edge/lineages/${l.id}/staged-rows?limit=${ROWS}`);
+      body = [h("p", { class: "muted", id: "rows-source" }, `source: staged rows (${num(doc.meta.total)})`),
+        rowTable("Staged rows", doc.data, ["staged_id", "staging_reason", "op", "commit_seq", "pk", "row"])];
+    } else {
+      const path = l.pipeline === "telemetry" ? "telemetry" : "mirror-rows";
+      const doc = await get(`/edge/lineages/${l.id}/${path}?limit=${ROWS}`);
+      body = [h("p", { class: "muted", id: "rows-source" },
+        `source: written ${l.pipeline === "telemetry" ? "telemetry" : "state mirror"} ${l.target_table} (${num(doc.meta.total)})`),
+        rowTable("Written rows", doc.data)];
+    }
+  } catch (e) {
+    if (!(e instanceof ApiError) || e.status !== 404) throw e;
+    body = h("p", { class: "note", id: "rows-source" }, `nothing written yet: ${e.message}`);
+  }
+  clear(box, h("h2", { id: "rows-title" }, "Rows"), tabs, body);
+}
+
+function rowTable(caption, rows, first = []) {
+  // The table's own columns first; edgesync's bookkeeping (device_id, _edge_*) last.
+  const system = (k) => k === "device_id" || k.startsWith("_edge");
+  const keys = [...new Set([...first, ...rows.flatMap((r) => Object.keys(r))])]
+    .filter((k) => rows.some((r) => r[k] !== undefined && r[k] !== null) || first.includes(k))
+    .sort((a, b) => Number(system(a)) - Number(system(b)));
+  const cell = (k, v) => (k === "schema_hash" && typeof v === "string" ? h("code", { title: v }, v.slice(0, 12)) : value(v));
+  return table(caption, keys.map((k) => ({ label: k, value: (r) => cell(k, r[k]) })), rows);
+}

@@ -1,0 +1,59 @@
+"""Fixtures of the web console's browser tests: ``edgesync serve`` in-process (real
+PostgreSQL and Mosquitto, its HTTP API and /console on a free port), one per module, and
+Debian's headless Chromium driven by Selenium through Debian's chromedriver (no browser
+is downloaded: the set-up installs the two Debian packages when they are missing)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from console_browser import Browser
+from e2e_kit import cloud
+
+from edgesync.server import Server
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+def _ensure_chromium() -> None:
+    if shutil.which("chromium") and shutil.which("chromedriver"):
+        return
+    env = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    for argv in (["apt-get", "update", "-q"],
+                 ["apt-get", "install", "-y", "-q", "chromium", "chromium-driver"]):
+        out = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900,
+                             check=False)
+        assert out.returncode == 0, f"{' '.join(argv)} failed: {out.stderr[-2000:]}"
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    _ensure_chromium()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                "--window-size=1360,1000", "--disable-gpu", "--no-first-run",
+                "--disable-extensions", "--disable-background-networking"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    try:
+        yield Browser(driver)
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(scope="module")
+async def console_server(database_url: str, mqtt_url: str,
+                         tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Server]:
+    unique = uuid.uuid4().hex[:8]
+    async with cloud(database_url, mqtt_url, tmp_path_factory.mktemp("cloud"), unique) as s:
+        yield s
