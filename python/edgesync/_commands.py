@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,10 @@ async def serve(args: argparse.Namespace) -> None:
     async with Server(settings) as server:
         _log.info("serving: broker %s as %s%s", server.broker, settings.client_id,
                   f"; ingest from AMQP {server.ingest}" if settings.amqp_url else "")
+        # What start-up built (modules, the app, pools) lives as long as the process: out
+        # of the collector's sight, a full collection no longer walks it (a pause of tens
+        # of milliseconds in every batch committed meanwhile).
+        gc.freeze()
         await server.run()
 
 
