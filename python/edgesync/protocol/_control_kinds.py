@@ -15,3 +15,5 @@ class ControlKind(enum.StrEnum):
     STATE_WRITE = "state_write"  # cloud write-back of rows
     URL_GRANT = "url_grant"  # a presigned upload URL
     FORGET_LINEAGE = "forget_lineage"  # the cloud deleted the lineage: re-send the table
+    RESNAPSHOT = "resnapshot"  # send the table's current rows again (docs/recovery.md)
+    VERIFY_TABLE = "verify_table"  # answer a digest of the table (docs/protocol.md)

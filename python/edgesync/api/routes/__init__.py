@@ -7,13 +7,14 @@ from edgesync.api.routes import (
     lineages,
     policy,
     quarantine,
+    recovery,
     registry,
     reviews,
     segments,
     state_tables,
 )
 
-ROUTERS = (lineages.router, quarantine.router, reviews.router, registry.router,
+ROUTERS = (lineages.router, quarantine.router, recovery.router, reviews.router, registry.router,
            registry.fleet_router, data_points.router, policy.router, devices.router,
            state_tables.router, segments.router, events.router)
 
