@@ -15,6 +15,7 @@ from edgesync.client._context import Ctx, flagged_actions, write_review_head
 from edgesync.client._format import print_fields, print_json
 from edgesync.client._run_governance import data_points_command, registry_command
 from edgesync.client._run_quarantine import quarantine_command
+from edgesync.client._run_recovery import RECOVERY_COMMANDS, recovery_command
 from edgesync.errors import ConfigError
 
 __all__ = ["run_api_command"]
@@ -67,6 +68,8 @@ def _lineages(ctx: Ctx) -> None:
         _discard_staged(ctx, lid)
     elif cmd == "quarantine":
         quarantine_command(ctx, lid)
+    elif cmd in RECOVERY_COMMANDS:
+        recovery_command(ctx, lid)
     else:
         rows = load_json_file(a.rows, "--rows")
         if isinstance(rows, dict):

@@ -76,7 +76,9 @@ class SnapshotFilter:
         out: dict[str, Any] = {}
         if self.terms:
             out["where"] = [{"column": t.column, "op": t.op.value}
-                            | ({} if t.op in _NO_VALUE else {"value": t.value})
+                            | ({} if t.op in _NO_VALUE else {"value": list(t.value)
+                                                             if isinstance(t.value, tuple)
+                                                             else t.value})
                             for t in self.terms]
         if self.key_range:
             out["key_range"] = {k: v for k, v in (("from", self.key_range.start),
