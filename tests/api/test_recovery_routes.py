@@ -14,6 +14,7 @@ from review_helpers import approve
 
 from edgesync import _core
 from edgesync.ingest import IngestPipeline, OutcomeStatus
+from edgesync.observe._db_metrics import DatabaseCollector
 from edgesync.protocol import TableDigest, pk_json, uuid7
 from edgesync.staging import Replayer
 
@@ -95,7 +96,7 @@ async def test_resnapshot_request_progress_and_bad_filters(
     assert done["status"] == "completed" and done["completed_at"]
     assert done["swept_rows"] is None  # a column filter: nothing swept
     out = await report(pool, s, {"request_kind": "resnapshot_status", "job_id": "x"})
-    assert out.status is OutcomeStatus.REJECTED and out.code == "malformed_json"
+    assert out.status is OutcomeStatus.REJECTED and out.code == "invalid_recovery_report"
 
 
 async def test_verify_equal_then_different_with_repair(
@@ -138,6 +139,14 @@ async def test_verify_equal_then_different_with_repair(
                               "AND event_type LIKE 'edgesync.verification.finished%' "
                               "ORDER BY id", s.lineage_id)
     assert [e["body"]["status"] for e in events] == ["equal", "different"]
+    collector = DatabaseCollector(lambda: pool)
+    await collector.refresh()
+    samples = {(m.name, tuple(sm.labels.items())): sm.value for m in collector.collect()
+               for sm in m.samples}
+    # (the database is shared by the suite: at least this lineage's results)
+    assert samples[("edgesync_verifications", (("status", "different"),))] >= 1
+    assert samples[("edgesync_lineages_verified_different", ())] >= 1
+    assert samples[("edgesync_resnapshots", (("status", "requested"),))] >= 1
 
 
 async def test_cli_resnapshot_and_verify(run, tenant, stage, pool: asyncpg.Pool) -> None:
@@ -158,3 +167,8 @@ async def test_cli_resnapshot_and_verify(run, tenant, stage, pool: asyncpg.Pool)
     assert "verification requested" in text
     listed = run.json("lineages", "verifications", lid)["data"]
     assert [(v["status"], v["repair"]) for v in listed] == [("requested", True)]
+    _, text, _ = run("lineages", "show", lid)
+    assert "last re-snapshot" in text and "last verification" in text
+    detail = run.json("lineages", "show", lid)["data"]["recovery"]
+    assert (detail["resnapshot"]["id"], detail["verification"]["id"]) == (job["id"],
+                                                                          listed[0]["id"])

@@ -15,6 +15,7 @@ from edgesync.api._lineage_models import (
     ReplayProgress,
     SchemaVersion,
 )
+from edgesync.api._recovery_models import RecoveryState, ResnapshotOut, VerificationOut
 from edgesync.api._values import json_value
 from edgesync.control import forget_on_device
 from edgesync.governance import EventType, emit, get_lineage_for_update
@@ -88,6 +89,11 @@ async def lineage_detail(conn: Conn, project_id: uuid.UUID,
         "SELECT count(*) FROM edge_quarantined_rows WHERE lineage_id = $1 AND status = 'open'",
         lineage_id)
     assert staged is not None
+    resnapshot = await conn.fetchrow("SELECT * FROM edge_resnapshots WHERE lineage_id = $1 "
+                                     "ORDER BY created_at DESC, id DESC LIMIT 1", lineage_id)
+    verification = await conn.fetchrow(
+        "SELECT * FROM edge_verifications WHERE lineage_id = $1 ORDER BY created_at DESC, "
+        "id DESC LIMIT 1", lineage_id)
     return LineageDetail(
         **lineage.model_dump(),
         schema_versions=[SchemaVersion.model_validate(dict(v)) for v in versions],
@@ -100,6 +106,10 @@ async def lineage_detail(conn: Conn, project_id: uuid.UUID,
             error_count=lineage.materialization_errors, last_error=lineage.last_error,
             failed_batches=int(staged["failed_batches"]), failed_rows=int(staged["failed_rows"]),
             quarantined_rows=int(quarantined)),
+        recovery=RecoveryState(
+            resnapshot=ResnapshotOut.model_validate(dict(resnapshot)) if resnapshot else None,
+            verification=(VerificationOut.model_validate(dict(verification))
+                          if verification else None)),
     )
 
 

@@ -10,9 +10,10 @@ import orjson
 
 from edgesync.client._actions import load_json_file
 from edgesync.client._context import Ctx
+from edgesync.client._format import print_fields
 from edgesync.errors import ConfigError
 
-__all__ = ["RECOVERY_COMMANDS", "recovery_command"]
+__all__ = ["RECOVERY_COMMANDS", "recovery_command", "write_recovery"]
 
 RECOVERY_COMMANDS = ("resnapshot", "resnapshots", "verify", "verifications")
 _RES_COLUMNS = [("id", "id"), ("status", "status"), ("rows_sent", "rows"),
@@ -112,3 +113,16 @@ def recovery_command(ctx: Ctx, lid: str) -> None:
     if a.wait:
         job = _wait(ctx, f"{base}/verifications", job["id"], ("equal", "different", "failed"))
     ctx.item(job, _VER_FIELDS, None if a.wait else "verification requested")
+
+
+def write_recovery(ctx: Ctx, recovery: dict[str, Any]) -> None:
+    """The ``lineages show`` sections of the newest re-snapshot and verification."""
+    if recovery.get("resnapshot"):
+        ctx.out.write("\nlast re-snapshot\n")
+        print_fields(recovery["resnapshot"], ["id", "status", "rows_sent", "chunks",
+                                              "swept_rows", "error", "created_at"], ctx.out)
+    if recovery.get("verification"):
+        ctx.out.write("\nlast verification\n")
+        print_fields(recovery["verification"], ["id", "status", "device_rows", "cloud_rows",
+                                                "differing_buckets", "resnapshot_id", "error",
+                                                "created_at"], ctx.out)

@@ -152,7 +152,7 @@ async def _recovery_report(pool: asyncpg.Pool, scope: DeviceScope, doc: dict[str
         async with pool.acquire() as conn, conn.transaction():
             detail = await record(conn, scope.device_id, table, doc)
     except InvalidRequestError as exc:
-        return _reject(RejectionCode.MALFORMED_JSON, f"{exc.field}: {exc.reason}")
+        return _reject(RejectionCode.INVALID_RECOVERY_REPORT, f"{exc.field}: {exc.reason}")
     return IngestOutcome(OutcomeStatus.MATERIALIZED, None, detail)
 
 

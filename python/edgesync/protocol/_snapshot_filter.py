@@ -103,6 +103,10 @@ def _scalar(value: Any, field: str) -> Any:
                                          "(use op is_null for NULL)")
     if not isinstance(value, int | float | str):
         raise InvalidRequestError(field, "must be a number, a string or {\"$blob\": hex}")
+    if isinstance(value, str) and "\0" in value:
+        raise InvalidRequestError(field, "a string value cannot hold NUL (use a $blob)")
+    if isinstance(value, int) and not -(1 << 63) <= value < (1 << 63):
+        raise InvalidRequestError(field, "an integer must fit in 64 bits (SQLite INTEGER)")
     return value
 
 
@@ -134,6 +138,8 @@ def _key(raw: Any, field: str) -> dict[str, Any] | None:
         return None
     if not isinstance(raw, dict) or not raw:
         raise InvalidRequestError(field, "must be an object naming every primary-key column")
+    if any("\0" in str(k) or not k for k in raw):
+        raise InvalidRequestError(field, "column names must be non-empty, without NUL")
     return {str(k): _scalar(v, f"{field}.{k}") for k, v in raw.items()}
 
 

@@ -4,11 +4,9 @@ table's rows again, and compare device and cloud (docs/recovery.md)."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
 
 from edgesync import control
 from edgesync.api._auth import CanManage, CanRead
@@ -18,6 +16,12 @@ from edgesync.api._errors import error_responses
 from edgesync.api._idempotency import IdempotencyKey, idempotent
 from edgesync.api._lineage_queries import get_lineage
 from edgesync.api._pagination import Paging
+from edgesync.api._recovery_models import (
+    ResnapshotBody,
+    ResnapshotOut,
+    VerificationOut,
+    VerifyBody,
+)
 from edgesync.store import Conn
 
 __all__ = ["router"]
@@ -27,61 +31,6 @@ router = APIRouter(prefix="/core/api/v1/projects/{project_id}/edge/lineages/{lin
 LineageId = Annotated[uuid.UUID, Path(description="lineage UUID")]
 _READ_ERRORS = error_responses(400, 401, 404, 422)
 _WRITE_ERRORS = error_responses(400, 401, 403, 404, 409, 422)
-
-
-class ResnapshotBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    filter: dict[str, Any] | None = Field(
-        None, description='rows to send again: {"where": [{"column", "op", "value"}], '
-                          '"key_range": {"from": {...}, "to": {...}}, "buckets": '
-                          '{"prefix": 2, "values": ["0a"]}}; none: the whole table')
-
-
-class ResnapshotOut(BaseModel):
-    id: uuid.UUID
-    lineage_id: uuid.UUID
-    device_id: uuid.UUID
-    filter: dict[str, Any]
-    status: control.ResnapshotStatus
-    rows_sent: int
-    chunks: int
-    journal_epoch: uuid.UUID | None
-    first_commit_seq: int | None
-    last_commit_seq: int | None
-    swept_rows: int | None
-    verification_id: uuid.UUID | None
-    error: str | None
-    requested_by: str | None
-    created_at: datetime
-    updated_at: datetime
-    completed_at: datetime | None
-
-
-class VerifyBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    prefix: int = Field(control.DEFAULT_VERIFY_PREFIX, ge=1, le=4,
-                        description="hex digits of _edge_pk_hash naming a bucket (2: 256)")
-    repair: bool = Field(False, description="re-snapshot the buckets that differ")
-
-
-class VerificationOut(BaseModel):
-    id: uuid.UUID
-    lineage_id: uuid.UUID
-    device_id: uuid.UUID
-    prefix: int
-    columns: list[dict[str, Any]]
-    skipped_columns: list[str]
-    repair: bool
-    status: control.VerificationStatus
-    device_rows: int | None
-    cloud_rows: int | None
-    differing_buckets: list[str] | None
-    changed_buckets: list[str] | None
-    resnapshot_id: uuid.UUID | None
-    error: str | None
-    requested_by: str | None
-    created_at: datetime
-    completed_at: datetime | None
 
 
 @router.post("/resnapshot", status_code=202, response_model=Item[ResnapshotOut],
