@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import socket
 import uuid
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from e2e_kit import (
 )
 
 from edgesync import _core, control
+from edgesync.agent import _resnapshot as resnapshot_module
 from edgesync.materialize import quote_ident
 from edgesync.protocol import pk_json
 
@@ -116,6 +118,48 @@ async def test_resnapshot_of_100k_rows_under_concurrent_writes_ends_equal(
             assert done["rows_sent"] >= N - 3 * rounds and done["chunks"] >= 5
             assert done["swept_rows"] == 1
             await wait_equal(pool, dev, "big", COLS, limit=120)
+
+
+@pytest.mark.once
+async def test_resnapshot_resumes_after_a_restart_of_both_sides(
+        tmp_path: Path, database_url: str, mqtt_url: str, unique: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(resnapshot_module, "CHUNK_ROWS", 2000)
+    monkeypatch.setattr(resnapshot_module, "MAX_OPEN", 1)
+    n = 30_000
+    with socket.socket() as sock:  # one API port for both runs of the server: the
+        sock.bind(("127.0.0.1", 0))  # upload URLs granted before the restart name it
+        port = sock.getsockname()[1]
+    async with cloud(database_url, mqtt_url, tmp_path / "cloud", unique,
+                     api_port=port) as server:
+        pool = pool_of(server)
+        dev = await register(pool, tmp_path, mqtt_url, unique, tag="resume")
+        app(dev.db, "CREATE TABLE big (id INTEGER PRIMARY KEY, v TEXT, n INTEGER)",
+            ("INSERT INTO big VALUES (?, ?, ?)", ((i, f"row-{i}", i) for i in range(1, n + 1))))
+        async with running_agent(dev):
+            app(dev.db, "UPDATE big SET v = 'live' WHERE id = 1")
+            await approve(pool, dev, "big", limit=60)
+            lineage_id = await _lineage_id(pool, dev, "big")
+            async with pool.acquire() as conn, conn.transaction():
+                job = await control.request_resnapshot(conn, dev.scope.project_id, lineage_id)
+
+            async def some_chunks() -> bool:
+                rows = await pool.fetchval("SELECT rows_sent FROM edge_resnapshots "
+                                           "WHERE id = $1", job["id"])
+                return bool(rows and rows >= 4000)
+
+            await eventually(some_chunks, 60, "a few chunks sent")
+    # both sides were stopped mid-way; both start again (same data, same state.db)
+    async with cloud(database_url, mqtt_url, tmp_path / "cloud", unique,
+                     api_port=port) as server:
+        pool = pool_of(server)
+        running = await pool.fetchval("SELECT rows_sent FROM edge_resnapshots WHERE id = $1",
+                                      job["id"])
+        assert 4000 <= running < n
+        async with running_agent(dev):
+            done = await _job(pool, "edge_resnapshots", job["id"], ("completed", "failed"))
+            assert (done["status"], done["rows_sent"], done["chunks"]) == ("completed", n, 15)
+            await wait_equal(pool, dev, "big", COLS, limit=90)
 
 
 @pytest.mark.once

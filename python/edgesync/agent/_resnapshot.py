@@ -116,9 +116,10 @@ class Resnapshots:
     """Re-snapshot jobs in ``state.db``; runs on the agent's database thread."""
 
     def __init__(self, source: sqlite3.Connection, state: StateStore, uploads: Uploads, *,
-                 chunk_rows: int = CHUNK_ROWS, max_open: int = MAX_OPEN) -> None:
+                 chunk_rows: int | None = None, max_open: int | None = None) -> None:
         self._src, self._state, self._db, self._uploads = source, state, state.db, uploads
-        self._chunk, self._max_open = chunk_rows, max_open
+        self._chunk = chunk_rows or CHUNK_ROWS
+        self._max_open = max_open or MAX_OPEN
         with state.tx():
             self._db.execute(_SCHEMA)
 
