@@ -13,6 +13,8 @@ import orjson
 from review_helpers import approve
 
 from edgesync import _core
+from edgesync.control import VerificationScheduler
+from edgesync.control._verify_schedule import POLICY_ACTOR
 from edgesync.ingest import IngestPipeline, OutcomeStatus
 from edgesync.observe._db_metrics import DatabaseCollector
 from edgesync.protocol import TableDigest, pk_json, uuid7
@@ -172,3 +174,35 @@ async def test_cli_resnapshot_and_verify(run, tenant, stage, pool: asyncpg.Pool)
     detail = run.json("lineages", "show", lid)["data"]["recovery"]
     assert (detail["resnapshot"]["id"], detail["verification"]["id"]) == (job["id"],
                                                                           listed[0]["id"])
+
+
+async def test_periodic_verification_by_policy(client: httpx.AsyncClient, tenant, stage,
+                                               pool: asyncpg.Pool) -> None:
+    s = await live(pool, stage, tenant)
+    scheduler = VerificationScheduler(pool)
+
+    async def jobs() -> list[asyncpg.Record]:
+        return await pool.fetch("SELECT * FROM edge_verifications WHERE lineage_id = $1 "
+                                "ORDER BY created_at", s.lineage_id)
+
+    await scheduler.sweep()
+    assert await jobs() == []  # the policy is off by default
+    r = await client.patch(tenant.url("/edge/policy"), headers=tenant.headers(**idem()),
+                           json={"verify_interval_seconds": -1})
+    assert r.status_code == 422
+    r = await client.patch(tenant.url("/edge/policy"), headers=tenant.headers(**idem()),
+                           json={"verify_interval_seconds": 3600})
+    assert r.json()["data"]["verify_interval_seconds"] == 3600
+    await scheduler.sweep()
+    [first] = await jobs()
+    assert (first["status"], first["requested_by"]) == ("requested", POLICY_ACTOR)
+    await scheduler.sweep()
+    assert len(await jobs()) == 1  # one open: not again
+    await pool.execute("UPDATE edge_verifications SET status = 'equal', created_at = "
+                       "created_at - interval '30 minutes' WHERE id = $1", first["id"])
+    await scheduler.sweep()
+    assert len(await jobs()) == 1  # not due yet
+    await pool.execute("UPDATE edge_verifications SET created_at = created_at - interval "
+                       "'1 hour' WHERE id = $1", first["id"])
+    await scheduler.sweep()
+    assert [j["status"] for j in await jobs()] == ["equal", "requested"]

@@ -32,6 +32,7 @@ from edgesync.control._verify import (
     request_verify,
     verification_out,
 )
+from edgesync.control._verify_schedule import VerificationScheduler
 from edgesync.control._writeback import MAX_WRITE_ROWS, resend_cloud_rows, write_state_rows
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "ProgressReporter",
     "Publisher",
     "ResnapshotStatus",
+    "VerificationScheduler",
     "VerificationStatus",
     "check_backpressure",
     "enqueue_control",
