@@ -206,3 +206,30 @@ async def test_periodic_verification_by_policy(client: httpx.AsyncClient, tenant
                        "'1 hour' WHERE id = $1", first["id"])
     await scheduler.sweep()
     assert [j["status"] for j in await jobs()] == ["equal", "requested"]
+
+
+async def test_a_bucket_changed_after_the_digest_is_not_differing_and_bad_digests_fail(
+        client: httpx.AsyncClient, tenant, stage, pool: asyncpg.Pool) -> None:
+    s = await live(pool, stage, tenant)
+    base = tenant.url(f"/edge/lineages/{s.lineage_id}")
+    target = await pool.fetchval("SELECT target_table FROM edge_table_lineages WHERE id = $1",
+                                 s.lineage_id)
+    epoch = str(await pool.fetchval(f'SELECT max(_edge_journal_epoch::text) FROM "{target}"'))
+
+    async def verify(**doc: Any) -> dict[str, Any]:
+        r = await client.post(f"{base}/verify", headers=tenant.headers(**idem()), json={})
+        job = r.json()["data"]
+        await report(pool, s, {"request_kind": "verify_digest", "job_id": job["id"],
+                               "digest_version": 1, "journal_epoch": epoch, **doc})
+        listed = (await client.get(f"{base}/verifications", headers=tenant.reader())).json()
+        return dict(next(v for v in listed["data"] if v["id"] == job["id"]))
+
+    # the device's digest is as of commit_seq 1: row 2 (commit_seq 2) changed after it
+    v = await verify(as_of_commit_seq=1, **digest([(1, "heat", 20.5)]))
+    bucket = _core.pk_hash(pk_json(["id"], [2]))[:2]
+    assert (v["status"], v["differing_buckets"], v["changed_buckets"]) == (
+        "equal", [], [bucket])
+    v = await verify(as_of_commit_seq=2, rows=1, buckets={"zz\u0000": [1, "0" * 32]})
+    assert v["status"] == "failed" and "buckets are" in v["error"]
+    v = await verify(as_of_commit_seq=2, error="column(s) ['mode'] are not in table")
+    assert (v["status"], v["error"]) == ("failed", "column(s) ['mode'] are not in table")

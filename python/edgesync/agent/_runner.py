@@ -357,7 +357,7 @@ class Agent:
 
     def _recovery_sent(self, job_id: str, report: bytes) -> None:
         assert self._resnapshots is not None and self._verifications is not None
-        if b'"verify_digest"' in report:
+        if orjson.loads(report)["request_kind"] == "verify_digest":
             self._verifications.sent(job_id)
         else:
             self._resnapshots.reported(job_id, report)

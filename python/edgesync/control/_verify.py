@@ -17,6 +17,7 @@ re-snapshotted (a hash-bucket filter).
 from __future__ import annotations
 
 import enum
+import re
 import uuid
 from typing import Any
 
@@ -40,6 +41,8 @@ __all__ = ["DEFAULT_PREFIX", "VerificationStatus", "record_verify_digest", "requ
            "verification_out"]
 
 DEFAULT_PREFIX = 2
+_HEX = re.compile(r"^[0-9a-f]+$")
+_SUM = re.compile(r"^[0-9a-f]{32}$")
 _LAST_EPOCH, _LAST_SEQ = uuid.UUID(int=(1 << 128) - 1), (1 << 63) - 1
 # Mirror types whose values read back as the device's (docs/protocol.md, "Table digest").
 _NATIVE = ("bigint", "double precision", "text", "bytea")
@@ -127,13 +130,20 @@ async def _cloud_digest(conn: Conn, target: str, device_id: uuid.UUID,
     return digest, changed
 
 
-def _report_error(doc: dict[str, Any]) -> str | None:
+def _report_error(doc: dict[str, Any], prefix: int) -> str | None:
     if doc.get("error"):
         return str(doc["error"])[:500]
     if doc.get("digest_version") != DIGEST_VERSION:
         return f"digest_version {doc.get('digest_version')!r} is not {DIGEST_VERSION}"
-    if not isinstance(doc.get("buckets"), dict) or not isinstance(doc.get("rows"), int):
+    buckets, rows = doc.get("buckets"), doc.get("rows")
+    if not isinstance(buckets, dict) or not isinstance(rows, int) or isinstance(rows, bool):
         return "verify_digest needs rows (an integer) and buckets (an object)"
+    for key, value in buckets.items():
+        if not (len(key) == prefix and _HEX.match(key) and isinstance(value, list)
+                and len(value) == 2 and isinstance(value[0], int)
+                and isinstance(value[1], str) and _SUM.match(value[1])):
+            return (f"bucket {key[:16]!r}: buckets are {{\"<{prefix} hex digits>\": "
+                    "[rows, \"<32 hex digits>\"]}")
     return None
 
 
@@ -153,8 +163,8 @@ async def record_verify_digest(conn: Conn, device_id: uuid.UUID, table: str,
         "AND v.status = 'requested' FOR UPDATE OF v", job_id, device_id, table)
     if row is None:
         return f"verification {job_id}: nothing to update"
-    error = _report_error(doc)
     lineage_id, prefix = row["lineage_id"], int(row["prefix"])
+    error = _report_error(doc, prefix)
     result: dict[str, Any] = {"status": VerificationStatus.FAILED, "error": error}
     if error is None:
         cols = await _current_columns(conn, row)

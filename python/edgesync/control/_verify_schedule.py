@@ -1,6 +1,7 @@
 """Periodic verification by policy (docs/recovery.md): every approved, active state
 lineage of a project whose policy sets ``verify_interval_seconds`` gets a verification
-when its newest one is older than that (none open meanwhile). One worker at a time (an
+when its newest one is older than that (and not still open: a device that never
+answers gets one more after a day, not one per sweep). One worker at a time (an
 advisory lock); at most ``BATCH`` requests per sweep, oldest-verified first."""
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ WHERE (p.policy->>'verify_interval_seconds') ~ '^[0-9]+$'
   AND (p.policy->>'verify_interval_seconds')::bigint > 0
   AND l.pipeline = 'rows' AND l.status = 'active' AND l.approved_schema_hash IS NOT NULL
   AND l.target_table IS NOT NULL
-  AND (last.created_at IS NULL OR (last.status <> 'requested' AND last.created_at
-       < now() - make_interval(secs => (p.policy->>'verify_interval_seconds')::bigint)))
+  AND (last.created_at IS NULL OR (last.created_at
+       < now() - make_interval(secs => (p.policy->>'verify_interval_seconds')::bigint)
+       AND (last.status <> 'requested' OR last.created_at < now() - interval '1 day')))
 ORDER BY last.created_at NULLS FIRST LIMIT $1
 """
 
