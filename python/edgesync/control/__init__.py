@@ -17,8 +17,9 @@ from edgesync.control._publisher import MqttPublisher
 from edgesync.control._resnapshot import (
     ResnapshotStatus,
     record_resnapshot_status,
+    recovery_job,
+    recovery_jobs,
     request_resnapshot,
-    resnapshot_out,
 )
 from edgesync.control._sender import ControlSender, Publisher
 from edgesync.control._sweeper import BackpressureSweeper
@@ -30,7 +31,6 @@ from edgesync.control._verify import (
     VerificationStatus,
     record_verify_digest,
     request_verify,
-    verification_out,
 )
 from edgesync.control._verify_schedule import VerificationScheduler
 from edgesync.control._writeback import MAX_WRITE_ROWS, resend_cloud_rows, write_state_rows
@@ -59,13 +59,13 @@ __all__ = [
     "record_materialization_failure",
     "record_resnapshot_status",
     "record_verify_digest",
+    "recovery_job",
+    "recovery_jobs",
     "request_resnapshot",
     "request_verify",
     "resend_cloud_rows",
     "reset_materialization",
-    "resnapshot_out",
     "sweep_backpressure",
-    "verification_out",
     "verify_upload_url",
     "write_state_rows",
 ]

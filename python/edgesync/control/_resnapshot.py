@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -27,8 +27,8 @@ from edgesync.materialize import sweep_state_rows
 from edgesync.protocol import ControlKind, SnapshotFilter, parse_filter, uuid7
 from edgesync.store import Conn
 
-__all__ = ["ResnapshotStatus", "lineage_columns", "record_resnapshot_status",
-           "request_resnapshot", "resnapshot_out"]
+__all__ = ["JobKind", "ResnapshotStatus", "lineage_columns", "record_resnapshot_status",
+           "recovery_job", "recovery_jobs", "request_resnapshot"]
 
 
 class ResnapshotStatus(enum.StrEnum):
@@ -90,14 +90,31 @@ async def request_resnapshot(conn: Conn, project_id: uuid.UUID, lineage_id: uuid
     await emit(conn, project_id, EventType.RESNAPSHOT_REQUESTED, lineage_id,
                {"lineage_id": str(lineage_id), "resnapshot_id": str(job_id), "filter": doc,
                 "actor": actor, "verification_id": verification_id and str(verification_id)})
-    return await resnapshot_out(conn, job_id)
+    return await recovery_job(conn, "resnapshot", job_id)
 
 
-async def resnapshot_out(conn: Conn, job_id: uuid.UUID) -> dict[str, Any]:
-    row = await conn.fetchrow("SELECT * FROM edge_resnapshots WHERE id = $1", job_id)
+_JOB_TABLES = {"resnapshot": "edge_resnapshots", "verification": "edge_verifications"}
+JobKind = Literal["resnapshot", "verification"]
+
+
+async def recovery_job(conn: Conn, kind: JobKind, job_id: uuid.UUID) -> dict[str, Any]:
+    """One re-snapshot or verification, as stored."""
+    row = await conn.fetchrow(f"SELECT * FROM {_JOB_TABLES[kind]} WHERE id = $1", job_id)
     if row is None:
-        raise NotFoundError(f"no re-snapshot {job_id}")
+        raise NotFoundError(f"no {kind} {job_id}")
     return dict(row)
+
+
+async def recovery_jobs(conn: Conn, kind: JobKind, lineage_id: uuid.UUID, *, offset: int,
+                        limit: int) -> tuple[list[dict[str, Any]], int]:
+    """A lineage's re-snapshots or verifications, newest first, and how many in all."""
+    table = _JOB_TABLES[kind]
+    total = await conn.fetchval(f"SELECT count(*) FROM {table} WHERE lineage_id = $1",
+                                lineage_id)
+    rows = await conn.fetch(f"SELECT * FROM {table} WHERE lineage_id = $1 "
+                            "ORDER BY created_at DESC, id DESC OFFSET $2 LIMIT $3",
+                            lineage_id, offset, limit)
+    return [dict(r) for r in rows], int(total)
 
 
 def _count(doc: dict[str, Any], key: str) -> int | None:

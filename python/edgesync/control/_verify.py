@@ -22,8 +22,13 @@ import uuid
 from typing import Any
 
 from edgesync.control._outbox import enqueue_control
-from edgesync.control._resnapshot import _rows_lineage, lineage_columns, request_resnapshot
-from edgesync.errors import InvalidRequestError, NotFoundError
+from edgesync.control._resnapshot import (
+    _rows_lineage,
+    lineage_columns,
+    recovery_job,
+    request_resnapshot,
+)
+from edgesync.errors import InvalidRequestError
 from edgesync.governance import EventType, Lineage, emit, load_state_target
 from edgesync.materialize import quote_ident
 from edgesync.protocol import (
@@ -37,8 +42,7 @@ from edgesync.protocol import (
 )
 from edgesync.store import Conn
 
-__all__ = ["DEFAULT_PREFIX", "VerificationStatus", "record_verify_digest", "request_verify",
-           "verification_out"]
+__all__ = ["DEFAULT_PREFIX", "VerificationStatus", "record_verify_digest", "request_verify"]
 
 DEFAULT_PREFIX = 2
 _HEX = re.compile(r"^[0-9a-f]+$")
@@ -97,14 +101,7 @@ async def request_verify(conn: Conn, project_id: uuid.UUID, lineage_id: uuid.UUI
     await emit(conn, project_id, EventType.VERIFICATION_REQUESTED, lineage_id,
                {"lineage_id": str(lineage_id), "verification_id": str(job_id),
                 "prefix": prefix, "repair": repair, "actor": actor})
-    return await verification_out(conn, job_id)
-
-
-async def verification_out(conn: Conn, job_id: uuid.UUID) -> dict[str, Any]:
-    row = await conn.fetchrow("SELECT * FROM edge_verifications WHERE id = $1", job_id)
-    if row is None:
-        raise NotFoundError(f"no verification {job_id}")
-    return dict(row)
+    return await recovery_job(conn, "verification", job_id)
 
 
 async def _cloud_digest(conn: Conn, target: str, device_id: uuid.UUID,

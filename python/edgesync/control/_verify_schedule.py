@@ -11,8 +11,10 @@ from typing import NoReturn
 
 import asyncpg
 
+from edgesync.control._sweeper import alone
 from edgesync.control._verify import request_verify
 from edgesync.protocol import periodic_loop
+from edgesync.store import Conn
 
 __all__ = ["POLICY_ACTOR", "VerificationScheduler"]
 
@@ -48,15 +50,12 @@ class VerificationScheduler:
 
     async def sweep(self) -> int:
         """Request the verifications due; returns how many."""
-        async with self._pool.acquire() as conn:
-            if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", _LOCK):
-                return 0
-            try:
-                due = await conn.fetch(_DUE, BATCH)
-                for r in due:
-                    async with conn.transaction():
-                        await request_verify(conn, r["project_id"], r["id"],
-                                             actor=POLICY_ACTOR)
-                return len(due)
-            finally:
-                await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK)
+        return await alone(self._pool, _LOCK, _request_due)
+
+
+async def _request_due(conn: Conn) -> int:
+    due = await conn.fetch(_DUE, BATCH)
+    for r in due:
+        async with conn.transaction():
+            await request_verify(conn, r["project_id"], r["id"], actor=POLICY_ACTOR)
+    return len(due)

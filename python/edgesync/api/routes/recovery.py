@@ -55,12 +55,9 @@ async def resnapshot(access: CanManage, conn: Db, request: Request, lineage_id: 
 async def resnapshots(access: CanRead, conn: Db, paging: Paging,
                       lineage_id: LineageId) -> Page[ResnapshotOut]:
     await get_lineage(conn, access.project_id, lineage_id)
-    total = await conn.fetchval("SELECT count(*) FROM edge_resnapshots WHERE lineage_id = $1",
-                                lineage_id)
-    rows = await conn.fetch("SELECT * FROM edge_resnapshots WHERE lineage_id = $1 "
-                            "ORDER BY created_at DESC, id DESC OFFSET $2 LIMIT $3",
-                            lineage_id, paging.offset, paging.limit)
-    return paging.of([ResnapshotOut.model_validate(dict(r)) for r in rows], int(total))
+    rows, total = await control.recovery_jobs(conn, "resnapshot", lineage_id,
+                                              offset=paging.offset, limit=paging.limit)
+    return paging.of([ResnapshotOut.model_validate(r) for r in rows], total)
 
 
 @router.post("/verify", status_code=202, response_model=Item[VerificationOut],
@@ -85,9 +82,6 @@ async def verify(access: CanManage, conn: Db, request: Request, lineage_id: Line
 async def verifications(access: CanRead, conn: Db, paging: Paging,
                         lineage_id: LineageId) -> Page[VerificationOut]:
     await get_lineage(conn, access.project_id, lineage_id)
-    total = await conn.fetchval(
-        "SELECT count(*) FROM edge_verifications WHERE lineage_id = $1", lineage_id)
-    rows = await conn.fetch("SELECT * FROM edge_verifications WHERE lineage_id = $1 "
-                            "ORDER BY created_at DESC, id DESC OFFSET $2 LIMIT $3",
-                            lineage_id, paging.offset, paging.limit)
-    return paging.of([VerificationOut.model_validate(dict(r)) for r in rows], int(total))
+    rows, total = await control.recovery_jobs(conn, "verification", lineage_id,
+                                              offset=paging.offset, limit=paging.limit)
+    return paging.of([VerificationOut.model_validate(r) for r in rows], total)
