@@ -162,7 +162,6 @@ async def test_resnapshot_resumes_after_a_restart_of_both_sides(
             await wait_equal(pool, dev, "big", COLS, limit=90)
 
 
-@pytest.mark.once
 async def test_verify_finds_a_row_edited_in_postgres_and_repair_fixes_its_bucket(
         tmp_path: Path, database_url: str, mqtt_url: str, unique: str) -> None:
     async with cloud(database_url, mqtt_url, tmp_path / "cloud", unique) as server:
