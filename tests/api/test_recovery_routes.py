@@ -233,3 +233,6 @@ async def test_a_bucket_changed_after_the_digest_is_not_differing_and_bad_digest
     assert v["status"] == "failed" and "buckets are" in v["error"]
     v = await verify(as_of_commit_seq=2, error="column(s) ['mode'] are not in table")
     assert (v["status"], v["error"]) == ("failed", "column(s) ['mode'] are not in table")
+    await pool.execute(f'ALTER TABLE "{target}" DROP COLUMN mode')  # by hand, behind edgesync
+    v = await verify(as_of_commit_seq=2, **digest([(1, "heat", 20.5)]))
+    assert v["status"] == "failed" and "UndefinedColumnError" in v["error"]

@@ -15,9 +15,11 @@ chunk is committed, and rows of the job's scope the device no longer has are swe
 from __future__ import annotations
 
 import enum
+import logging
 import uuid
 from typing import Any, Literal
 
+import asyncpg
 import orjson
 
 from edgesync.control._outbox import enqueue_control
@@ -29,6 +31,9 @@ from edgesync.store import Conn
 
 __all__ = ["JobKind", "ResnapshotStatus", "lineage_columns", "record_resnapshot_status",
            "recovery_job", "recovery_jobs", "request_resnapshot"]
+
+
+_log = logging.getLogger(__name__)
 
 
 class ResnapshotStatus(enum.StrEnum):
@@ -175,10 +180,16 @@ async def _sweep(conn: Conn, row: Any, epoch: uuid.UUID | None, first: int | Non
                                  row["target_table"])
     if not exists:
         return None
-    swept = await sweep_state_rows(conn, row["target_table"], device_id=row["device_id"],
-                                   lineage_id=row["lineage_id"], epoch=epoch, first_seq=first,
-                                   prefix=scope.prefix,
-                                   buckets=sorted(scope.buckets) if scope.buckets else None)
+    try:
+        async with conn.transaction():  # a savepoint: a mirror altered by hand fails alone
+            swept = await sweep_state_rows(
+                conn, row["target_table"], device_id=row["device_id"],
+                lineage_id=row["lineage_id"], epoch=epoch, first_seq=first,
+                prefix=scope.prefix, buckets=sorted(scope.buckets) if scope.buckets else None)
+    except asyncpg.PostgresError as exc:
+        _log.warning("resnapshot %s: the sweep of %s failed: %s", row["id"],
+                     row["target_table"], exc)
+        return None
     await conn.execute("UPDATE edge_resnapshots SET swept_rows = $2 WHERE id = $1", row["id"],
                        swept)
     return swept

@@ -21,6 +21,8 @@ import re
 import uuid
 from typing import Any
 
+import asyncpg
+
 from edgesync.control._outbox import enqueue_control
 from edgesync.control._resnapshot import (
     _rows_lineage,
@@ -166,14 +168,19 @@ async def record_verify_digest(conn: Conn, device_id: uuid.UUID, table: str,
     if error is None:
         cols = await _current_columns(conn, row)
         as_of = doc.get("as_of_commit_seq")
-        digest, changed = await _cloud_digest(
-            conn, row["target_table"], device_id, cols, prefix,
-            (epoch, as_of) if epoch is not None and isinstance(as_of, int) else None)
-        differ = [b for b in differing_buckets(doc["buckets"], digest.buckets())
-                  if b not in changed]
-        result = {"status": VerificationStatus.DIFFERENT if differ else VerificationStatus.EQUAL,
-                  "device_rows": doc["rows"], "cloud_rows": digest.rows,
-                  "differing_buckets": differ, "changed_buckets": sorted(changed)}
+        try:
+            digest, changed = await _cloud_digest(
+                conn, row["target_table"], device_id, cols, prefix,
+                (epoch, as_of) if epoch is not None and isinstance(as_of, int) else None)
+        except asyncpg.PostgresError as exc:  # the mirror changed by hand (a column gone)
+            result["error"] = f"the mirror cannot be read: {type(exc).__name__}: {exc}"[:500]
+        else:
+            differ = [b for b in differing_buckets(doc["buckets"], digest.buckets())
+                      if b not in changed]
+            result = {"status": (VerificationStatus.DIFFERENT if differ
+                                 else VerificationStatus.EQUAL),
+                      "device_rows": doc["rows"], "cloud_rows": digest.rows,
+                      "differing_buckets": differ, "changed_buckets": sorted(changed)}
     await conn.execute(
         "UPDATE edge_verifications SET status = $2, error = $3, device_rows = $4, "
         "cloud_rows = $5, differing_buckets = $6, changed_buckets = $7, completed_at = now() "
