@@ -99,6 +99,8 @@ async def test_resnapshot_request_progress_and_bad_filters(
     assert done["swept_rows"] is None  # a column filter: nothing swept
     out = await report(pool, s, {"request_kind": "resnapshot_status", "job_id": "x"})
     assert out.status is OutcomeStatus.REJECTED and out.code == "invalid_recovery_report"
+    out = await report(pool, s, {"request_kind": ["resnapshot_status"]})  # unhashable
+    assert out.code == "unsupported_request_kind"
 
 
 async def test_verify_equal_then_different_with_repair(

@@ -41,7 +41,7 @@ def add_recovery_parsers(lsub: Any, sub: Callable[..., Any], api_options: Callab
               "result.")
     ver.add_argument("lineage_id", type=uuid.UUID)
     ver.add_argument("--prefix", type=int, default=2, metavar="N",
-                     help="hex digits of the pk hash per bucket, 1 to 4 (default 2: 256)")
+                     help="hex digits of the pk hash per bucket, 1 to 3 (default 2: 256)")
     ver.add_argument("--repair", action="store_true",
                      help="re-snapshot the differing buckets")
     _wait(ver)

@@ -43,7 +43,7 @@ class ResnapshotOut(BaseModel):
 
 class VerifyBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    prefix: int = Field(control.DEFAULT_VERIFY_PREFIX, ge=1, le=4,
+    prefix: int = Field(control.DEFAULT_VERIFY_PREFIX, ge=1, le=3,
                         description="hex digits of _edge_pk_hash naming a bucket (2: 256)")
     repair: bool = Field(False, description="re-snapshot the buckets that differ")
 

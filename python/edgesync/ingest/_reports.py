@@ -130,7 +130,7 @@ async def _ingest_request(pool: asyncpg.Pool, scope: DeviceScope, payload: bytes
         return await _url_request(pool, scope, doc, upload_base_url)
     if kind == "finalize":
         return await _finalize(pool, scope, doc)
-    if kind in _RECOVERY:
+    if isinstance(kind, str) and kind in _RECOVERY:  # (JSON: maybe unhashable)
         return await _recovery_report(pool, scope, doc, _RECOVERY[kind])
     return IngestOutcome(OutcomeStatus.IGNORED, RejectionCode.UNSUPPORTED_REQUEST_KIND,
                          f"request_kind {kind!r} is not handled by this server")

@@ -32,7 +32,7 @@ __all__ = ["DIGEST_VERSION", "MAX_PREFIX", "TableDigest", "differing_buckets", "
            "pk_json"]
 
 DIGEST_VERSION = 1
-MAX_PREFIX = 4
+MAX_PREFIX = 3  # 4,096 buckets: a digest stays under ~200 KB
 _MOD = 1 << 128
 
 
