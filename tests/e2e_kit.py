@@ -175,12 +175,15 @@ async def running_agent(device: Device) -> AsyncIterator[Agent]:
 
 @contextlib.asynccontextmanager
 async def cloud(database_url: str, mqtt_url: str, data_dir: Path, unique: str, *,
-                resend_after: timedelta | None = None) -> AsyncIterator[Server]:
+                resend_after: timedelta | None = None, api_port: int = 0
+                ) -> AsyncIterator[Server]:
     """``edgesync serve`` in-process with its HTTP API on a free port (presigned uploads),
-    running until the block ends. The outbox sender and the sweep poll faster than in
-    production; ``resend_after`` shortens the outbox's re-send timeout."""
+    running until the block ends (``api_port``: a fixed one, so presigned upload URLs
+    granted before a restart stay good after it). The outbox sender and the sweep poll
+    faster than in production; ``resend_after`` shortens the outbox's re-send timeout."""
     settings = ServerSettings(database_url=database_url, mqtt_url=mqtt_url,
-                              data_dir=data_dir, client_id=f"worker-{unique}", api_port=0)
+                              data_dir=data_dir, client_id=f"worker-{unique}",
+                              api_port=api_port)
     async with Server(settings) as server:
         assert server.pool is not None and server.publisher is not None
         server.controls = ControlSender(server.pool, server.publisher, poll_interval=0.5,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from edgesync import governance, quarantine, store
+from edgesync import control, governance, quarantine, store
 
 _MIGRATIONS = Path(store.__file__).resolve().parent / "migrations"
 
@@ -38,6 +38,8 @@ def _checked_values(table: str, column: str) -> set[str]:
     (governance.ReviewStatus, "edge_schema_reviews", "status"),
     (governance.ReviewStatus, "edge_registry_reviews", "status"),
     (governance.SchemaStatus, "edge_schema_registry", "status"),
+    (control.ResnapshotStatus, "edge_resnapshots", "status"),
+    (control.VerificationStatus, "edge_verifications", "status"),
 ])
 def test_enum_values_are_the_column_check(enum_type: type[enum.StrEnum], table: str,
                                           column: str) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from edgesync._defaults import DEFAULT_API_URL
+from edgesync._parsers.recovery import add_recovery_parsers
 
 # edgesync.staging.STAGING_REASONS, spelled out: the HTTP client imports no server code
 # (tests/cli/test_operator_args.py checks the two agree).
@@ -170,7 +171,7 @@ def add_reviews_parser(sub: Any) -> None:
 
 def add_lineages_parser(sub: Any) -> None:
     lineages = _sub(sub, "lineages", "list, show, reset, discard staged rows, quarantined "
-                    "rows, delete lineages; write back rows",
+                    "rows, re-snapshot, verify, delete lineages; write back rows",
                     "Lineages: one per (device, source table).")
     lsub = lineages.add_subparsers(dest="lineages_command", required=True, metavar="ACTION")
     llist = _sub(lsub, "list", "list lineages", "List lineages and their counters.")
@@ -233,6 +234,7 @@ def add_lineages_parser(sub: Any) -> None:
     _api_options(discard)
 
     _add_quarantine_parser(lsub)
+    add_recovery_parsers(lsub, _sub, _api_options, _paging)
 
     delete = _sub(lsub, "delete", "remove the cloud sync state of a lineage",
                   "Delete a lineage's sync state (versions, reviews, bindings, staged rows, "

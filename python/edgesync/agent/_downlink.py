@@ -19,6 +19,8 @@
 * ``sync_policy`` (edgesync extension): the device's sync policy; applied (the tables
   discovered again with its ``table_strategies``) only where the YAML opts in
   (``_remote_policy``).
+* ``resnapshot`` / ``verify_table`` (edgesync extensions): recorded here, run by the
+  agent's flushes (``_resnapshot``, ``_verify``; docs/recovery.md).
 
 A malformed control is logged and has no effect (it was acknowledged all the same: the
 cloud must not resend it forever).
@@ -34,11 +36,13 @@ from typing import Any
 
 from edgesync.agent._discovery import TableInfo
 from edgesync.agent._progress import rows_progress, telemetry_progress
+from edgesync.agent._resnapshot import Resnapshots
 from edgesync.agent._retention import JournalBudget
 from edgesync.agent._state import StateStore
 from edgesync.agent._telemetry_state import TelemetryState
 from edgesync.agent._triggers import snapshot_sql
 from edgesync.agent._uploads import Uploads
+from edgesync.agent._verify import Verifications
 from edgesync.agent._writeback import CloudVersions, apply_state_write
 from edgesync.protocol import ControlKind
 
@@ -54,6 +58,8 @@ def _int(doc: dict[str, Any], key: str) -> int | None:
 
 # A tuple, not a set: ``control_kind`` comes from JSON and may be unhashable (a list).
 _KINDS = tuple(ControlKind)
+_NEEDS_EXTRAS = (ControlKind.STATE_WRITE, ControlKind.URL_GRANT, ControlKind.FORGET_LINEAGE,
+                 ControlKind.RESNAPSHOT, ControlKind.VERIFY_TABLE, ControlKind.SYNC_POLICY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +69,8 @@ class Extras:
     tables: Callable[[str], TableInfo | None]
     versions: CloudVersions
     uploads: Uploads
+    resnapshots: Resnapshots | None = None
+    verifications: Verifications | None = None
     sync_policy: Callable[[dict[str, Any]], None] | None = None
 
 
@@ -70,9 +78,7 @@ def execute_control(doc: dict[str, Any], source: sqlite3.Connection, state: Stat
                     telemetry: TelemetryState, budget: JournalBudget | None = None,
                     extras: Extras | None = None) -> None:
     cid, kind, table = doc.get("control_id"), doc.get("control_kind"), doc.get("source_table")
-    if kind not in _KINDS or (extras is None and kind in (
-            ControlKind.STATE_WRITE, ControlKind.URL_GRANT, ControlKind.FORGET_LINEAGE,
-            ControlKind.SYNC_POLICY)):
+    if kind not in _KINDS or (extras is None and kind in _NEEDS_EXTRAS):
         log.info("control %s (%s) acknowledged; kind not supported", cid, kind)
         return
     if kind == ControlKind.SYNC_POLICY:  # names no table: about the whole configuration
@@ -90,6 +96,13 @@ def execute_control(doc: dict[str, Any], source: sqlite3.Connection, state: Stat
     if kind == ControlKind.URL_GRANT:
         assert extras is not None
         extras.uploads.granted(doc)
+        return
+    if kind in (ControlKind.RESNAPSHOT, ControlKind.VERIFY_TABLE):
+        assert extras is not None
+        if kind == ControlKind.RESNAPSHOT and extras.resnapshots is not None:
+            extras.resnapshots.requested(doc, extras.tables(table))
+        elif kind == ControlKind.VERIFY_TABLE and extras.verifications is not None:
+            extras.verifications.requested(doc)
         return
     is_telemetry = telemetry.table(table) is not None
     if kind == ControlKind.FORGET_LINEAGE:

@@ -34,6 +34,7 @@ from edgesync.agent._lock import InstanceLock
 from edgesync.agent._progress import resend_unconfirmed
 from edgesync.agent._publisher import MqttLink
 from edgesync.agent._remote_policy import RemotePolicy
+from edgesync.agent._resnapshot import Resnapshots
 from edgesync.agent._retention import JournalBudget
 from edgesync.agent._source import open_source
 from edgesync.agent._state import StateStore
@@ -41,6 +42,7 @@ from edgesync.agent._telemetry import TelemetryCapture
 from edgesync.agent._telemetry_state import OutboxBatch, TelemetryState
 from edgesync.agent._triggers import install_triggers
 from edgesync.agent._uploads import Upload, Uploads
+from edgesync.agent._verify import Verifications
 from edgesync.agent._writeback import CloudVersions
 from edgesync.errors import ConfigError, OversizedRowError
 from edgesync.protocol import TopicKind, periodic_loop, topic_for
@@ -79,6 +81,8 @@ class Agent:
         self._batcher: Batcher | None = None
         self._versions: CloudVersions | None = None
         self._uploads: Uploads | None = None
+        self._resnapshots: Resnapshots | None = None
+        self._verifications: Verifications | None = None
         self._budget: JournalBudget | None = None
         self._remote: RemotePolicy | None = None
         self._rows_tables: list[str] = []
@@ -166,6 +170,9 @@ class Agent:
                 sent += await self._flush_rows(table, upto)
             for table in await self._db(self._telemetry_tables):
                 sent += await self._flush_telemetry(table)
+            for job_id, report in await self._db(self._recovery_reports):
+                await self._link.publish(self._topics[TopicKind.INGEST_REQUEST], report)
+                await self._db(self._recovery_sent, job_id, report)
             await self._flush_uploads()
             return sent
 
@@ -256,6 +263,8 @@ class Agent:
                                      reserved=self._uploads.reserved)
         self._batcher = Batcher(self._source, self._state, forget=self._forget_journal,
                                 lkcv=self._versions.add_lkcv, reserved=self._uploads.reserved)
+        self._resnapshots = Resnapshots(self._source, self._state, self._uploads)
+        self._verifications = Verifications(self._source, self._state)
         self._refresh_schema()
 
     def _forget_journal(self, table: str, first: int, last: int) -> None:
@@ -340,6 +349,22 @@ class Agent:
             "journal_epoch": epoch, "first_commit_seq": first, "last_commit_seq": last}))
             for gap_id, table, epoch, first, last in self._state.unreported_gaps()]
         return upto, observes, gaps
+
+    def _recovery_reports(self) -> list[tuple[str, bytes]]:
+        """Move re-snapshots on (new chunks, uploads reserved), then the reports due:
+        re-snapshot progress and verification digests (docs/recovery.md)."""
+        assert self._resnapshots is not None and self._verifications is not None
+        assert self._batcher is not None
+        self._resnapshots.step(self._batcher.table_info)
+        return [*self._resnapshots.reports(),
+                *self._verifications.reports(self._batcher.table_info)]
+
+    def _recovery_sent(self, job_id: str, report: bytes) -> None:
+        assert self._resnapshots is not None and self._verifications is not None
+        if orjson.loads(report)["request_kind"] == "verify_digest":
+            self._verifications.sent(job_id)
+        else:
+            self._resnapshots.reported(job_id, report)
 
     def _reserve_backlog(self, table: str, upto: int) -> None:
         """A backlog over ``upload_backlog_rows`` goes as one upload (the batcher skips
@@ -451,7 +476,8 @@ class Agent:
         assert self._uploads is not None
         execute_control(accepted.doc, self._source, self._state, self._telemetry_state,
                         self._budget, Extras(self._batcher.table_info, self._versions,
-                                             self._uploads, self._apply_policy))
+                                             self._uploads, self._resnapshots,
+                                             self._verifications, self._apply_policy))
         self._inbox.executed(accepted.control_id)
 
     def _apply_policy(self, doc: dict[str, Any]) -> None:

@@ -143,6 +143,10 @@ class Uploads:
 
     # -- starting an upload
 
+    def reserve(self, table: str, kind: str, epoch: str, first: int, last: int) -> None:
+        """Reserve a journal range already written (a re-snapshot chunk) for an upload."""
+        self._add(table, kind, epoch, first, last)
+
     def spill(self, table: str, epoch: str, commit_seq: int) -> None:
         """One journal row too large for a batch travels as a ``payload_spill``."""
         known = self._rows("source_table = ? AND journal_epoch = ? AND first_commit_seq <= ? "

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from edgesync.api._recovery_models import RecoveryState
 from edgesync.governance import LineageStatus
 
 __all__ = ["Binding", "DeletedLineage", "LineageDetail", "LineageOut", "MaterializationState",
@@ -89,6 +90,7 @@ class LineageDetail(LineageOut):
     bindings: list[Binding]
     replay: ReplayProgress
     materialization: MaterializationState
+    recovery: RecoveryState = Field(default_factory=RecoveryState)
 
 
 class StagedRow(BaseModel):

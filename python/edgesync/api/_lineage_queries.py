@@ -15,8 +15,9 @@ from edgesync.api._lineage_models import (
     ReplayProgress,
     SchemaVersion,
 )
+from edgesync.api._recovery_models import RecoveryState, ResnapshotOut, VerificationOut
 from edgesync.api._values import json_value
-from edgesync.control import forget_on_device
+from edgesync.control import forget_on_device, recovery_jobs
 from edgesync.governance import EventType, emit, get_lineage_for_update
 from edgesync.materialize import quote_ident
 from edgesync.store import Conn
@@ -88,6 +89,9 @@ async def lineage_detail(conn: Conn, project_id: uuid.UUID,
         "SELECT count(*) FROM edge_quarantined_rows WHERE lineage_id = $1 AND status = 'open'",
         lineage_id)
     assert staged is not None
+    resnapshot = (await recovery_jobs(conn, "resnapshot", lineage_id, offset=0, limit=1))[0]
+    verification = (await recovery_jobs(conn, "verification", lineage_id, offset=0,
+                                        limit=1))[0]
     return LineageDetail(
         **lineage.model_dump(),
         schema_versions=[SchemaVersion.model_validate(dict(v)) for v in versions],
@@ -100,6 +104,10 @@ async def lineage_detail(conn: Conn, project_id: uuid.UUID,
             error_count=lineage.materialization_errors, last_error=lineage.last_error,
             failed_batches=int(staged["failed_batches"]), failed_rows=int(staged["failed_rows"]),
             quarantined_rows=int(quarantined)),
+        recovery=RecoveryState(
+            resnapshot=ResnapshotOut.model_validate(resnapshot[0]) if resnapshot else None,
+            verification=(VerificationOut.model_validate(verification[0])
+                          if verification else None)),
     )
 
 

@@ -15,6 +15,7 @@ from edgesync.client._context import Ctx, flagged_actions, write_review_head
 from edgesync.client._format import print_fields, print_json
 from edgesync.client._run_governance import data_points_command, registry_command
 from edgesync.client._run_quarantine import quarantine_command
+from edgesync.client._run_recovery import RECOVERY_COMMANDS, recovery_command, write_recovery
 from edgesync.client._run_sync_policies import sync_policies_command
 from edgesync.errors import ConfigError
 
@@ -68,6 +69,8 @@ def _lineages(ctx: Ctx) -> None:
         _discard_staged(ctx, lid)
     elif cmd == "quarantine":
         quarantine_command(ctx, lid)
+    elif cmd in RECOVERY_COMMANDS:
+        recovery_command(ctx, lid)
     else:
         rows = load_json_file(a.rows, "--rows")
         if isinstance(rows, dict):
@@ -101,6 +104,7 @@ def _write_lineage(ctx: Ctx, data: dict[str, Any]) -> None:
     ctx.out.write("\nmaterialization\n")
     print_fields(mat, ["error_count", "last_error", "failed_batches", "failed_rows",
                        "quarantined_rows"], ctx.out)
+    write_recovery(ctx, data.get("recovery") or {})
 
 
 def _delete_lineage(ctx: Ctx, lid: str) -> None:

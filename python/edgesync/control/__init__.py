@@ -14,14 +14,31 @@ from edgesync.control._outbox import CONTROL_CHANNEL, enqueue_control
 from edgesync.control._policy import FlowPolicy
 from edgesync.control._progress import ProgressReporter
 from edgesync.control._publisher import MqttPublisher
+from edgesync.control._resnapshot import (
+    ResnapshotStatus,
+    record_resnapshot_status,
+    recovery_job,
+    recovery_jobs,
+    request_resnapshot,
+)
 from edgesync.control._sender import ControlSender, Publisher
 from edgesync.control._sweeper import BackpressureSweeper
 from edgesync.control._sync_policy import send_sync_policy
 from edgesync.control._uploads import GRANT_TTL, grant_upload, verify_upload_url
+from edgesync.control._verify import (
+    DEFAULT_PREFIX as DEFAULT_VERIFY_PREFIX,
+)
+from edgesync.control._verify import (
+    VerificationStatus,
+    record_verify_digest,
+    request_verify,
+)
+from edgesync.control._verify_schedule import VerificationScheduler
 from edgesync.control._writeback import MAX_WRITE_ROWS, resend_cloud_rows, write_state_rows
 
 __all__ = [
     "CONTROL_CHANNEL",
+    "DEFAULT_VERIFY_PREFIX",
     "FORGET_LINEAGE",
     "GRANT_TTL",
     "MAX_OBJECT_BYTES",
@@ -33,11 +50,20 @@ __all__ = [
     "ObjectStore",
     "ProgressReporter",
     "Publisher",
+    "ResnapshotStatus",
+    "VerificationScheduler",
+    "VerificationStatus",
     "check_backpressure",
     "enqueue_control",
     "forget_on_device",
     "grant_upload",
     "record_materialization_failure",
+    "record_resnapshot_status",
+    "record_verify_digest",
+    "recovery_job",
+    "recovery_jobs",
+    "request_resnapshot",
+    "request_verify",
     "resend_cloud_rows",
     "reset_materialization",
     "send_sync_policy",

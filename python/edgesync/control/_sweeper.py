@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import NoReturn
 
 import asyncpg
 
 from edgesync.control._flow import sweep_backpressure
 from edgesync.protocol import periodic_loop
+from edgesync.store import Conn
 
-__all__ = ["BackpressureSweeper"]
+__all__ = ["BackpressureSweeper", "alone"]
 
 _log = logging.getLogger(__name__)
 _LOCK = 0x65_64_67_65_73_77  # "edgesw"
@@ -26,10 +28,17 @@ class BackpressureSweeper:
                             logger=_log)
 
     async def sweep(self) -> int:
-        async with self._pool.acquire() as conn:
-            if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", _LOCK):
-                return 0
-            try:
-                return await sweep_backpressure(conn)
-            finally:
-                await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK)
+        return await alone(self._pool, _LOCK, sweep_backpressure)
+
+
+async def alone(pool: asyncpg.Pool, lock: int,
+                job: Callable[[Conn], Awaitable[int]]) -> int:
+    """``job`` on a connection holding the advisory ``lock`` (0 when another worker
+    holds it: one worker at a time runs a periodic sweep)."""
+    async with pool.acquire() as conn:
+        if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", lock):
+            return 0
+        try:
+            return await job(conn)
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock($1)", lock)

@@ -38,6 +38,10 @@ class EventType(enum.StrEnum):
     QUARANTINED_ROW_RETRIED = "edgesync.quarantined_row.retried.v1"
     QUARANTINED_ROWS_RETRIED = "edgesync.quarantined_rows.retried.v1"
     QUARANTINED_ROWS_DISCARDED = "edgesync.quarantined_rows.discarded.v1"
+    RESNAPSHOT_REQUESTED = "edgesync.resnapshot.requested.v1"
+    RESNAPSHOT_FINISHED = "edgesync.resnapshot.finished.v1"
+    VERIFICATION_REQUESTED = "edgesync.verification.requested.v1"
+    VERIFICATION_FINISHED = "edgesync.verification.finished.v1"
 
 
 async def emit(conn: Conn, project_id: uuid.UUID, event_type: EventType,

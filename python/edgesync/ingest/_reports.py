@@ -22,7 +22,7 @@ from typing import Any
 import asyncpg
 import orjson
 
-from edgesync.control import grant_upload
+from edgesync.control import grant_upload, record_resnapshot_status, record_verify_digest
 from edgesync.errors import BatchRejected, InvalidRequestError
 from edgesync.governance import EventType, emit
 from edgesync.ingest._ledger import (
@@ -130,8 +130,30 @@ async def _ingest_request(pool: asyncpg.Pool, scope: DeviceScope, payload: bytes
         return await _url_request(pool, scope, doc, upload_base_url)
     if kind == "finalize":
         return await _finalize(pool, scope, doc)
+    if isinstance(kind, str) and kind in _RECOVERY:  # (JSON: maybe unhashable)
+        return await _recovery_report(pool, scope, doc, _RECOVERY[kind])
     return IngestOutcome(OutcomeStatus.IGNORED, RejectionCode.UNSUPPORTED_REQUEST_KIND,
                          f"request_kind {kind!r} is not handled by this server")
+
+
+_RECOVERY = {"resnapshot_status": record_resnapshot_status,
+             "verify_digest": record_verify_digest}
+
+
+async def _recovery_report(pool: asyncpg.Pool, scope: DeviceScope, doc: dict[str, Any],
+                           record: Callable[[Any, uuid.UUID, str, dict[str, Any]],
+                                            Awaitable[str]]) -> IngestOutcome:
+    """``resnapshot_status`` / ``verify_digest`` (docs/recovery.md): the control package
+    records them."""
+    table = _table(doc)
+    if table is None:
+        return _reject(RejectionCode.INVALID_SOURCE_TABLE, _BAD_TABLE)
+    try:
+        async with pool.acquire() as conn, conn.transaction():
+            detail = await record(conn, scope.device_id, table, doc)
+    except InvalidRequestError as exc:
+        return _reject(RejectionCode.INVALID_RECOVERY_REPORT, f"{exc.field}: {exc.reason}")
+    return IngestOutcome(OutcomeStatus.MATERIALIZED, None, detail)
 
 
 async def _gap_report(pool: asyncpg.Pool, scope: DeviceScope, doc: dict[str, Any]

@@ -8,6 +8,7 @@ from edgesync.materialize._identifiers import (
     target_table_name,
 )
 from edgesync.materialize._state_target import MirrorColumn, StateTarget
+from edgesync.materialize._sweep import sweep_state_rows
 from edgesync.materialize._ts_target import TS_PLATFORM_COLUMNS, TsTarget, ts_table_name
 from edgesync.materialize._types import PG_TYPES, pg_type_for
 from edgesync.materialize._writer import (
@@ -39,6 +40,7 @@ __all__ = [
     "pg_type_for",
     "quote_ident",
     "split_on",
+    "sweep_state_rows",
     "target_table_name",
     "ts_table_name",
     "write_batches",

@@ -81,6 +81,16 @@ LEFT JOIN LATERAL (SELECT received_at FROM edge_export_segments e
                    WHERE e.lineage_id = l.id ORDER BY e.id DESC LIMIT 1) s ON true
 GROUP BY d.id
 """
+_RECOVERY = """
+SELECT 'verification' AS job, status, count(*) AS n FROM edge_verifications GROUP BY 2
+UNION ALL SELECT 'resnapshot', status, count(*) FROM edge_resnapshots GROUP BY 2
+"""
+# Lineages whose newest verification found differing buckets.
+_DIFFERING = """
+SELECT count(*) FROM (SELECT DISTINCT ON (lineage_id) status FROM edge_verifications
+                      WHERE status <> 'requested' ORDER BY lineage_id, created_at DESC) v
+WHERE v.status = 'different'
+"""
 _PAUSES = """
 SELECT coalesce(body->>'reason', '') AS reason, count(*) AS n FROM edge_events
 WHERE id > $1 AND id <= $2 AND event_type = $3 GROUP BY 1
@@ -154,8 +164,24 @@ class DatabaseCollector(Collector):
             reviews.add_metric([status], found.get(status, 0))
         out.append(reviews)
         out += await self._last_seen(conn)
+        out += await self._recovery(conn)
         out += await self._pauses_counted(conn)
         return out
+
+    async def _recovery(self, conn: Any) -> list[Metric]:
+        found = {(r["job"], r["status"]): r["n"] for r in await conn.fetch(_RECOVERY)}
+        ver = GaugeMetricFamily("edgesync_verifications", "Verifications (docs/recovery.md) "
+                                "by result", labels=["status"])
+        for status in ("requested", "equal", "different", "failed"):
+            ver.add_metric([status], found.get(("verification", status), 0))
+        res = GaugeMetricFamily("edgesync_resnapshots", "Re-snapshots by status",
+                                labels=["status"])
+        for status in ("requested", "running", "completed", "failed"):
+            res.add_metric([status], found.get(("resnapshot", status), 0))
+        differing = GaugeMetricFamily("edgesync_lineages_verified_different",
+                                      "Lineages whose newest verification found differing "
+                                      "buckets", value=await conn.fetchval(_DIFFERING))
+        return [ver, res, differing]
 
     async def _controls(self, conn: Any) -> list[Metric]:
         controls = GaugeMetricFamily("edgesync_controls", "Downlink controls in the outbox by "

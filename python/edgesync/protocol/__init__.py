@@ -16,6 +16,21 @@ from edgesync.protocol._mqtt import TlsFiles, mqtt_client
 from edgesync.protocol._reconnect import Backoff, raise_if_cancelling
 from edgesync.protocol._rejection import DECODER_CODES, RejectionCode
 from edgesync.protocol._signing import canonical_control, sign_control, verify_control
+from edgesync.protocol._snapshot_filter import (
+    FilterOp,
+    FilterTerm,
+    KeyRange,
+    SnapshotFilter,
+    parse_filter,
+)
+from edgesync.protocol._table_digest import (
+    DIGEST_VERSION,
+    MAX_PREFIX,
+    TableDigest,
+    differing_buckets,
+    encode_value,
+    pk_json,
+)
 from edgesync.protocol._topics import (
     DEVICE_TO_CLOUD,
     TopicKind,
@@ -29,24 +44,35 @@ from edgesync.protocol._uuid7 import uuid7
 __all__ = [
     "DECODER_CODES",
     "DEVICE_TO_CLOUD",
+    "DIGEST_VERSION",
+    "MAX_PREFIX",
     "AckingClient",
     "Backoff",
     "BrokerUrl",
     "ControlKind",
+    "FilterOp",
+    "FilterTerm",
     "Healthy",
+    "KeyRange",
     "LoopState",
     "LoopStatus",
     "RejectionCode",
+    "SnapshotFilter",
+    "TableDigest",
     "TlsFiles",
     "TopicKind",
     "TopicRef",
     "canonical_control",
+    "differing_buckets",
+    "encode_value",
     "listen_loop",
     "loop_state",
     "mqtt_client",
     "parse_broker_url",
+    "parse_filter",
     "parse_topic",
     "periodic_loop",
+    "pk_json",
     "raise_if_cancelling",
     "session_loop",
     "sign_control",

@@ -16,3 +16,5 @@ class ControlKind(enum.StrEnum):
     URL_GRANT = "url_grant"  # a presigned upload URL
     FORGET_LINEAGE = "forget_lineage"  # the cloud deleted the lineage: re-send the table
     SYNC_POLICY = "sync_policy"  # the device's attached sync policy (table_strategies)
+    RESNAPSHOT = "resnapshot"  # send the table's current rows again (docs/recovery.md)
+    VERIFY_TABLE = "verify_table"  # answer a digest of the table (docs/protocol.md)

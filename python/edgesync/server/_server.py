@@ -35,6 +35,7 @@ from edgesync.control import (
     MqttPublisher,
     ObjectStore,
     ProgressReporter,
+    VerificationScheduler,
 )
 from edgesync.credentials import BrokerRefresh
 from edgesync.ingest import AmqpIngest, IngestPipeline, MqttIngest, ObjectIngester
@@ -111,6 +112,7 @@ class Server:
         self.controls: ControlSender | None = None
         self.progress: ProgressReporter | None = None
         self.sweeper: BackpressureSweeper | None = None
+        self.verifier: VerificationScheduler | None = None
         self.objects: ObjectIngester | None = None
         # The background tasks of ``run`` by name (readiness and metrics read them).
         self.tasks: dict[str, asyncio.Task[object]] = {}
@@ -174,6 +176,7 @@ class Server:
             self.controls = ControlSender(self.pool, self.publisher)
             self.progress = ProgressReporter(self.pool, self.publisher)
             self.sweeper = BackpressureSweeper(self.pool)
+            self.verifier = VerificationScheduler(self.pool)
         except BaseException:
             await self._stack.aclose()
             raise
@@ -192,6 +195,8 @@ class Server:
                 "edgesync.control.outbox": self.controls.run,
                 "edgesync.control.progress": self.progress.run,
                 "edgesync.control.backpressure": self.sweeper.run}
+        if self.verifier is not None:
+            jobs["edgesync.control.verify_schedule"] = self.verifier.run
         if self.api is not None:
             jobs["edgesync.api"] = self.api.run
         if self.objects is not None:

@@ -28,6 +28,7 @@ _ABOUT = {
                                          "circuit breaker pauses the lineage",
     "schema_coalescing_mode": "none, project or fleet: who decides a new schema",
     "allow_auto_create_device_data_points": "allow the column action auto_create_and_map",
+    "verify_interval_seconds": "verify each approved state lineage this often (0: never)",
 }
 
 

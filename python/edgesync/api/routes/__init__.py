@@ -8,6 +8,7 @@ from edgesync.api.routes import (
     lineages,
     policy,
     quarantine,
+    recovery,
     registry,
     reviews,
     segments,
@@ -15,7 +16,7 @@ from edgesync.api.routes import (
     sync_policies,
 )
 
-ROUTERS = (lineages.router, quarantine.router, reviews.router, registry.router,
+ROUTERS = (lineages.router, quarantine.router, recovery.router, reviews.router, registry.router,
            registry.fleet_router, data_points.router, policy.router, sync_policies.router,
            devices.router, device_credentials.router,
            state_tables.router, segments.router, events.router)

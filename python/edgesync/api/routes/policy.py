@@ -27,6 +27,7 @@ DEFAULTS: dict[str, Any] = {
     "materialization_breaker_threshold": 5,
     "schema_coalescing_mode": "none",
     "allow_auto_create_device_data_points": False,
+    "verify_interval_seconds": 0,
 }
 
 Positive = Annotated[StrictInt, Field(ge=1, le=2**62)]
@@ -43,6 +44,9 @@ class Policy(BaseModel):
         description="permanent materialization errors before the lineage pauses")
     schema_coalescing_mode: CoalescingMode
     allow_auto_create_device_data_points: bool
+    verify_interval_seconds: int = Field(
+        description="verify every approved state lineage this often (0: never; "
+                    "docs/recovery.md)")
 
 
 class PolicyPatch(BaseModel):
@@ -58,6 +62,7 @@ class PolicyPatch(BaseModel):
         None)
     schema_coalescing_mode: CoalescingMode | None = None
     allow_auto_create_device_data_points: StrictBool | None = None
+    verify_interval_seconds: Annotated[StrictInt, Field(ge=0, le=2**31)] | None = None
 
 
 def _effective(stored: dict[str, Any]) -> Policy:

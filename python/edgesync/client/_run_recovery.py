@@ -1,0 +1,128 @@
+"""``edgesync lineages resnapshot|resnapshots|verify|verifications`` over the HTTP API
+(docs/recovery.md)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from edgesync.client._actions import load_json_file
+from edgesync.client._context import Ctx
+from edgesync.client._format import print_fields
+from edgesync.errors import ConfigError
+
+__all__ = ["RECOVERY_COMMANDS", "recovery_command", "write_recovery"]
+
+RECOVERY_COMMANDS = ("resnapshot", "resnapshots", "verify", "verifications")
+_RES_COLUMNS = [("id", "id"), ("status", "status"), ("rows_sent", "rows"),
+                ("chunks", "chunks"), ("swept_rows", "swept"), ("filter", "filter"),
+                ("error", "error"), ("created_at", "requested"),
+                ("completed_at", "completed")]
+_RES_FIELDS = ["id", "lineage_id", "status", "filter", "rows_sent", "chunks",
+               "first_commit_seq", "last_commit_seq", "swept_rows", "verification_id", "error",
+               "requested_by", "created_at", "updated_at", "completed_at"]
+_VER_COLUMNS = [("id", "id"), ("status", "status"), ("device_rows", "device rows"),
+                ("cloud_rows", "cloud rows"), ("differing_buckets", "differing"),
+                ("resnapshot_id", "repair"), ("error", "error"), ("created_at", "requested")]
+_VER_FIELDS = ["id", "lineage_id", "status", "prefix", "columns", "skipped_columns",
+               "device_rows", "cloud_rows", "differing_buckets", "changed_buckets", "repair",
+               "resnapshot_id", "error", "requested_by", "created_at", "completed_at"]
+_POLL_S = 1.0
+
+
+def _value(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+
+
+def _where(term: str) -> dict[str, Any]:
+    column, _, rest = term.partition(":")
+    op, sep, value = rest.partition(":")
+    if not column or not op:
+        raise ConfigError("--where", f"{term!r} is not COL:OP[:VALUE] (e.g. n:gt:5, "
+                          "site:in:[\"a\",\"b\"], note:is_null)")
+    return {"column": column, "op": op} | ({"value": _value(value)} if sep else {})
+
+
+def _key(items: list[str], option: str) -> dict[str, Any] | None:
+    out: dict[str, Any] = {}
+    for item in items:
+        column, sep, value = item.partition("=")
+        if not sep or not column:
+            raise ConfigError(option, f"{item!r} is not COL=VALUE")
+        out[column] = _value(value)
+    return out or None
+
+
+def _filter(ctx: Ctx) -> dict[str, Any] | None:
+    a = ctx.args
+    if a.filter_file is not None:
+        if a.where or a.key_from or a.key_to or a.bucket:
+            raise ConfigError("--filter", "give the filter as a file or as options, not both")
+        doc = load_json_file(a.filter_file, "--filter")
+        if not isinstance(doc, dict):
+            raise ConfigError("--filter", "expected a JSON object (where, key_range, buckets)")
+        return doc
+    out: dict[str, Any] = {}
+    if a.where:
+        out["where"] = [_where(t) for t in a.where]
+    start, end = _key(a.key_from, "--from"), _key(a.key_to, "--to")
+    if start or end:
+        out["key_range"] = {k: v for k, v in (("from", start), ("to", end)) if v}
+    if a.bucket:
+        lengths = {len(b) for b in a.bucket}
+        if len(lengths) != 1:
+            raise ConfigError("--bucket", "every bucket must have the same number of hex digits")
+        out["buckets"] = {"prefix": lengths.pop(), "values": [b.lower() for b in a.bucket]}
+    return out or None
+
+
+def _wait(ctx: Ctx, path: str, job_id: str, done: tuple[str, ...]) -> dict[str, Any]:
+    deadline = time.monotonic() + ctx.args.wait_timeout
+    while True:
+        for item in ctx.api.get_page(path, limit=100)["data"]:
+            if item["id"] == job_id and item["status"] in done:
+                return dict(item)
+        if time.monotonic() >= deadline:
+            raise ConfigError("--wait-timeout", f"{job_id} did not finish within "
+                              f"{ctx.args.wait_timeout:.0f}s; follow it with "
+                              f"`edgesync lineages {path.rsplit('/', 1)[-1]}`")
+        time.sleep(_POLL_S)
+
+
+def recovery_command(ctx: Ctx, lid: str) -> None:
+    a, api = ctx.args, ctx.api
+    cmd = a.lineages_command
+    base = f"/edge/lineages/{lid}"
+    if cmd in ("resnapshots", "verifications"):
+        ctx.page(api.get_page(f"{base}/{cmd}", **ctx.paging()),
+                 _RES_COLUMNS if cmd == "resnapshots" else _VER_COLUMNS)
+        return
+    if cmd == "resnapshot":
+        flt = _filter(ctx)
+        job = api.post(f"{base}/resnapshot", {"filter": flt} if flt else None)
+        if a.wait:
+            job = _wait(ctx, f"{base}/resnapshots", job["id"], ("completed", "failed"))
+        ctx.item(job, _RES_FIELDS, None if a.wait else "re-snapshot requested")
+        return
+    job = api.post(f"{base}/verify", {"prefix": a.prefix, "repair": a.repair})
+    if a.wait:
+        job = _wait(ctx, f"{base}/verifications", job["id"], ("equal", "different", "failed"))
+    ctx.item(job, _VER_FIELDS, None if a.wait else "verification requested")
+
+
+def write_recovery(ctx: Ctx, recovery: dict[str, Any]) -> None:
+    """The ``lineages show`` sections of the newest re-snapshot and verification."""
+    if recovery.get("resnapshot"):
+        ctx.out.write("\nlast re-snapshot\n")
+        print_fields(recovery["resnapshot"], ["id", "status", "rows_sent", "chunks",
+                                              "swept_rows", "error", "created_at"], ctx.out)
+    if recovery.get("verification"):
+        ctx.out.write("\nlast verification\n")
+        print_fields(recovery["verification"], ["id", "status", "device_rows", "cloud_rows",
+                                                "differing_buckets", "resnapshot_id", "error",
+                                                "created_at"], ctx.out)
