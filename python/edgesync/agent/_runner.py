@@ -28,6 +28,7 @@ from edgesync.agent._batcher import Batch, Batcher, truncate_journal
 from edgesync.agent._config import AgentConfig
 from edgesync.agent._discovery import discover
 from edgesync.agent._downlink import Extras, execute_control
+from edgesync.agent._freshness import SeenMarks
 from edgesync.agent._http_put import put_file
 from edgesync.agent._inbox import Accepted, ControlInbox
 from edgesync.agent._lock import InstanceLock
@@ -36,13 +37,14 @@ from edgesync.agent._publisher import MqttLink
 from edgesync.agent._retention import JournalBudget
 from edgesync.agent._source import open_source
 from edgesync.agent._state import StateStore
+from edgesync.agent._status import StatusReporter, will_payload
 from edgesync.agent._telemetry import TelemetryCapture
 from edgesync.agent._telemetry_state import OutboxBatch, TelemetryState
-from edgesync.agent._triggers import install_triggers
+from edgesync.agent._triggers import JOURNAL_TABLE, install_triggers, quote_ident
 from edgesync.agent._uploads import Upload, Uploads
 from edgesync.agent._writeback import CloudVersions
 from edgesync.errors import ConfigError, OversizedRowError
-from edgesync.protocol import TopicKind, periodic_loop, topic_for
+from edgesync.protocol import AgentState, TopicKind, periodic_loop, topic_for
 
 __all__ = ["Agent"]
 
@@ -54,6 +56,7 @@ BUSY_TIMEOUT_MS = 5000
 # Published telemetry batches kept for a possible resume_lineage, as a share of
 # local_retention_bytes (the cloud's progress control normally drops them first).
 _TELEMETRY_OUTBOX_SHARE = 4
+_JOURNAL = quote_ident(JOURNAL_TABLE)
 
 
 class Agent:
@@ -68,7 +71,8 @@ class Agent:
                              else None)
         root = config.connection.root_topic
         self._topics = {k: topic_for(root, k) for k in TopicKind}
-        self._link = MqttLink(config.connection, self._on_control)
+        self._link = MqttLink(config.connection, self._on_control,
+                              will=(self._topics[TopicKind.INGEST_REQUEST], will_payload()))
         self._executor: ThreadPoolExecutor | None = None
         self._source: sqlite3.Connection | None = None
         self._state: StateStore | None = None
@@ -79,6 +83,9 @@ class Agent:
         self._versions: CloudVersions | None = None
         self._uploads: Uploads | None = None
         self._budget: JournalBudget | None = None
+        # When each journaled change was first seen (first_seen_at_ms), see _freshness.
+        self._marks = SeenMarks()
+        self._status: StatusReporter | None = None
         self._rows_tables: list[str] = []
         self._schema_version = -1
         self._flush_lock = asyncio.Lock()
@@ -103,12 +110,24 @@ class Agent:
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self._goodbye()
         if self._link_task is not None:
             self._link_task.cancel()
         try:
             await self._stack.__aexit__(exc_type, exc, tb)
         finally:
             await self._close()
+
+    async def _goodbye(self) -> None:
+        """The last status report (``stopped``), when the broker is there to take it."""
+        if self._status is None or not self.connected or self._executor is None:
+            return
+        try:
+            payload = await self._db(self._status_report, AgentState.STOPPED)
+            await asyncio.wait_for(
+                self._link.publish(self._topics[TopicKind.INGEST_REQUEST], payload), 5.0)
+        except Exception as exc:  # stopping anyway (a timeout included)
+            log.debug("final status report not sent: %s", exc)
 
     async def _close(self) -> None:
         if self._executor is None:
@@ -151,7 +170,9 @@ class Agent:
         async with self._flush_lock:
             for accepted in await self._db(self._unfinished_controls):
                 await self._ack_and_execute(accepted)
-            upto, observes, gaps = await self._db(self._prepare_flush)
+            upto, observes, gaps, status = await self._db(self._prepare_flush)
+            if status is not None:
+                await self._link.publish(self._topics[TopicKind.INGEST_REQUEST], status)
             for table, doc, is_telemetry in observes:
                 await self._link.publish(self._topics[TopicKind.SCHEMA_OBSERVE], doc)
                 await self._db(self._observed, table, orjson.loads(doc)["schema_hash"],
@@ -251,7 +272,9 @@ class Agent:
         self._budget = JournalBudget(self._source, self._state, rep.local_retention_bytes,
                                      reserved=self._uploads.reserved)
         self._batcher = Batcher(self._source, self._state, forget=self._forget_journal,
-                                lkcv=self._versions.add_lkcv, reserved=self._uploads.reserved)
+                                lkcv=self._versions.add_lkcv, reserved=self._uploads.reserved,
+                                first_seen=self._marks.first_seen_ms)
+        self._status = StatusReporter(self._source, self._state, self._marks)
         self._refresh_schema()
 
     def _forget_journal(self, table: str, first: int, last: int) -> None:
@@ -302,8 +325,21 @@ class Agent:
                  ", ".join([t.name for t in found.rows] + [t.name for t in found.telemetry])
                  or "(none)")
 
+    def _status_report(self, state: AgentState = AgentState.RUNNING) -> bytes:
+        assert self._status is not None and self._budget is not None
+        return self._status.report(self._budget.total, connected=self.connected, state=state)
+
+    def _poll_journal(self) -> int:
+        """The journal's high-water mark, noted with the time (first_seen_at_ms)."""
+        assert self._batcher is not None and self._source is not None
+        upto = self._batcher.journal_high_water()
+        self._marks.polled(upto)
+        oldest = self._source.execute(f"SELECT min(commit_seq) FROM {_JOURNAL}").fetchone()[0]
+        self._marks.prune(upto if oldest is None else int(oldest))
+        return upto
+
     def _prepare_flush(self) -> tuple[int, list[tuple[str, bytes, bool]],
-                                      list[tuple[int, bytes]]]:
+                                      list[tuple[int, bytes]], bytes | None]:
         assert self._source is not None and self._state is not None
         assert self._batcher is not None and self._budget is not None
         assert self._telemetry_state is not None
@@ -314,7 +350,7 @@ class Agent:
         self._budget.enforce()
         assert self._telemetry is not None and self._uploads is not None
         self._uploads.settle(self._forget_journal)
-        upto = self._batcher.journal_high_water()
+        upto = self._poll_journal()
         for table in self._rows_tables:
             self._reserve_backlog(table, upto)
         resend_unconfirmed(self._state, self._telemetry_state, self._rows_tables,
@@ -335,7 +371,9 @@ class Agent:
             "format_version": 1, "request_kind": "gap_report", "source_table": table,
             "journal_epoch": epoch, "first_commit_seq": first, "last_commit_seq": last}))
             for gap_id, table, epoch, first, last in self._state.unreported_gaps()]
-        return upto, observes, gaps
+        assert self._status is not None
+        status = self._status_report() if self._status.due() else None
+        return upto, observes, gaps, status
 
     def _reserve_backlog(self, table: str, upto: int) -> None:
         """A backlog over ``upload_backlog_rows`` goes as one upload (the batcher skips

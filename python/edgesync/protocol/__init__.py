@@ -16,6 +16,12 @@ from edgesync.protocol._mqtt import TlsFiles, mqtt_client
 from edgesync.protocol._reconnect import Backoff, raise_if_cancelling
 from edgesync.protocol._rejection import DECODER_CODES, RejectionCode
 from edgesync.protocol._signing import canonical_control, sign_control, verify_control
+from edgesync.protocol._status import (
+    STATUS_REQUEST_KIND,
+    AgentState,
+    StatusReport,
+    parse_status,
+)
 from edgesync.protocol._topics import (
     DEVICE_TO_CLOUD,
     TopicKind,
@@ -29,7 +35,9 @@ from edgesync.protocol._uuid7 import uuid7
 __all__ = [
     "DECODER_CODES",
     "DEVICE_TO_CLOUD",
+    "STATUS_REQUEST_KIND",
     "AckingClient",
+    "AgentState",
     "Backoff",
     "BrokerUrl",
     "ControlKind",
@@ -37,6 +45,7 @@ __all__ = [
     "LoopState",
     "LoopStatus",
     "RejectionCode",
+    "StatusReport",
     "TlsFiles",
     "TopicKind",
     "TopicRef",
@@ -45,6 +54,7 @@ __all__ = [
     "loop_state",
     "mqtt_client",
     "parse_broker_url",
+    "parse_status",
     "parse_topic",
     "periodic_loop",
     "raise_if_cancelling",
