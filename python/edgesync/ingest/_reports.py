@@ -32,12 +32,19 @@ from edgesync.ingest._ledger import (
     record_rejection,
 )
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
-from edgesync.protocol import RejectionCode, TopicKind
+from edgesync.protocol import (
+    STATUS_REQUEST_KIND,
+    RejectionCode,
+    StatusReport,
+    TopicKind,
+    parse_status,
+)
 from edgesync.registry import DeviceScope
 
 __all__ = ["handle_ingest_request", "handle_schema_observe"]
 
 _HASH = re.compile(r"^[0-9a-f]{64}$")
+OnStatus = Callable[[uuid.UUID, StatusReport], None]
 
 
 def _object(payload: bytes) -> dict[str, Any] | None:
@@ -113,17 +120,24 @@ async def _schema_observe(pool: asyncpg.Pool, scope: DeviceScope, payload: bytes
 
 
 async def handle_ingest_request(pool: asyncpg.Pool, scope: DeviceScope, payload: bytes,
-                                upload_base_url: str | None = None) -> IngestOutcome:
+                                upload_base_url: str | None = None, *,
+                                on_status: OnStatus | None = None) -> IngestOutcome:
+    """``on_status`` takes the agent's status reports (in memory: ``Presence``); without
+    it they are ignored like any request kind not handled."""
     return await _recorded(pool, scope, TopicKind.INGEST_REQUEST.value, payload,
-                           lambda: _ingest_request(pool, scope, payload, upload_base_url))
+                           lambda: _ingest_request(pool, scope, payload, upload_base_url,
+                                                   on_status))
 
 
 async def _ingest_request(pool: asyncpg.Pool, scope: DeviceScope, payload: bytes,
-                          upload_base_url: str | None) -> IngestOutcome:
+                          upload_base_url: str | None, on_status: OnStatus | None
+                          ) -> IngestOutcome:
     doc = _object(payload)
     if doc is None:
         return _reject(RejectionCode.MALFORMED_JSON, "ingest request is not a JSON object")
     kind = doc.get("request_kind")
+    if kind == STATUS_REQUEST_KIND and on_status is not None:
+        return _status(scope, doc, on_status)
     if kind == "gap_report":
         return await _gap_report(pool, scope, doc)
     if kind == "url_request" and upload_base_url:
@@ -132,6 +146,14 @@ async def _ingest_request(pool: asyncpg.Pool, scope: DeviceScope, payload: bytes
         return await _finalize(pool, scope, doc)
     return IngestOutcome(OutcomeStatus.IGNORED, RejectionCode.UNSUPPORTED_REQUEST_KIND,
                          f"request_kind {kind!r} is not handled by this server")
+
+
+def _status(scope: DeviceScope, doc: dict[str, Any], on_status: OnStatus) -> IngestOutcome:
+    report = parse_status(doc)
+    if isinstance(report, str):
+        return _reject(RejectionCode.INVALID_STATUS_REPORT, f"status report: {report}")
+    on_status(scope.device_id, report)
+    return IngestOutcome(OutcomeStatus.MATERIALIZED, None, f"status {report.state.value}")
 
 
 async def _gap_report(pool: asyncpg.Pool, scope: DeviceScope, doc: dict[str, Any]

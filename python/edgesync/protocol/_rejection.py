@@ -52,6 +52,7 @@ class RejectionCode(enum.StrEnum):
     INVALID_SEGMENT_KIND = "invalid_segment_kind"
     UNKNOWN_UPLOAD = "unknown_upload"
     UPLOAD_INCOMPLETE = "upload_incomplete"
+    INVALID_STATUS_REPORT = "invalid_status_report"
     UNSUPPORTED_REQUEST_KIND = "unsupported_request_kind"  # an ignored request, recorded
     UNSTORABLE_TEXT = "unstorable_text"  # text PostgreSQL cannot hold (a NUL, bad encoding)
 

@@ -5,6 +5,7 @@ from edgesync.api.routes import (
     devices,
     events,
     lineages,
+    observations,
     policy,
     quarantine,
     registry,
@@ -15,6 +16,6 @@ from edgesync.api.routes import (
 
 ROUTERS = (lineages.router, quarantine.router, reviews.router, registry.router,
            registry.fleet_router, data_points.router, policy.router, devices.router,
-           state_tables.router, segments.router, events.router)
+           state_tables.router, segments.router, observations.router, events.router)
 
 __all__ = ["ROUTERS"]
