@@ -7,7 +7,6 @@ at most the flush interval + 2 s."""
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -124,4 +123,5 @@ def test_marks_stamp_a_change_with_the_first_poll_that_saw_it() -> None:
                                                                      3_000, None]
     marks.prune(11)
     assert len(marks) == 1 and marks.first_seen_ms(12) == 3_000
-    assert time.time() > 0
+    marks.polled(4, now_ms=4_000)  # a rebuilt journal: commit_seq started over
+    assert marks.first_seen_ms(2) == 4_000 and marks.first_seen_ms(5) is None

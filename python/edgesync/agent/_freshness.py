@@ -32,7 +32,10 @@ class SeenMarks:
 
     def polled(self, high_water: int, now_ms: int | None = None) -> None:
         """The journal's high-water mark as a poll just read it."""
-        if self._seqs and high_water <= self._seqs[-1]:
+        if self._seqs and high_water < self._seqs[-1]:
+            self._seqs.clear()  # the journal was rebuilt: commit_seq starts over
+            self._times.clear()
+        if self._seqs and high_water == self._seqs[-1]:
             return
         self._seqs.append(high_water)
         self._times.append(int(time.time() * 1000) if now_ms is None else now_ms)
