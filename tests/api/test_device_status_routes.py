@@ -27,7 +27,7 @@ async def _device(client: httpx.AsyncClient, tenant, name: str) -> dict[str, obj
 
 
 async def test_devices_show_presence_and_the_last_status_report(
-        client: httpx.AsyncClient, tenant, pool: asyncpg.Pool) -> None:
+        client: httpx.AsyncClient, tenant, pool: asyncpg.Pool, run: Cli) -> None:
     async with pool.acquire() as conn:
         dev = await registry.add_device(conn, project=tenant.project_name, name="gw-s",
                                         topic_slug=tenant.slug)
@@ -48,6 +48,11 @@ async def test_devices_show_presence_and_the_last_status_report(
             up["buffer_bytes"], up["unconfirmed_batches"], up["paused_tables"]) == (
         "1.2.3", 7, 1.5, 4096, 2, ["t"])
     assert up["last_seen_at"] is not None and up["reported_at"] is not None
+    _, out, _ = run("devices", "list")
+    header, row = out.splitlines()[:2]
+    assert "CONNECTED" in header and "LAST SEEN" in header and "JOURNAL" in header
+    assert row.split()[1:6] == ["gw-s", "-", f"{tenant.slug}/gw-s", "yes", up["last_seen_at"]]
+    assert row.split()[6:9] == ["1.2.3", "7", "1.5"]
 
     # A clean stop keeps the figures and ends the connection; so does the broker's will,
     # which says nothing of when the device was last heard from.
