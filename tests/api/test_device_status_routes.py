@@ -5,10 +5,16 @@ aggregates in memory and ``flush`` upserts."""
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
 import asyncpg
 import httpx
 import orjson
 from api_cli_harness import Cli
+from prometheus_client import generate_latest
 
 from edgesync import registry
 from edgesync.ingest import IngestPipeline
@@ -124,3 +130,39 @@ async def test_reviews_by_device_and_tables_observed_but_never_sent(
         ("device_state", True), ("never_sent", False)]
     _, out, _ = run("lineages", "observed", "--unsent")
     assert "never_sent" in out and "device_state" not in out
+
+
+@dataclass
+class _Work:  # what the group writer hands Presence.group_committed (ingest's Work)
+    scope: Any
+    kind: TopicKind
+    batch: Any
+    outcome: Any
+
+
+async def test_lineage_freshness_keeps_the_newest_stamped_batch(
+        client: httpx.AsyncClient, tenant, stage, pool: asyncpg.Pool) -> None:
+    s = await stage(tenant, name="gw-f")
+    presence = Presence()
+    outcome = SimpleNamespace(status="materialized", lineage_id=s.lineage_id)
+    scope = SimpleNamespace(device_id=s.device.device_id)
+    seen_ms = int(time.time() * 1000) - 1500
+    presence.group_committed([_Work(scope, TopicKind.ROWS_BATCH,
+                                    SimpleNamespace(first_seen_at_ms=seen_ms), outcome)])
+    await presence.flush(pool)
+    r = await client.get(tenant.url("/edge/lineages"), headers=tenant.reader())
+    [first] = r.json()["data"]
+    assert 1.5 <= first["freshness_seconds"] < 60
+    assert first["last_device_seen_at"] is not None and first["last_committed_at"] is not None
+
+    # an unstamped batch (an upload's chunk, another agent) moves only the commit time
+    presence.group_committed([_Work(scope, TopicKind.ROWS_BATCH,
+                                    SimpleNamespace(first_seen_at_ms=None), outcome)])
+    await presence.flush(pool)
+    r = await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}"), headers=tenant.reader())
+    later = r.json()["data"]
+    assert later["last_committed_at"] > first["last_committed_at"]
+    assert (later["last_device_seen_at"], later["freshness_seconds"]) == (
+        first["last_device_seen_at"], first["freshness_seconds"])
+    text = generate_latest(presence.freshness).decode()
+    assert 'edgesync_freshness_seconds_count{outcome="materialized",pipeline="rows"} 1.0' in text

@@ -73,8 +73,9 @@ class Committed(Protocol):
 
 @dataclass(slots=True)
 class _Lineage:
-    committed: float
-    seen: float | None  # Unix seconds (first_seen_at_ms / 1000)
+    committed: float  # the newest batch's commit (stamped or not)
+    seen: float | None  # the newest stamped batch's first_seen_at_ms / 1000
+    lag: float | None  # that batch's commit - seen
 
 
 @dataclass(slots=True)
@@ -139,8 +140,12 @@ class Presence:
                 continue
             ms = w.batch.first_seen_at_ms
             seen = None if ms is None else ms / 1000
-            self._lineages[out.lineage_id] = _Lineage(now, seen)
+            lin = self._lineages.get(out.lineage_id)
+            if lin is None:
+                lin = self._lineages[out.lineage_id] = _Lineage(now, None, None)
+            lin.committed = now
             if seen is not None:
+                lin.seen, lin.lag = seen, now - seen
                 pipeline = "telemetry" if w.kind is TopicKind.TELEMETRY_BATCH else "rows"
                 self.freshness.labels(pipeline, out.status).observe(max(0.0, now - seen))
 
@@ -183,8 +188,10 @@ class Presence:
         except BaseException:
             for lid, lin in lineages.items():
                 newer = self._lineages.get(lid)
-                if newer is None or newer.committed < lin.committed:
+                if newer is None:
                     self._lineages[lid] = lin
+                elif newer.seen is None:  # nothing stamped since: the older stamp stands
+                    newer.seen, newer.lag = lin.seen, lin.lag
             for did, dev in devices.items():
                 newer_dev = self._devices.get(did)
                 if newer_dev is None:
@@ -232,15 +239,17 @@ async def _write_devices(conn: Conn, devices: dict[uuid.UUID, _Device]) -> None:
 _LINEAGES = """
 INSERT INTO edge_lineage_freshness AS f (lineage_id, last_device_seen_at, last_committed_at,
                                          freshness_seconds)
-SELECT u.lineage_id, u.seen, u.committed, extract(epoch FROM u.committed - u.seen)
-FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[])
-     AS u(lineage_id, seen, committed)
+SELECT u.lineage_id, u.seen, u.committed, u.lag
+FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[], $4::float8[])
+     AS u(lineage_id, seen, committed, lag)
 JOIN edge_table_lineages l ON l.id = u.lineage_id
 ORDER BY u.lineage_id
 ON CONFLICT (lineage_id) DO UPDATE SET
-    last_device_seen_at = EXCLUDED.last_device_seen_at,
+    -- a batch without the stamp (an upload's chunk, another agent) moves the commit time
+    -- only: the device-seen time and lag stay those of the newest stamped batch
+    last_device_seen_at = coalesce(EXCLUDED.last_device_seen_at, f.last_device_seen_at),
     last_committed_at = EXCLUDED.last_committed_at,
-    freshness_seconds = EXCLUDED.freshness_seconds
+    freshness_seconds = coalesce(EXCLUDED.freshness_seconds, f.freshness_seconds)
 WHERE EXCLUDED.last_committed_at >= f.last_committed_at
 """
 
@@ -248,5 +257,6 @@ WHERE EXCLUDED.last_committed_at >= f.last_committed_at
 async def _write_lineages(conn: Conn,
                           lineages: dict[uuid.UUID, _Lineage]) -> None:
     ids = sorted(lineages)
-    await conn.execute(_LINEAGES, ids, [_ts(lineages[i].seen) for i in ids],
-                       [_ts(lineages[i].committed) for i in ids])
+    ls = [lineages[i] for i in ids]
+    await conn.execute(_LINEAGES, ids, [_ts(x.seen) for x in ls], [_ts(x.committed) for x in ls],
+                       [x.lag for x in ls])

@@ -1,15 +1,16 @@
 -- Freshness and device status (docs/operations.md "Freshness" and "Device status").
 -- Written only by edgesync.observe._presence, from figures the ingest workers aggregate
--- in memory and flush every couple of seconds (never a statement per message).
+-- in memory and flush every second (never a statement per message).
 
--- Per lineage: the newest committed batch's device-side time and its cloud commit.
+-- Per lineage: the newest committed batch's cloud commit, and the device-side time and
+-- lag of the newest one that carried first_seen_at_ms.
 CREATE TABLE edge_lineage_freshness (
     lineage_id           uuid PRIMARY KEY REFERENCES edge_table_lineages(id) ON DELETE CASCADE,
     -- when the device's agent first saw the batch's oldest change (first_seen_at_ms);
     -- NULL when the agent does not stamp its batches (the extension is optional)
     last_device_seen_at  timestamptz,
     last_committed_at    timestamptz NOT NULL,
-    -- last_committed_at - last_device_seen_at of that batch, in seconds
+    -- that stamped batch's commit - last_device_seen_at, in seconds
     freshness_seconds    double precision
 );
 
