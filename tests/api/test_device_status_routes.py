@@ -97,6 +97,16 @@ async def test_a_status_report_travels_through_the_pipeline(
     got = await _device(client, tenant, "gw-p")
     assert got["connected"] is True and got["journal_depth"] == 3
 
+    # the MQTT will (the broker speaking for a vanished agent) ends the connection but is
+    # no sign of life: last_seen_at stays, the figures stay
+    out = await pipeline.handle(topic, orjson.dumps(_report(AgentState.OFFLINE)))
+    assert out.status == "materialized"
+    await pipeline.presence.flush(pool)
+    lost = await _device(client, tenant, "gw-p")
+    assert (lost["connected"], lost["agent_state"], lost["journal_depth"]) == (
+        False, "offline", 3)
+    assert lost["last_seen_at"] == got["last_seen_at"]
+
 
 async def test_reviews_by_device_and_tables_observed_but_never_sent(
         client: httpx.AsyncClient, tenant, stage, pool: asyncpg.Pool, run: Cli) -> None:

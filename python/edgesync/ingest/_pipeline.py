@@ -91,16 +91,20 @@ class IngestPipeline:
         if ref.kind in _BATCH_KINDS:
             return await self.writer.submit(scope, ref.kind, payload,
                                             max_payload_bytes=max_payload_bytes)
+        if ref.kind is TopicKind.INGEST_REQUEST:  # presence: see on_status / on_seen
+            return await handle_ingest_request(self._pool, scope, payload, self.upload_base_url,
+                                               on_status=self.presence.reported,
+                                               on_seen=self._request_seen)
         self.presence.seen(scope.device_id, ref.kind)
         if ref.kind is TopicKind.INGEST_ACK:
             return await self._ack(scope, payload)
         if ref.kind is TopicKind.SCHEMA_OBSERVE:
             return await handle_schema_observe(self._pool, scope, payload)
-        if ref.kind is TopicKind.INGEST_REQUEST:
-            return await handle_ingest_request(self._pool, scope, payload, self.upload_base_url,
-                                               on_status=self.presence.reported)
         return IngestOutcome(OutcomeStatus.IGNORED, None,
                              f"{ref.kind.value} is not handled by this server yet")
+
+    def _request_seen(self, device_id: uuid.UUID) -> None:
+        self.presence.seen(device_id, TopicKind.INGEST_REQUEST)
 
     async def _ack(self, scope: DeviceScope, payload: bytes) -> IngestOutcome:
         try:
