@@ -162,7 +162,8 @@ class Agent:
         """Publish everything captured so far; returns how many rows were sent.
 
         Waits for the broker connection. Order: controls left unfinished by a crash,
-        schema observations, gap reports, row batches, telemetry batches. Each batch is
+        schema observations, gap reports, row batches, telemetry batches, uploads, the
+        status report when due (every 30 s, docs/protocol.md). Each batch is
         recorded before it is published and confirmed after its PUBACK; journal rows
         and telemetry batches stay until the cloud's progress control says they are
         committed.
@@ -170,9 +171,7 @@ class Agent:
         async with self._flush_lock:
             for accepted in await self._db(self._unfinished_controls):
                 await self._ack_and_execute(accepted)
-            upto, observes, gaps, status = await self._db(self._prepare_flush)
-            if status is not None:
-                await self._link.publish(self._topics[TopicKind.INGEST_REQUEST], status)
+            upto, observes, gaps = await self._db(self._prepare_flush)
             for table, doc, is_telemetry in observes:
                 await self._link.publish(self._topics[TopicKind.SCHEMA_OBSERVE], doc)
                 await self._db(self._observed, table, orjson.loads(doc)["schema_hash"],
@@ -186,6 +185,9 @@ class Agent:
             for table in await self._db(self._telemetry_tables):
                 sent += await self._flush_telemetry(table)
             await self._flush_uploads()
+            if self._status is not None and self._status.due():  # last: data goes first
+                await self._link.publish(self._topics[TopicKind.INGEST_REQUEST],
+                                         await self._db(self._status_report))
             return sent
 
     async def _flush_uploads(self) -> None:
@@ -339,7 +341,7 @@ class Agent:
         return upto
 
     def _prepare_flush(self) -> tuple[int, list[tuple[str, bytes, bool]],
-                                      list[tuple[int, bytes]], bytes | None]:
+                                      list[tuple[int, bytes]]]:
         assert self._source is not None and self._state is not None
         assert self._batcher is not None and self._budget is not None
         assert self._telemetry_state is not None
@@ -371,9 +373,7 @@ class Agent:
             "format_version": 1, "request_kind": "gap_report", "source_table": table,
             "journal_epoch": epoch, "first_commit_seq": first, "last_commit_seq": last}))
             for gap_id, table, epoch, first, last in self._state.unreported_gaps()]
-        assert self._status is not None
-        status = self._status_report() if self._status.due() else None
-        return upto, observes, gaps, status
+        return upto, observes, gaps
 
     def _reserve_backlog(self, table: str, upto: int) -> None:
         """A backlog over ``upload_backlog_rows`` goes as one upload (the batcher skips
