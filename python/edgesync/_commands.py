@@ -11,8 +11,8 @@ from typing import Any
 from edgesync.errors import ConfigError
 from edgesync.protocol import TlsFiles
 
-__all__ = ["admin", "agent_run", "agent_validate", "credentials", "events_watch", "print_table_of",
-           "serve"]
+__all__ = ["admin", "agent_run", "agent_status", "agent_validate", "credentials",
+           "events_watch", "print_table_of", "serve"]
 
 _log = logging.getLogger("edgesync")
 
@@ -63,6 +63,22 @@ def agent_validate(path: Path) -> int:
     if not problems:
         print(f"{path}: OK")
     return 1 if problems else 0
+
+
+def agent_status(path: Path, output: str) -> int:
+    """``edgesync agent status``: the device's own view, from its state.db."""
+    import sys
+
+    import orjson
+
+    from edgesync.agent import device_status, load_config, write_status
+
+    status = device_status(load_config(path).replication.state_db_path)
+    if output == "json":
+        sys.stdout.write(orjson.dumps(status, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        write_status(status, sys.stdout)
+    return 0
 
 
 async def agent_run(path: Path) -> None:
@@ -129,9 +145,11 @@ async def admin(args: argparse.Namespace) -> Any:
                     "root_topic": scope.root_topic}
         if args.command == "devices":
             return [dict(r) for r in await conn.fetch(
-                "SELECT d.id, d.name, p.name AS project, p.topic_slug, f.name AS fleet "
+                "SELECT d.id, d.name, p.name AS project, p.topic_slug, f.name AS fleet, "
+                "s.last_seen_at, s.online, s.report->>'state' AS agent_state "
                 "FROM edge_devices d JOIN edge_projects p ON p.id = d.project_id "
-                "LEFT JOIN edge_fleets f ON f.id = d.fleet_id ORDER BY p.name, d.name")]
+                "LEFT JOIN edge_fleets f ON f.id = d.fleet_id "
+                "LEFT JOIN edge_device_status s ON s.device_id = d.id ORDER BY p.name, d.name")]
         if args.command == "lineages":
             return [dict(r) for r in await conn.fetch(
                 "SELECT l.id, d.name AS device, l.source_table, l.pipeline, l.status, "
@@ -196,8 +214,8 @@ def print_table_of(result: Any) -> None:
 
 
 def _review_summary(r: dict[str, Any]) -> dict[str, Any]:
-    keys = ("id", "lineage_id", "source_table", "schema_hash", "classification", "status",
-            "action_version", "claimed_by", "decided_by", "created_at")
+    keys = ("id", "lineage_id", "device_name", "source_table", "schema_hash",
+            "classification", "status", "action_version", "claimed_by", "decided_by", "created_at")
     out = {k: r.get(k) for k in keys}
     out["diff"] = r.get("diff")
     return out

@@ -104,6 +104,10 @@ class Envelope:
     def schema_columns_json(self) -> bytes | None:
         """The ``schema_columns`` object re-serialized canonically, when present."""
     @property
+    def first_seen_at_ms(self) -> int | None:
+        """Unix milliseconds at which the agent first saw the batch's oldest change
+        (the optional ``first_seen_at_ms`` field), or None."""
+    @property
     def payload_size(self) -> int: ...
     @property
     def row_count(self) -> int: ...

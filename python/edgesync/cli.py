@@ -105,12 +105,18 @@ def _parser() -> argparse.ArgumentParser:
                             "(env EDGESYNC_BROKER_PID_FILE)")
 
     agent = sub.add_parser(
-        "agent", help="run the device agent (or validate its configuration)",
+        "agent", help="run the device agent (or validate its configuration, or show its status)",
         description="Run the device agent: journal SQLite changes with triggers and publish "
-                    "them over MQTT. 'edgesync agent validate --config F' only checks F.")
-    agent.add_argument("action", nargs="?", choices=["run", "validate"], default="run",
-                       help="run (default) or validate the configuration without connecting")
+                    "them over MQTT. 'edgesync agent validate --config F' only checks F; "
+                    "'edgesync agent status --config F' shows what its state.db says (running "
+                    "or not, the last status report, per-table backlog).")
+    agent.add_argument("action", nargs="?", choices=["run", "validate", "status"],
+                       default="run",
+                       help="run (default), validate the configuration without connecting, "
+                            "or status")
     agent.add_argument("--config", type=Path, required=True, help="agent YAML file")
+    agent.add_argument("--output", "-o", choices=["table", "json"], default="table",
+                       help="status: table (default) or json")
 
     demo = sub.add_parser(
         "demo", help="run the end-to-end story on the embedded PostgreSQL and broker",
@@ -233,6 +239,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "agent":
         if args.action == "validate":
             return cmd.agent_validate(args.config)
+        if args.action == "status":
+            return cmd.agent_status(args.config, args.output)
         run_until_signal(cmd.agent_run(args.config))
         return 0
     if args.command == "demo":

@@ -55,11 +55,15 @@ async def eventually(condition: Callable[[], bool], seconds: float = 10) -> None
 
 async def next_message(client: aiomqtt.Client, topic: str, seconds: float = 10
                        ) -> dict[str, Any]:
+    """The next message on ``topic``; the agent's periodic status reports (on
+    sync/ingest/request too) are passed over: tests/observe/test_freshness.py has them."""
     async with asyncio.timeout(seconds):
         async for msg in client.messages:
             if str(msg.topic) == topic:
                 assert isinstance(msg.payload, bytes)
                 doc: dict[str, Any] = orjson.loads(msg.payload)
+                if doc.get("request_kind") == "status":
+                    continue
                 return doc
     raise AssertionError("message stream ended")
 

@@ -7,6 +7,9 @@ These tests also run in CI's agent-only virtualenv (the wheel with no extras).""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from import_probe import loaded_by, main_without
 
@@ -44,3 +47,39 @@ def test_the_agent_command_runs_without_the_server_extra() -> None:
     assert "edgesync[server]" not in out.stderr
     assert "/nonexistent/agent.yaml" in out.stdout + out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_agent_status_reads_state_db_without_the_server_extra(tmp_path: Path) -> None:
+    """``edgesync agent status`` on an agent-only install: state.db, nothing else."""
+    import sqlite3
+
+    from edgesync.agent._state import StateStore
+
+    source = tmp_path / "app.db"
+    sqlite3.connect(source).close()
+    state_db = tmp_path / "state.db"
+    config = tmp_path / "agent.yaml"
+    config.write_text("connection:\n  server_url: mqtt://127.0.0.1:1\n  device_id: gw-1\n"
+                      "  root_topic: plant/gw-1\nsqlite-replication:\n"
+                      f"  source_db_path: {source}\n  state_db_path: {state_db}\n")
+    out = main_without(CLOUD, ["agent", "status", "--config", str(config)])
+    assert out.returncode == 0, out.stderr
+    assert "not running" in out.stdout and "last report   none" in out.stdout
+
+    store = StateStore(state_db)
+    store.ensure_table("t", "ab" * 32, "{}")
+    store.pause("t", None)
+    with store.tx():
+        store.set_meta("status_report", json.dumps(
+            {"state": "stopped", "agent_version": "9.9", "journal_depth": 4,
+             "paused_tables": ["t"], "reported_at": 0, "connected": False}))
+    store.close()
+    out = main_without(CLOUD, ["agent", "status", "--config", str(config), "-o", "json"])
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["running"] is False and doc["last_report"]["journal_depth"] == 4
+    assert doc["tables"] == [{"table": "t", "pipeline": "rows", "paused": True,
+                              "published_commit_seq": 0, "unconfirmed_batches": 0,
+                              "oldest_unconfirmed_publish_age_s": None}]
+    out = main_without(CLOUD, ["agent", "status", "--config", str(config)])
+    assert "journal depth (changes held)     4" in out.stdout and "9.9" in out.stdout

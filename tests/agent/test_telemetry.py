@@ -24,7 +24,7 @@ CLOUD_DECODER = getattr(_core, "decode_telemetry_batch", None)
 
 FIELDS = ["format_version", "capture_strategy", "batch_id", "batch_seq", "source_table",
           "schema_hash", "schema_columns", "cursor_start_ts", "cursor_end_ts", "row_count",
-          "rows"]
+          "first_seen_at_ms", "rows"]
 
 
 class Tele:

@@ -247,7 +247,7 @@ async def test_reads_are_scoped_too(client: httpx.AsyncClient, tenant, other_ten
                  f"/edge/lineages/{w.lineage_id}/mirror-rows", "/edge/schema-reviews",
                  "/edge/policy", "/devices", "/events/stream", "/edge/registry",
                  "/edge/registry-reviews", "/edge/coalesced-mirrors", "/edge/data-points",
-                 "/edge/sync-policies", *owned):
+                 "/edge/sync-policies", "/edge/observations", *owned):
         r = await client.get(tenant.url(path), headers=other_tenant.headers())
         assert r.status_code == 404, (path, r.text)
         assert r.json()["error"]["code"] == "PROJECT_NOT_FOUND"

@@ -18,8 +18,8 @@ async def test_full_review_through_the_cli(run: Cli, tenant, stage, monkeypatch)
 
     _, out, _ = run("reviews", "list", "--status", "queued")
     header, row = out.splitlines()[:2]
-    assert header.split()[:4] == ["ID", "TABLE", "CLASSIFICATION", "STATUS"]
-    assert row.split()[:4] == [rid, "device_state", "ambiguous", "queued"]
+    assert header.split()[:5] == ["ID", "DEVICE", "TABLE", "CLASSIFICATION", "STATUS"]
+    assert row.split()[:5] == [rid, "gw-1", "device_state", "ambiguous", "queued"]
     listed = run.json("reviews", "list")
     assert [r["id"] for r in listed["data"]] == [rid] and listed["meta"]["total"] == 1
 

@@ -113,6 +113,8 @@ def add_reviews_parser(sub: Any) -> None:
     rlist.add_argument("--status", choices=["queued", "in_review", "approved", "rejected",
                                             "abandoned"])
     rlist.add_argument("--lineage-id", default=None, help="only this lineage's reviews (API)")
+    rlist.add_argument("--device", default=None, metavar="ID_OR_NAME",
+                       help="only this device's reviews: its id or its name (API)")
     _paging(rlist)
     _db_options(rlist)
     _api_options(rlist)
@@ -182,6 +184,15 @@ def add_lineages_parser(sub: Any) -> None:
     _paging(llist)
     _db_options(llist)
     _api_options(llist)
+
+    observed = _sub(lsub, "observed", "tables devices observed (sync/schema/observe), sent "
+                    "or not", "List the tables devices reported observing, with whether "
+                    "each sent a batch (has a lineage). --unsent: only those that never did.")
+    observed.add_argument("--device-id", default=None, help="only this device")
+    observed.add_argument("--unsent", action="store_true",
+                          help="only tables that never sent a batch")
+    _paging(observed)
+    _api_options(observed)
 
     show = _sub(lsub, "show", "show a lineage: counters, bindings, replay, errors",
                 "Show one lineage in detail.")

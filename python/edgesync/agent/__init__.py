@@ -9,5 +9,7 @@
 from edgesync.agent._config import AgentConfig, load_config
 from edgesync.agent._runner import Agent
 from edgesync.agent._source import validate_config
+from edgesync.agent._status import device_status, write_status
 
-__all__ = ["Agent", "AgentConfig", "load_config", "validate_config"]
+__all__ = ["Agent", "AgentConfig", "device_status", "load_config", "validate_config",
+           "write_status"]

@@ -28,7 +28,7 @@ import importlib
 import logging
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import orjson
 
@@ -263,6 +263,8 @@ def _prefix(p: PendingBatch) -> bytes:
         "source_table": p.source_table,
         "schema_hash": p.schema_hash,
     })[:-1]
+    if p.first_seen_at_ms is not None:
+        head += b',"first_seen_at_ms":%d' % p.first_seen_at_ms
     if p.schema_columns_json is not None:
         head += b',"schema_columns":' + p.schema_columns_json.encode()
     return head
@@ -310,8 +312,12 @@ class Batcher:
     def __init__(self, source: sqlite3.Connection, state: StateStore, *,
                  forget: Callable[[str, int, int], object] | None = None,
                  lkcv: Callable[[TableInfo, list[bytes]], list[bytes]] | None = None,
-                 reserved: Callable[[str, str], list[tuple[int, int]]] | None = None) -> None:
+                 reserved: Callable[[str, str], list[tuple[int, int]]] | None = None,
+                 first_seen: Callable[[int], int | None] | None = None) -> None:
         self._db = source
+        # commit_seq -> Unix ms the agent first saw it (``first_seen_at_ms``), see
+        # _freshness; None sends no stamp.
+        self._first_seen = first_seen or (lambda seq: None)
         self._state = state
         self._reader = open_reader(source)
         # Journal ranges that travel by upload instead (table, epoch) -> [(first, last)].
@@ -388,6 +394,8 @@ class Batcher:
             return None
         pending = self._state.pending(table)
         if pending is not None:
+            pending = replace(pending,
+                              first_seen_at_ms=self._first_seen(pending.first_commit_seq))
             rows = [r for r in self._read(table, pending.first_commit_seq - 1,
                                           pending.last_commit_seq) if r.encoded is not None]
             if rows:
@@ -417,7 +425,8 @@ class Batcher:
             assert ts.schema_hash is not None
             probe = PendingBatch(table, uuid7(), ts.journal_epoch, scanned[0].commit_seq,
                                  scanned[-1].commit_seq, ts.schema_hash,
-                                 None if ts.schema_sent else ts.schema_json)
+                                 None if ts.schema_sent else ts.schema_json,
+                                 self._first_seen(scanned[0].commit_seq))
             if not rows:  # every row of this stretch is gone: skip past it
                 self._state.save_pending(probe)
                 self._state.confirm(probe)
@@ -430,7 +439,7 @@ class Batcher:
             last = scanned[-1].commit_seq if n == len(rows) else rows[n - 1].commit_seq
             pending = PendingBatch(table, probe.batch_id, probe.journal_epoch,
                                    scanned[0].commit_seq, last, probe.schema_hash,
-                                   probe.schema_columns_json)
+                                   probe.schema_columns_json, probe.first_seen_at_ms)
             self._state.save_pending(pending)
             payload = _assemble(pending, rows[0].commit_seq, rows[n - 1].commit_seq,
                                 [r.encoded for r in rows[:n] if r.encoded is not None])

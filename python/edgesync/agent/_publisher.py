@@ -38,8 +38,11 @@ ControlHandler = Callable[[bytes], Awaitable[None]]
 
 class MqttLink:
     def __init__(self, conn: ConnectionConfig, on_control: ControlHandler, *,
-                 publish_timeout_s: float = 30.0, backoff: Backoff | None = None) -> None:
+                 publish_timeout_s: float = 30.0, backoff: Backoff | None = None,
+                 will: tuple[str, bytes] | None = None) -> None:
         self._conn = conn
+        # (topic, payload) the broker publishes (QoS 1) when it loses this client.
+        self._will = will
         self._on_control = on_control
         self._publish_timeout = publish_timeout_s
         self._backoff = backoff or Backoff()
@@ -59,6 +62,8 @@ class MqttLink:
             clean_session=self._conn.clean_session,
             keepalive=max(1, round(self._conn.keep_alive_s)),
             tls=self._conn.tls_files,
+            will=None if self._will is None else aiomqtt.Will(self._will[0], self._will[1],
+                                                              qos=1),
         )
         async with client:
             await client.subscribe(self.control_topic, qos=1)

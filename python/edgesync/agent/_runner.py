@@ -28,6 +28,7 @@ from edgesync.agent._batcher import Batch, Batcher, truncate_journal
 from edgesync.agent._config import AgentConfig
 from edgesync.agent._discovery import discover
 from edgesync.agent._downlink import Extras, execute_control
+from edgesync.agent._freshness import SeenMarks
 from edgesync.agent._http_put import put_file
 from edgesync.agent._inbox import Accepted, ControlInbox
 from edgesync.agent._lock import InstanceLock
@@ -38,14 +39,15 @@ from edgesync.agent._resnapshot import Resnapshots
 from edgesync.agent._retention import JournalBudget
 from edgesync.agent._source import open_source
 from edgesync.agent._state import StateStore
+from edgesync.agent._status import StatusReporter, will_payload
 from edgesync.agent._telemetry import TelemetryCapture
 from edgesync.agent._telemetry_state import OutboxBatch, TelemetryState
-from edgesync.agent._triggers import install_triggers
+from edgesync.agent._triggers import JOURNAL_TABLE, install_triggers, quote_ident
 from edgesync.agent._uploads import Upload, Uploads
 from edgesync.agent._verify import Verifications
 from edgesync.agent._writeback import CloudVersions
 from edgesync.errors import ConfigError, OversizedRowError
-from edgesync.protocol import TopicKind, periodic_loop, topic_for
+from edgesync.protocol import AgentState, TopicKind, periodic_loop, topic_for
 
 __all__ = ["Agent"]
 
@@ -57,6 +59,7 @@ BUSY_TIMEOUT_MS = 5000
 # Published telemetry batches kept for a possible resume_lineage, as a share of
 # local_retention_bytes (the cloud's progress control normally drops them first).
 _TELEMETRY_OUTBOX_SHARE = 4
+_JOURNAL = quote_ident(JOURNAL_TABLE)
 
 
 class Agent:
@@ -71,7 +74,8 @@ class Agent:
                              else None)
         root = config.connection.root_topic
         self._topics = {k: topic_for(root, k) for k in TopicKind}
-        self._link = MqttLink(config.connection, self._on_control)
+        self._link = MqttLink(config.connection, self._on_control,
+                              will=(self._topics[TopicKind.INGEST_REQUEST], will_payload()))
         self._executor: ThreadPoolExecutor | None = None
         self._source: sqlite3.Connection | None = None
         self._state: StateStore | None = None
@@ -85,6 +89,9 @@ class Agent:
         self._verifications: Verifications | None = None
         self._budget: JournalBudget | None = None
         self._remote: RemotePolicy | None = None
+        # When each journaled change was first seen (first_seen_at_ms), see _freshness.
+        self._marks = SeenMarks()
+        self._status: StatusReporter | None = None
         self._rows_tables: list[str] = []
         self._schema_version = -1
         self._flush_lock = asyncio.Lock()
@@ -109,12 +116,24 @@ class Agent:
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self._goodbye()
         if self._link_task is not None:
             self._link_task.cancel()
         try:
             await self._stack.__aexit__(exc_type, exc, tb)
         finally:
             await self._close()
+
+    async def _goodbye(self) -> None:
+        """The last status report (``stopped``), when the broker is there to take it."""
+        if self._status is None or not self.connected or self._executor is None:
+            return
+        try:
+            payload = await self._db(self._status_report, AgentState.STOPPED)
+            await asyncio.wait_for(
+                self._link.publish(self._topics[TopicKind.INGEST_REQUEST], payload), 5.0)
+        except Exception as exc:  # stopping anyway (a timeout included)
+            log.debug("final status report not sent: %s", exc)
 
     async def _close(self) -> None:
         if self._executor is None:
@@ -149,7 +168,8 @@ class Agent:
         """Publish everything captured so far; returns how many rows were sent.
 
         Waits for the broker connection. Order: controls left unfinished by a crash,
-        schema observations, gap reports, row batches, telemetry batches. Each batch is
+        schema observations, gap reports, row batches, telemetry batches, uploads, the
+        status report when due (every 30 s, docs/protocol.md). Each batch is
         recorded before it is published and confirmed after its PUBACK; journal rows
         and telemetry batches stay until the cloud's progress control says they are
         committed.
@@ -174,6 +194,9 @@ class Agent:
                 await self._link.publish(self._topics[TopicKind.INGEST_REQUEST], report)
                 await self._db(self._recovery_sent, job_id, report)
             await self._flush_uploads()
+            if self._status is not None and self._status.due():  # last: data goes first
+                await self._link.publish(self._topics[TopicKind.INGEST_REQUEST],
+                                         await self._db(self._status_report))
             return sent
 
     async def _flush_uploads(self) -> None:
@@ -262,9 +285,11 @@ class Agent:
         self._budget = JournalBudget(self._source, self._state, rep.local_retention_bytes,
                                      reserved=self._uploads.reserved)
         self._batcher = Batcher(self._source, self._state, forget=self._forget_journal,
-                                lkcv=self._versions.add_lkcv, reserved=self._uploads.reserved)
+                                lkcv=self._versions.add_lkcv, reserved=self._uploads.reserved,
+                                first_seen=self._marks.first_seen_ms)
         self._resnapshots = Resnapshots(self._source, self._state, self._uploads)
         self._verifications = Verifications(self._source, self._state)
+        self._status = StatusReporter(self._source, self._state, self._marks)
         self._refresh_schema()
 
     def _forget_journal(self, table: str, first: int, last: int) -> None:
@@ -315,6 +340,19 @@ class Agent:
                  ", ".join([t.name for t in found.rows] + [t.name for t in found.telemetry])
                  or "(none)")
 
+    def _status_report(self, state: AgentState = AgentState.RUNNING) -> bytes:
+        assert self._status is not None and self._budget is not None
+        return self._status.report(self._budget.total, connected=self.connected, state=state)
+
+    def _poll_journal(self) -> int:
+        """The journal's high-water mark, noted with the time (first_seen_at_ms)."""
+        assert self._batcher is not None and self._source is not None
+        upto = self._batcher.journal_high_water()
+        self._marks.polled(upto)
+        oldest = self._source.execute(f"SELECT min(commit_seq) FROM {_JOURNAL}").fetchone()[0]
+        self._marks.prune(upto if oldest is None else int(oldest))
+        return upto
+
     def _prepare_flush(self) -> tuple[int, list[tuple[str, bytes, bool]],
                                       list[tuple[int, bytes]]]:
         assert self._source is not None and self._state is not None
@@ -327,7 +365,7 @@ class Agent:
         self._budget.enforce()
         assert self._telemetry is not None and self._uploads is not None
         self._uploads.settle(self._forget_journal)
-        upto = self._batcher.journal_high_water()
+        upto = self._poll_journal()
         for table in self._rows_tables:
             self._reserve_backlog(table, upto)
         resend_unconfirmed(self._state, self._telemetry_state, self._rows_tables,

@@ -136,6 +136,9 @@ class PendingBatch:
     last_commit_seq: int
     schema_hash: str
     schema_columns_json: str | None  # set when this batch carries ``schema_columns``
+    # Unix ms at which the agent first saw the oldest change (``first_seen_at_ms``, not
+    # stored: stamped each time the batch is built, from the journal polls' marks).
+    first_seen_at_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ import hashlib
 import logging
 import math
 import sqlite3
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -392,6 +393,8 @@ class TelemetryCapture:
         head["cursor_start_ts"] = format_ts(picked[0][0])
         head["cursor_end_ts"] = format_ts(max(p[0] for p in picked))
         head["row_count"] = len(picked)
+        # The read that found these rows is when the agent first saw them (docs/protocol.md).
+        head["first_seen_at_ms"] = int(time.time() * 1000)
         payload = (orjson.dumps(head)[:-1] + b',"rows":[' + b",".join(p[2] for p in picked)
                    + b"]}")
         batch = OutboxBatch(name, seq, batch_id, payload, len(picked))

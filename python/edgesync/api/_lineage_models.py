@@ -37,6 +37,16 @@ class LineageOut(BaseModel):
     last_error: str | None
     last_batch_at: datetime | None = Field(
         None, description="when the cloud received the lineage's latest batch (any outcome)")
+    last_device_seen_at: datetime | None = Field(
+        None, description="when the device's agent first saw the oldest change of the "
+                          "lineage's latest committed batch that carried first_seen_at_ms "
+                          "(null when the agent does not stamp batches)")
+    last_committed_at: datetime | None = Field(
+        None, description="when the lineage's latest batch committed (staged or "
+                          "materialized) in the cloud")
+    freshness_seconds: float | None = Field(
+        None, description="that stamped batch's commit time - last_device_seen_at: its "
+                          "end-to-end lag (negative: the device's clock is ahead)")
     created_at: datetime
     updated_at: datetime
 

@@ -28,9 +28,11 @@ __all__ = ["delete_lineage", "get_lineage", "lineage_detail", "list_lineages", "
 _SELECT = """
 SELECT l.*, d.name AS device_name,
        (SELECT s.received_at FROM edge_export_segments s WHERE s.lineage_id = l.id
-        ORDER BY s.id DESC LIMIT 1) AS last_batch_at
+        ORDER BY s.id DESC LIMIT 1) AS last_batch_at,
+       fr.last_device_seen_at, fr.last_committed_at, fr.freshness_seconds
 FROM edge_table_lineages l
 JOIN edge_devices d ON d.id = l.device_id
+LEFT JOIN edge_lineage_freshness fr ON fr.lineage_id = l.id
 """
 # ``q`` (``$5``): a case-insensitive substring of the device name, source table, target
 # table or pause reason, so a console's search covers every page, not just the one shown.

@@ -18,6 +18,7 @@ class ReviewOut(BaseModel):
     lineage_id: uuid.UUID
     schema_version_id: uuid.UUID
     device_id: uuid.UUID
+    device_name: str | None = Field(None, description="the device's name")
     source_table: str
     schema_hash: str
     classification: str

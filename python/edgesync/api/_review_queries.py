@@ -16,9 +16,11 @@ __all__ = ["check_action_version", "get_review", "list_reviews", "review_out"]
 _FROM = """
 FROM edge_schema_reviews r
 JOIN edge_table_lineages l ON l.id = r.lineage_id
+JOIN edge_devices d ON d.id = l.device_id
 JOIN edge_schema_versions v ON v.id = r.schema_version_id
 WHERE l.project_id = $1 AND ($2::text IS NULL OR r.status = $2)
-  AND ($3::uuid IS NULL OR r.lineage_id = $3)
+  AND ($3::uuid IS NULL OR r.lineage_id = $3) AND ($4::uuid IS NULL OR l.device_id = $4)
+  AND ($5::text IS NULL OR d.name = $5)
 """
 
 
@@ -31,13 +33,15 @@ def review_not_found() -> ApiError:
 
 
 async def list_reviews(conn: Conn, project_id: uuid.UUID, *, status: str | None,
-                       lineage_id: uuid.UUID | None, offset: int, limit: int
+                       lineage_id: uuid.UUID | None, offset: int, limit: int,
+                       device_id: uuid.UUID | None = None, device_name: str | None = None
                        ) -> tuple[list[ReviewOut], int]:
-    args = (project_id, status, lineage_id)
+    args = (project_id, status, lineage_id, device_id, device_name)
     total = await conn.fetchval("SELECT count(*)" + _FROM, *args)
     rows = await conn.fetch(
-        "SELECT r.*, l.project_id, l.device_id, l.source_table, v.schema_columns, v.diff"
-        + _FROM + "ORDER BY r.created_at, r.id OFFSET $4 LIMIT $5", *args, offset, limit)
+        "SELECT r.*, l.project_id, l.device_id, d.name AS device_name, l.source_table, "
+        "v.schema_columns, v.diff" + _FROM + "ORDER BY r.created_at, r.id OFFSET $6 LIMIT $7",
+        *args, offset, limit)
     return [review_out(dict(r)) for r in rows], int(total)
 
 

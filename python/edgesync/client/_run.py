@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import uuid
 from collections.abc import Callable
 from typing import IO, Any
 
@@ -25,20 +26,30 @@ _LINEAGE_COLUMNS = [("id", "id"), ("device_name", "device"), ("source_table", "t
                     ("pipeline", "pipeline"), ("status", "status"),
                     ("pause_reason", "reason"), ("staged_rows", "staged"),
                     ("materialized_rows", "materialized"),
-                    ("materialization_errors", "errors")]
-_REVIEW_COLUMNS = [("id", "id"), ("source_table", "table"),
+                    ("materialization_errors", "errors"), ("freshness_seconds", "fresh (s)")]
+_REVIEW_COLUMNS = [("id", "id"), ("device_name", "device"), ("source_table", "table"),
                    ("classification", "classification"), ("status", "status"),
                    ("action_version", "version"), ("claimed_by", "claimed by"),
                    ("decided_by", "decided by"), ("created_at", "created")]
 _DEVICE_COLUMNS = [("id", "id"), ("name", "name"), ("fleet", "fleet"),
-                   ("root_topic", "root topic"), ("created_at", "created")]
-_REVIEW_FIELDS = ["id", "lineage_id", "device_id", "source_table", "schema_hash",
+                   ("root_topic", "root topic"), ("connected", "connected"),
+                   ("last_seen_at", "last seen"), ("agent_version", "agent"),
+                   ("journal_depth", "journal"),
+                   ("oldest_unconfirmed_age_s", "oldest unconfirmed (s)"),
+                   ("created_at", "created")]
+_OBSERVED_COLUMNS = [("device_name", "device"), ("source_table", "table"),
+                     ("schema_hash", "schema hash"), ("sent", "sent"),
+                     ("lineage_id", "lineage"), ("observed_at", "observed"),
+                     ("received_at", "received")]
+_REVIEW_FIELDS = ["id", "lineage_id", "device_id", "device_name", "source_table", "schema_hash",
                   "classification", "status", "action_version", "claimed_by", "decided_by",
                   "decision_reason", "created_at", "updated_at"]
 _LINEAGE_FIELDS = ["id", "device_name", "device_id", "source_table", "pipeline", "status",
                    "pause_reason", "sync_authority", "target_table", "current_schema_hash",
                    "approved_schema_hash", "staged_rows", "staged_bytes", "materialized_rows",
-                   "rejected_batches", "materialization_errors", "last_error", "updated_at"]
+                   "rejected_batches", "materialization_errors", "last_error",
+                   "last_device_seen_at", "last_committed_at", "freshness_seconds",
+                   "updated_at"]
 
 
 def _lineages(ctx: Ctx) -> None:
@@ -48,6 +59,10 @@ def _lineages(ctx: Ctx) -> None:
     if cmd == "list":
         ctx.page(api.lineages(device_id=a.device_id, fleet_id=a.fleet_id, status=a.status,
                               **ctx.paging()), _LINEAGE_COLUMNS)
+    elif cmd == "observed":
+        ctx.page(api.get_page("/edge/observations", device_id=a.device_id,
+                              unsent="true" if a.unsent else None, **ctx.paging()),
+                 _OBSERVED_COLUMNS)
     elif cmd == "show":
         ctx.detail(api.lineage(lid), _write_lineage)
     elif cmd in ("staged-rows", "mirror-rows"):
@@ -144,8 +159,8 @@ def _reviews(ctx: Ctx) -> None:
     cmd = a.reviews_command
     rid = str(getattr(a, "review_id", ""))
     if cmd == "list":
-        ctx.page(api.reviews(status=a.status, lineage_id=a.lineage_id, **ctx.paging()),
-                 _REVIEW_COLUMNS)
+        ctx.page(api.reviews(status=a.status, lineage_id=a.lineage_id,
+                             **_device_filter(a.device), **ctx.paging()), _REVIEW_COLUMNS)
     elif cmd == "show":
         ctx.detail(api.review(rid), _write_review)
     elif cmd == "claim":
@@ -162,6 +177,16 @@ def _reviews(ctx: Ctx) -> None:
     else:
         version = a.action_version or api.review(rid)["action_version"]
         ctx.item(api.reject(rid, version, a.reason), _REVIEW_FIELDS, "rejected")
+
+
+def _device_filter(device: str | None) -> dict[str, str]:
+    """``--device``: a device id, or else its name."""
+    if device is None:
+        return {}
+    try:
+        return {"device_id": str(uuid.UUID(device))}
+    except ValueError:
+        return {"device_name": device}
 
 
 def _write_review(ctx: Ctx, data: dict[str, Any]) -> None:

@@ -22,9 +22,11 @@ __all__ = ["approve_review", "claim_review", "get_review", "list_reviews", "reje
            "reopen_review"]
 
 _REVIEW_SQL = """
-SELECT r.*, l.project_id, l.device_id, l.source_table, v.schema_columns, v.diff
+SELECT r.*, l.project_id, l.device_id, d.name AS device_name, l.source_table,
+       v.schema_columns, v.diff
 FROM edge_schema_reviews r
 JOIN edge_table_lineages l ON l.id = r.lineage_id
+JOIN edge_devices d ON d.id = l.device_id
 JOIN edge_schema_versions v ON v.id = r.schema_version_id
 """
 

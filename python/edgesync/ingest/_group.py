@@ -111,6 +111,9 @@ class GroupWriter:
         self.group_sizes: collections.Counter[int] = collections.Counter()
         # Metrics hook (edgesync.observe): called with (size, seconds) per group written.
         self.on_group: Callable[[int, float], None] | None = None
+        # Freshness/presence hook (edgesync.observe.Presence): called, in memory, with
+        # the works of each committed group transaction.
+        self.on_committed: Callable[[list[Work]], None] | None = None
 
     @property
     def queued(self) -> int:
@@ -269,6 +272,8 @@ class GroupWriter:
         if works:
             async with conn.transaction():
                 await accept_group(conn, works)
+            if self.on_committed is not None:
+                self.on_committed(works)
         for e in todo:
             if e.work is None or e.future.done():
                 continue

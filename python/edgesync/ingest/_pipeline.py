@@ -24,7 +24,7 @@ from edgesync.ingest._group import GroupWriter
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.ingest._reports import handle_ingest_request, handle_schema_observe
 from edgesync.ingest._unknown import UnknownDevices
-from edgesync.observe import ABANDONED, FAILED, IngestMetrics, kind_label
+from edgesync.observe import ABANDONED, FAILED, IngestMetrics, Presence, kind_label
 from edgesync.protocol import RejectionCode, TopicKind, TopicRef, parse_topic
 from edgesync.registry import DeviceResolver, DeviceScope
 
@@ -48,6 +48,10 @@ class IngestPipeline:
         self.counters: collections.Counter[str] = collections.Counter()
         self.metrics = metrics or IngestMetrics()
         self.writer.on_group = self.metrics.group_written
+        # Freshness and device presence, in memory; ``presence.run(pool)`` writes them
+        # (``edgesync serve`` runs it as a background task).
+        self.presence = Presence(self.metrics.registry)
+        self.writer.on_committed = self.presence.group_committed
         self._unknown = UnknownDevices(pool)
         # Where devices PUT presigned uploads; None leaves url_request unanswered.
         self.upload_base_url: str | None = None
@@ -87,14 +91,20 @@ class IngestPipeline:
         if ref.kind in _BATCH_KINDS:
             return await self.writer.submit(scope, ref.kind, payload,
                                             max_payload_bytes=max_payload_bytes)
+        if ref.kind is TopicKind.INGEST_REQUEST:  # presence: see on_status / on_seen
+            return await handle_ingest_request(self._pool, scope, payload, self.upload_base_url,
+                                               on_status=self.presence.reported,
+                                               on_seen=self._request_seen)
+        self.presence.seen(scope.device_id, ref.kind)
         if ref.kind is TopicKind.INGEST_ACK:
             return await self._ack(scope, payload)
         if ref.kind is TopicKind.SCHEMA_OBSERVE:
             return await handle_schema_observe(self._pool, scope, payload)
-        if ref.kind is TopicKind.INGEST_REQUEST:
-            return await handle_ingest_request(self._pool, scope, payload, self.upload_base_url)
         return IngestOutcome(OutcomeStatus.IGNORED, None,
                              f"{ref.kind.value} is not handled by this server yet")
+
+    def _request_seen(self, device_id: uuid.UUID) -> None:
+        self.presence.seen(device_id, TopicKind.INGEST_REQUEST)
 
     async def _ack(self, scope: DeviceScope, payload: bytes) -> IngestOutcome:
         try:

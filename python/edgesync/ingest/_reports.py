@@ -32,12 +32,19 @@ from edgesync.ingest._ledger import (
     record_rejection,
 )
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
-from edgesync.protocol import RejectionCode, TopicKind
+from edgesync.protocol import (
+    STATUS_REQUEST_KIND,
+    RejectionCode,
+    StatusReport,
+    TopicKind,
+    parse_status,
+)
 from edgesync.registry import DeviceScope
 
 __all__ = ["handle_ingest_request", "handle_schema_observe"]
 
 _HASH = re.compile(r"^[0-9a-f]{64}$")
+OnStatus = Callable[[uuid.UUID, StatusReport], None]
 
 
 def _object(payload: bytes) -> dict[str, Any] | None:
@@ -113,17 +120,34 @@ async def _schema_observe(pool: asyncpg.Pool, scope: DeviceScope, payload: bytes
 
 
 async def handle_ingest_request(pool: asyncpg.Pool, scope: DeviceScope, payload: bytes,
-                                upload_base_url: str | None = None) -> IngestOutcome:
+                                upload_base_url: str | None = None, *,
+                                on_status: OnStatus | None = None,
+                                on_seen: Callable[[uuid.UUID], None] | None = None
+                                ) -> IngestOutcome:
+    """``on_status`` takes the agent's valid status reports (in memory: ``Presence``;
+    without it they are ignored like any request kind not handled), ``on_seen`` hears of
+    every other request: a message from the device (an ``offline`` report is its MQTT
+    will, the broker speaking, not the device)."""
     return await _recorded(pool, scope, TopicKind.INGEST_REQUEST.value, payload,
-                           lambda: _ingest_request(pool, scope, payload, upload_base_url))
+                           lambda: _ingest_request(pool, scope, payload, upload_base_url,
+                                                   on_status, on_seen))
 
 
 async def _ingest_request(pool: asyncpg.Pool, scope: DeviceScope, payload: bytes,
-                          upload_base_url: str | None) -> IngestOutcome:
+                          upload_base_url: str | None, on_status: OnStatus | None,
+                          on_seen: Callable[[uuid.UUID], None] | None) -> IngestOutcome:
     doc = _object(payload)
+    kind = None if doc is None else doc.get("request_kind")
+    report = parse_status(doc) if doc is not None and kind == STATUS_REQUEST_KIND else None
+    if on_status is not None and isinstance(report, StatusReport):
+        on_status(scope.device_id, report)
+        return IngestOutcome(OutcomeStatus.MATERIALIZED, None, f"status {report.state.value}")
+    if on_seen is not None:
+        on_seen(scope.device_id)
     if doc is None:
         return _reject(RejectionCode.MALFORMED_JSON, "ingest request is not a JSON object")
-    kind = doc.get("request_kind")
+    if on_status is not None and isinstance(report, str):
+        return _reject(RejectionCode.INVALID_STATUS_REPORT, f"status report: {report}")
     if kind == "gap_report":
         return await _gap_report(pool, scope, doc)
     if kind == "url_request" and upload_base_url:

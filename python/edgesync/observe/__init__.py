@@ -21,14 +21,18 @@ from edgesync.observe._ingest_metrics import (
     IngestMetrics,
     kind_label,
 )
+from edgesync.observe._presence import FLUSH_INTERVAL_S, Committed, Presence
 
 __all__ = [
     "ABANDONED",
     "DB_TIMEOUT",
     "FAILED",
+    "FLUSH_INTERVAL_S",
     "UNKNOWN_KIND",
     "Check",
+    "Committed",
     "IngestMetrics",
+    "Presence",
     "Readiness",
     "database_checks",
     "kind_label",

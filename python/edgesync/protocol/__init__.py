@@ -30,6 +30,11 @@ from edgesync.protocol._table_digest import (
     differing_buckets,
     encode_value,
     pk_json,
+from edgesync.protocol._status import (
+    STATUS_REQUEST_KIND,
+    AgentState,
+    StatusReport,
+    parse_status,
 )
 from edgesync.protocol._topics import (
     DEVICE_TO_CLOUD,
@@ -46,7 +51,9 @@ __all__ = [
     "DEVICE_TO_CLOUD",
     "DIGEST_VERSION",
     "MAX_PREFIX",
+    "STATUS_REQUEST_KIND",
     "AckingClient",
+    "AgentState",
     "Backoff",
     "BrokerUrl",
     "ControlKind",
@@ -59,6 +66,7 @@ __all__ = [
     "RejectionCode",
     "SnapshotFilter",
     "TableDigest",
+    "StatusReport",
     "TlsFiles",
     "TopicKind",
     "TopicRef",
@@ -70,6 +78,7 @@ __all__ = [
     "mqtt_client",
     "parse_broker_url",
     "parse_filter",
+    "parse_status",
     "parse_topic",
     "periodic_loop",
     "pk_json",

@@ -53,6 +53,7 @@ class RejectionCode(enum.StrEnum):
     UNKNOWN_UPLOAD = "unknown_upload"
     UPLOAD_INCOMPLETE = "upload_incomplete"
     INVALID_RECOVERY_REPORT = "invalid_recovery_report"  # resnapshot_status / verify_digest
+    INVALID_STATUS_REPORT = "invalid_status_report"
     UNSUPPORTED_REQUEST_KIND = "unsupported_request_kind"  # an ignored request, recorded
     UNSTORABLE_TEXT = "unstorable_text"  # text PostgreSQL cannot hold (a NUL, bad encoding)
 

@@ -202,6 +202,8 @@ class Server:
         if self.objects is not None:
             jobs["edgesync.uploads"] = self.objects.run
         assert self.pool is not None and self.pipeline is not None
+        pool, presence = self.pool, self.pipeline.presence
+        jobs["edgesync.presence"] = lambda: presence.run(pool)
         # Operator log lines (not readiness: see readiness()).
         jobs["edgesync.log.events"] = EventLog(self.pool).run
         jobs["edgesync.log.throughput"] = ThroughputLog(self.pipeline.metrics).run

@@ -17,7 +17,8 @@ from edgesync.tui._base import ApiScreen
 from edgesync.tui._confirm import ConfirmScreen
 from edgesync.tui._format import cell, pause_words, short_time, text
 
-__all__ = ["LineageDetailScreen", "has_materialization_error", "replay_progress"]
+__all__ = ["LineageDetailScreen", "freshness_line", "has_materialization_error",
+           "replay_progress"]
 
 
 def has_materialization_error(lineage: dict[str, Any]) -> bool:
@@ -210,9 +211,18 @@ def _summary(lineage: dict[str, Any]) -> Text:
         out.append(f"coalesced mirror: shared by {mirror['device_count']} devices of the "
                    f"{mirror['scope']} ({len(mirror['schema_hashes'])} schema hashes)\n",
                    style="cyan")
+    out.append(freshness_line(lineage) + "\n")
     out.append(f"last batch: {short_time(lineage.get('last_batch_at'))} · "
                f"updated: {short_time(lineage.get('updated_at'))} · id {lineage['id']}")
     return out
+
+
+def freshness_line(lineage: dict[str, Any]) -> str:
+    """Device-seen time, cloud commit time and lag of the lineage's latest batch."""
+    lag = lineage.get("freshness_seconds")
+    return (f"freshness: {'-' if lag is None else f'{lag:.1f}s'} · device saw: "
+            f"{short_time(lineage.get('last_device_seen_at'))} · committed: "
+            f"{short_time(lineage.get('last_committed_at'))}")
 
 
 def _materialization(lineage: dict[str, Any]) -> Text:

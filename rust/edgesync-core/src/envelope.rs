@@ -35,6 +35,17 @@ pub struct Envelope {
     pub schema_columns_json: Option<String>,
     /// Size of the payload in bytes.
     pub payload_size: usize,
+    /// `first_seen_at_ms` (optional extension, docs/protocol.md): Unix milliseconds at
+    /// which the agent first saw the batch's oldest change; None when absent or not an
+    /// integer in 0..2^53 (a freshness hint never refuses a batch).
+    pub first_seen_at_ms: Option<i64>,
+}
+
+/// The optional `first_seen_at_ms` of an envelope (see [`Envelope::first_seen_at_ms`]).
+pub(crate) fn first_seen_at_ms(top: &Map<String, Value>) -> Option<i64> {
+    top.get("first_seen_at_ms")
+        .and_then(Value::as_i64)
+        .filter(|ms| (0..1_i64 << 53).contains(ms))
 }
 
 pub(crate) const TENANT_FIELDS: [&str; 4] = ["device_id", "org_id", "project_id", "fleet_id"];

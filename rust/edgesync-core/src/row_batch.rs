@@ -14,9 +14,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::envelope::{
-    capture_strategy, check_tenant_fields, describe, describe_number, format_version,
-    parse_payload, reject, rows_count, schema_columns, schema_hash, source_table, type_name,
-    uuid_field, Envelope, MAX_BATCH_BYTES,
+    capture_strategy, check_tenant_fields, describe, describe_number, first_seen_at_ms,
+    format_version, parse_payload, reject, rows_count, schema_columns, schema_hash, source_table,
+    type_name, uuid_field, Envelope, MAX_BATCH_BYTES,
 };
 use crate::error::CoreError;
 use crate::rawjson::{
@@ -321,6 +321,7 @@ pub fn decode_row_batch_within(payload: &[u8], max_bytes: usize) -> Result<RowBa
             schema_hash,
             schema_columns_json,
             payload_size: payload.len(),
+            first_seen_at_ms: first_seen_at_ms(top),
         },
         journal_epoch,
         first_commit_seq,

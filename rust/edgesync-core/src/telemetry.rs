@@ -22,9 +22,9 @@ use serde_json::{Map, Value};
 
 use crate::copy::{write_fields, PgType, SlotFinder};
 use crate::envelope::{
-    capture_strategy, check_tenant_fields, describe, describe_number, format_version,
-    is_hyphenated_uuid, parse_payload, reject, rows_count, schema_columns, schema_hash,
-    source_table, type_name, uuid_field, Envelope, MAX_BATCH_BYTES,
+    capture_strategy, check_tenant_fields, describe, describe_number, first_seen_at_ms,
+    format_version, is_hyphenated_uuid, parse_payload, reject, rows_count, schema_columns,
+    schema_hash, source_table, type_name, uuid_field, Envelope, MAX_BATCH_BYTES,
 };
 use crate::error::CoreError;
 use crate::rawjson::{checked_raw, Elem, Entry, Key, ObjSeed, ObjShape, RowSink, Scan, Scanner};
@@ -384,6 +384,7 @@ pub fn decode_telemetry_batch(payload: &[u8]) -> Result<TelemetryBatch, CoreErro
             schema_hash,
             schema_columns_json,
             payload_size: payload.len(),
+            first_seen_at_ms: first_seen_at_ms(top),
         },
         batch_seq,
         cursor_start_ts,

@@ -63,6 +63,13 @@ impl PyEnvelope {
             .map(|s| PyBytes::new(py, s.as_bytes()))
     }
 
+    /// Unix milliseconds at which the agent first saw the batch's oldest change
+    /// (the optional ``first_seen_at_ms`` field), or None.
+    #[getter]
+    fn first_seen_at_ms(&self) -> Option<i64> {
+        self.envelope().first_seen_at_ms
+    }
+
     #[getter]
     fn payload_size(&self) -> usize {
         self.envelope().payload_size

@@ -6,6 +6,7 @@ from edgesync.api.routes import (
     devices,
     events,
     lineages,
+    observations,
     policy,
     quarantine,
     recovery,
@@ -18,7 +19,7 @@ from edgesync.api.routes import (
 
 ROUTERS = (lineages.router, quarantine.router, recovery.router, reviews.router, registry.router,
            registry.fleet_router, data_points.router, policy.router, sync_policies.router,
-           devices.router, device_credentials.router,
-           state_tables.router, segments.router, events.router)
+           devices.router, device_credentials.router, state_tables.router, segments.router,
+           observations.router, events.router)
 
 __all__ = ["ROUTERS"]

@@ -32,6 +32,25 @@ class DeviceOut(BaseModel):
     fleet: str | None
     root_topic: str = Field(description="the device's MQTT root topic ({topic_slug}/{name})")
     created_at: datetime
+    # Presence and the agent's last status report (docs/operations.md "Device status").
+    connected: bool = Field(
+        False, description="heard from within 3 report intervals (at least 90 s) and its "
+                           "agent has not said it stopped, nor the broker that it vanished")
+    last_seen_at: datetime | None = Field(
+        None, description="the device's last message of any kind (batch, ACK, report)")
+    last_batch_at: datetime | None = Field(None, description="its last committed batch")
+    last_ack_at: datetime | None = Field(None, description="its last control ACK")
+    reported_at: datetime | None = Field(None, description="its agent's last status report")
+    agent_state: str | None = Field(
+        None, description="running, stopped (a clean stop) or offline (its MQTT will)")
+    agent_version: str | None = None
+    journal_depth: int | None = Field(None, description="journaled changes the agent holds")
+    oldest_unconfirmed_age_s: float | None = Field(
+        None, description="age of the oldest change the cloud has not confirmed yet")
+    buffer_bytes: int | None = Field(
+        None, description="journal (estimated) and telemetry outbox bytes on the device")
+    unconfirmed_batches: int | None = None
+    paused_tables: list[str] | None = None
 
 
 class DeviceIn(BaseModel):
@@ -45,9 +64,19 @@ class DeviceIn(BaseModel):
 
 _SELECT = """
 SELECT d.id, d.name, d.project_id, d.fleet_id, f.name AS fleet, d.created_at,
-       p.topic_slug || '/' || d.name AS root_topic
+       p.topic_slug || '/' || d.name AS root_topic,
+       coalesce(s.online AND s.last_seen_at > now() - make_interval(secs => greatest(90,
+           3 * coalesce((s.report->>'report_interval_s')::float8, 30))), false) AS connected,
+       s.last_seen_at, s.last_batch_at, s.last_ack_at, s.last_report_at AS reported_at,
+       s.report->>'state' AS agent_state, s.report->>'agent_version' AS agent_version,
+       (s.report->>'journal_depth')::bigint AS journal_depth,
+       (s.report->>'oldest_unconfirmed_age_s')::float8 AS oldest_unconfirmed_age_s,
+       (s.report->>'buffer_bytes')::bigint AS buffer_bytes,
+       (s.report->>'unconfirmed_batches')::bigint AS unconfirmed_batches,
+       s.report->'paused_tables' AS paused_tables
 FROM edge_devices d JOIN edge_projects p ON p.id = d.project_id
 LEFT JOIN edge_fleets f ON f.id = d.fleet_id
+LEFT JOIN edge_device_status s ON s.device_id = d.id
 WHERE d.project_id = $1
 """
 

@@ -45,9 +45,13 @@ async def list_(
     access: CanRead, conn: Db, paging: Paging,
     status: Annotated[governance.ReviewStatus | None, Query()] = None,
     lineage_id: Annotated[uuid.UUID | None, Query()] = None,
+    device_id: Annotated[uuid.UUID | None, Query(description="only this device's")] = None,
+    device_name: Annotated[str | None, Query(
+        min_length=1, max_length=128, description="only the device of this name's")] = None,
 ) -> Page[ReviewOut]:
     items, total = await list_reviews(conn, access.project_id, status=status,
-                                      lineage_id=lineage_id, offset=paging.offset,
+                                      lineage_id=lineage_id, device_id=device_id,
+                                      device_name=device_name, offset=paging.offset,
                                       limit=paging.limit)
     return paging.of(items, total)
 
