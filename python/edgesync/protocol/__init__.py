@@ -23,6 +23,12 @@ from edgesync.protocol._snapshot_filter import (
     SnapshotFilter,
     parse_filter,
 )
+from edgesync.protocol._status import (
+    STATUS_REQUEST_KIND,
+    AgentState,
+    StatusReport,
+    parse_status,
+)
 from edgesync.protocol._table_digest import (
     DIGEST_VERSION,
     MAX_PREFIX,
@@ -30,11 +36,6 @@ from edgesync.protocol._table_digest import (
     differing_buckets,
     encode_value,
     pk_json,
-from edgesync.protocol._status import (
-    STATUS_REQUEST_KIND,
-    AgentState,
-    StatusReport,
-    parse_status,
 )
 from edgesync.protocol._topics import (
     DEVICE_TO_CLOUD,
@@ -65,8 +66,8 @@ __all__ = [
     "LoopStatus",
     "RejectionCode",
     "SnapshotFilter",
-    "TableDigest",
     "StatusReport",
+    "TableDigest",
     "TlsFiles",
     "TopicKind",
     "TopicRef",
