@@ -153,6 +153,18 @@ class ProjectApi:
                 if v is not None}
         return self.post(f"/edge/lineages/{lineage_id}/discard-staged", body)
 
+    def replay_rejected(self, lineage_id: str, *, schema_hash: str | None = None,
+                        dry_run: bool = False) -> Any:
+        body: dict[str, Any] = {"dry_run": dry_run}
+        if schema_hash is not None:
+            body["schema_hash"] = schema_hash
+        return self.post(f"/edge/lineages/{lineage_id}/replay-rejected", body)
+
+    def set_sync_authority(self, lineage_id: str, sync_authority: str, *,
+                           force: bool = False) -> Any:
+        return self.post(f"/edge/lineages/{lineage_id}/sync-authority",
+                         {"sync_authority": sync_authority, "force": force})
+
     def delete_lineage(self, lineage_id: str) -> Any:
         return self.delete(f"/edge/lineages/{lineage_id}")
 

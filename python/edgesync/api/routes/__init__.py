@@ -4,6 +4,7 @@ from edgesync.api.routes import (
     data_points,
     devices,
     events,
+    lineage_recovery,
     lineages,
     policy,
     quarantine,
@@ -13,8 +14,8 @@ from edgesync.api.routes import (
     state_tables,
 )
 
-ROUTERS = (lineages.router, quarantine.router, reviews.router, registry.router,
-           registry.fleet_router, data_points.router, policy.router, devices.router,
-           state_tables.router, segments.router, events.router)
+ROUTERS = (lineages.router, lineage_recovery.router, quarantine.router, reviews.router,
+           registry.router, registry.fleet_router, data_points.router, policy.router,
+           devices.router, state_tables.router, segments.router, events.router)
 
 __all__ = ["ROUTERS"]
