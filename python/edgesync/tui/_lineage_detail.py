@@ -1,5 +1,6 @@
-"""One lineage: why it is paused, materialization errors, schema versions, bindings and
-replay progress; from here the staged and written rows, its review, reset and delete."""
+"""One lineage: why it is paused, materialization errors and quarantined rows, schema
+versions, bindings and replay progress; from here the staged and written rows, the
+quarantine, its review, reset and delete."""
 
 from __future__ import annotations
 
@@ -49,6 +50,8 @@ class LineageDetailScreen(ApiScreen):
         Binding("v", "review", "its review"),
         Binding("x", "reset", "reset materialization"),
         Binding("D", "delete", "delete"),
+        # On this screen q is the quarantine (Esc goes back, q there quits).
+        Binding("q", "quarantine", "quarantined rows"),
     ]
 
     def __init__(self, lineage_id: str) -> None:
@@ -132,6 +135,15 @@ class LineageDetailScreen(ApiScreen):
 
         if self.lineage is not None:
             self.app.push_screen(RowsScreen(self.lineage, mode))
+
+    def action_quarantine(self) -> None:
+        from edgesync.tui._quarantine import QuarantineScreen
+
+        if self.lineage is not None:
+            self.app.push_screen(QuarantineScreen(self.lineage))
+
+    def on_screen_resume(self) -> None:
+        self.action_refresh()  # back from the quarantine or the rows: counts may have moved
 
     def action_review(self) -> None:
         self.spawn(self._open_review)
@@ -218,6 +230,12 @@ def _summary(lineage: dict[str, Any]) -> Text:
 def _materialization(lineage: dict[str, Any]) -> Text:
     m = lineage["materialization"]
     out = Text()
+    quarantined = int(m.get("quarantined_rows") or 0)
+    if quarantined:
+        out.append(f"quarantined rows: {quarantined} open", style="bold yellow")
+        out.append(" — q lists them (reason, retry, discard)\n", style="italic")
+    else:
+        out.append("quarantined rows: 0\n")
     if not has_materialization_error(lineage):
         out.append("no errors", style="green")
         return out
