@@ -30,6 +30,7 @@ class LineagesScreen(ApiScreen):
         Binding("slash", "filter", "filter"),
         Binding("f", "cycle_status", "status"),
         Binding("F", "fleet", "fleet…"),
+        Binding("d", "device", "device…"),
         Binding("n", "page(1)", "next page"),
         Binding("p", "page(-1)", "prev page"),
         Binding("2", "app.reviews", "reviews"),
@@ -43,6 +44,7 @@ class LineagesScreen(ApiScreen):
         self.query_text = ""
         self.status: str | None = None
         self.fleet: tuple[str, str] | None = None  # (name, id)
+        self.device: tuple[str, str] | None = None  # (name, id)
         self.rows: dict[str, dict[str, Any]] = {}
 
     def body(self) -> Iterable[Widget]:
@@ -66,7 +68,8 @@ class LineagesScreen(ApiScreen):
     async def reload(self) -> None:
         doc = await self.call(self.api.lineages, page=self.page, limit=PAGE_SIZE,
                               status=self.status, q=self.query_text or None,
-                              fleet_id=self.fleet[1] if self.fleet else None)
+                              fleet_id=self.fleet[1] if self.fleet else None,
+                              device_id=self.device[1] if self.device else None)
         if doc is None:
             return
         self.total = int(doc["meta"]["total"])
@@ -99,6 +102,8 @@ class LineagesScreen(ApiScreen):
                  f"status: {self.status or 'all'}"]
         if self.fleet:
             parts.append(f"fleet: {self.fleet[0]}")
+        if self.device:
+            parts.append(f"device: {self.device[0]}")
         if self.query_text:
             parts.append(f"search: {self.query_text!r}")
         return " · ".join(parts)
@@ -152,6 +157,32 @@ class LineagesScreen(ApiScreen):
                 self.say(f"no fleet named {name!r} (fleets with devices: {known})", error=True)
                 return
             self.fleet = (name, str(ids[name]))
+        self.page = 1
+        await self.reload()
+
+    def action_device(self) -> None:
+        def answered(name: str | None) -> None:
+            if name is not None:
+                self.spawn(partial(self._set_device, name.strip()))
+
+        self.app.push_screen(AskScreen("Only the lineages of the device named (empty: every "
+                                       "device):", self.device[0] if self.device else ""),
+                             answered)
+
+    async def _set_device(self, name: str) -> None:
+        if not name:
+            self.device = None
+        else:
+            doc = await self.call(self.api.devices, limit=500)
+            if doc is None:
+                return
+            ids = {d["name"]: str(d["id"]) for d in doc["data"]}
+            if name not in ids:
+                near = sorted(n for n in ids if name.lower() in n.lower())[:5]
+                self.say(f"no device named {name!r}"
+                         + (f" (did you mean {', '.join(near)}?)" if near else ""), error=True)
+                return
+            self.device = (name, ids[name])
         self.page = 1
         await self.reload()
 
