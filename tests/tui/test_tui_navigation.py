@@ -1,6 +1,7 @@
 """Getting around the console against a real ``edgesync serve`` and a real agent: the
 Lineages screen filtered by device (``d``), a lineage detail's ``w`` and ``d`` views, the
-rows viewer's pages (``n``/``p``) and ``s``/``w``, and ``v`` jumping to its review."""
+rows viewer's pages (``n``/``p``) and ``s``/``w``, ``v`` jumping to its review, and ``/``
+searching the schema reviews on the server."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from edgesync.tui._help import HelpScreen
 from edgesync.tui._lineage_detail import LineageDetailScreen
 from edgesync.tui._lineages import LineagesScreen
 from edgesync.tui._review_detail import ReviewDetailScreen
+from edgesync.tui._reviews import ReviewsScreen
 from edgesync.tui._rows import RowsScreen
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -119,3 +121,20 @@ async def test_device_filter_pages_views_and_review_jump(
             await until(pilot, lambda: review.review is not None
                         and review.review["status"] == "approved"
                         and review.review["source_table"] == "t", "the approved review")
+
+            # /: the schema reviews searched on the server (device, table, …)
+            await pilot.press("2")
+            reviews = await until(pilot, lambda: on(pilot, ReviewsScreen), "reviews")
+            rtable = reviews.query_one("#main-table", DataTable)
+            await until(pilot, lambda: len(rows(rtable)) == 2, "two reviews")
+            await pilot.press("slash")
+            assert isinstance(tui.focused, Input)
+            await pilot.press(*"DEVICE_ST", "enter")
+            await until(pilot, lambda: [c[2] for c in rows(rtable).values()] == ["device_state"]
+                        and "search: 'DEVICE_ST'" in screen_text(reviews), "search narrowed")
+            await pilot.press("slash", *["backspace"] * 9, *other.device_name[-6:], "enter")
+            await until(pilot, lambda: [c[2] for c in rows(rtable).values()] == ["device_state"]
+                        and f"search: '{other.device_name[-6:]}'" in screen_text(reviews),
+                        "search by device name")
+            await pilot.press("slash", *["backspace"] * 6, "enter")
+            await until(pilot, lambda: len(rows(rtable)) == 2, "search cleared")

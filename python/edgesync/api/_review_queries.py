@@ -13,12 +13,17 @@ from edgesync.store import Conn
 
 __all__ = ["check_action_version", "get_review", "list_reviews", "review_out"]
 
+# ``q`` (``$4``): a case-insensitive substring of the device name, source table,
+# classification or who claimed or decided, so a console's search covers every page.
 _FROM = """
 FROM edge_schema_reviews r
 JOIN edge_table_lineages l ON l.id = r.lineage_id
 JOIN edge_schema_versions v ON v.id = r.schema_version_id
+JOIN edge_devices d ON d.id = l.device_id
 WHERE l.project_id = $1 AND ($2::text IS NULL OR r.status = $2)
   AND ($3::uuid IS NULL OR r.lineage_id = $3)
+  AND ($4::text IS NULL OR strpos(lower(concat_ws(' ', d.name, l.source_table,
+       r.classification, r.claimed_by, r.decided_by)), lower($4)) > 0)
 """
 
 
@@ -31,13 +36,13 @@ def review_not_found() -> ApiError:
 
 
 async def list_reviews(conn: Conn, project_id: uuid.UUID, *, status: str | None,
-                       lineage_id: uuid.UUID | None, offset: int, limit: int
-                       ) -> tuple[list[ReviewOut], int]:
-    args = (project_id, status, lineage_id)
+                       lineage_id: uuid.UUID | None, offset: int, limit: int,
+                       q: str | None = None) -> tuple[list[ReviewOut], int]:
+    args = (project_id, status, lineage_id, q)
     total = await conn.fetchval("SELECT count(*)" + _FROM, *args)
     rows = await conn.fetch(
         "SELECT r.*, l.project_id, l.device_id, l.source_table, v.schema_columns, v.diff"
-        + _FROM + "ORDER BY r.created_at, r.id OFFSET $4 LIMIT $5", *args, offset, limit)
+        + _FROM + "ORDER BY r.created_at, r.id OFFSET $5 LIMIT $6", *args, offset, limit)
     return [review_out(dict(r)) for r in rows], int(total)
 
 

@@ -58,6 +58,7 @@ class LineageDetailScreen(ApiScreen):
         super().__init__()
         self.lineage_id = lineage_id
         self.lineage: dict[str, Any] | None = None
+        self._reread_on_resume = False
 
     def body(self) -> Iterable[Widget]:
         with VerticalScroll():
@@ -140,10 +141,15 @@ class LineageDetailScreen(ApiScreen):
         from edgesync.tui._quarantine import QuarantineScreen
 
         if self.lineage is not None:
+            self._reread_on_resume = True
             self.app.push_screen(QuarantineScreen(self.lineage))
 
     def on_screen_resume(self) -> None:
-        self.action_refresh()  # back from the quarantine or the rows: counts may have moved
+        # Back from the quarantine: its count may have moved. Not after every modal (a
+        # confirmed delete pops this screen while a re-read would still be running).
+        if self._reread_on_resume:
+            self._reread_on_resume = False
+            self.action_refresh()
 
     def action_review(self) -> None:
         self.spawn(self._open_review)

@@ -45,10 +45,14 @@ async def list_(
     access: CanRead, conn: Db, paging: Paging,
     status: Annotated[governance.ReviewStatus | None, Query()] = None,
     lineage_id: Annotated[uuid.UUID | None, Query()] = None,
+    q: Annotated[str | None, Query(
+        max_length=200, description="only reviews whose device name, source table, "
+                                    "classification, claimer or decider contains this "
+                                    "(any case)")] = None,
 ) -> Page[ReviewOut]:
     items, total = await list_reviews(conn, access.project_id, status=status,
                                       lineage_id=lineage_id, offset=paging.offset,
-                                      limit=paging.limit)
+                                      limit=paging.limit, q=q)
     return paging.of(items, total)
 
 
