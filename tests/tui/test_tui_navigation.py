@@ -138,3 +138,25 @@ async def test_device_filter_pages_views_and_review_jump(
                         "search by device name")
             await pilot.press("slash", *["backspace"] * 6, "enter")
             await until(pilot, lambda: len(rows(rtable)) == 2, "search cleared")
+
+
+async def test_a_backpressure_pause_says_so(tui_server: Server, tmp_path: Path, mqtt_url: str,
+                                            batches: Callable[..., Any]) -> None:
+    """More staged than the policy's cap: the lineage pauses for backpressure, and the
+    Lineages screen and the detail say so in words."""
+    console = await make_console(tui_server, tmp_path, mqtt_url, "bp",
+                                 policy={"max_pending_rows_per_lineage": 3})
+    f = batches("device_state")
+    assert tui_server.pipeline is not None
+    await tui_server.pipeline.handle(f"{console.device.root}/sync/rows/batch", f.payload(
+        f.rows(*(("insert", {"id": i, "mode": "m", "setpoint": 1.0}) for i in range(1, 6)))))
+    tui = console.app()
+    async with tui.run_test(size=(140, 45)) as pilot:
+        lineages = await until(pilot, lambda: on(pilot, LineagesScreen), "lineages")
+        table = lineages.query_one("#main-table", DataTable)
+        await until(pilot, lambda: [c[3:6] for c in rows(table).values()] == [
+            ["paused", "backpressure", "5"]], "paused for backpressure", refresh=True)
+        await open_row(pilot, table, next(iter(rows(table))))
+        detail = await until(pilot, lambda: on(pilot, LineageDetailScreen), "detail")
+        await until(pilot, lambda: "status: paused — backpressure" in screen_text(detail),
+                    "the detail says why")
