@@ -13,7 +13,7 @@ import pytest
 from e2e_kit import app, approve, eventually, lineage, running_agent, target_of, wait_equal
 from textual.widgets import DataTable, Input
 from tui_console import make_console
-from tui_pilot import composed, on, open_row, rows, screen_text, status, until
+from tui_pilot import composed, on, open_row, rows, screen_text, shot, status, until
 
 from edgesync.materialize import quote_ident
 from edgesync.server import Server
@@ -90,6 +90,7 @@ async def test_quarantine_view_retry_edit_and_discard(tui_server: Server, tmp_pa
             assert "value_type_mismatch" in status(quar)
             await until(pilot, lambda: rows(qtable).get(row_id, [""] * 9)[8] == "1",
                         "one attempt counted")
+            shot(pilot, "quarantine")
 
             # e: the value edited, then written
             await pilot.press("e")
