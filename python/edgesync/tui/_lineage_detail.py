@@ -5,6 +5,7 @@ quarantine, its review, reset and delete."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 from typing import Any
 
 from rich.text import Text
@@ -52,6 +53,8 @@ class LineageDetailScreen(ApiScreen):
         Binding("D", "delete", "delete"),
         # On this screen q is the quarantine (Esc goes back, q there quits).
         Binding("q", "quarantine", "quarantined rows"),
+        Binding("o", "authority", "sync authority…"),
+        Binding("R", "replay_rejected", "replay rejected versions' rows…"),
     ]
 
     def __init__(self, lineage_id: str) -> None:
@@ -127,9 +130,33 @@ class LineageDetailScreen(ApiScreen):
             self.action_refresh()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        lineage = self.lineage
         if action == "reset":  # only a materialization error can be reset
-            return self.lineage is not None and has_materialization_error(self.lineage)
+            return lineage is not None and has_materialization_error(lineage)
+        if action == "authority":  # an approved state table
+            return lineage is not None and lineage["pipeline"] == "rows" \
+                and lineage.get("approved_schema_hash") is not None
+        if action == "replay_rejected":
+            return lineage is not None and lineage.get("approved_schema_hash") is not None \
+                and any(v["status"] == "rejected" for v in lineage["schema_versions"])
         return True
+
+    def action_authority(self) -> None:
+        from edgesync.tui._decisions import change_authority
+
+        if self.lineage is not None and self.check_action("authority", ()):
+            change_authority(self, self.lineage)
+        else:
+            self.say("only an approved state table's sync authority can change", error=True)
+
+    def action_replay_rejected(self) -> None:
+        from edgesync.tui._decisions import replay_rejected
+
+        if self.lineage is not None and self.check_action("replay_rejected", ()):
+            self.spawn(partial(replay_rejected, self, self.lineage))
+        else:
+            self.say("no rejected schema version (or nothing approved to replay under)",
+                     error=True)
 
     def action_rows(self, mode: str) -> None:
         from edgesync.tui._rows import RowsScreen
