@@ -147,3 +147,38 @@ async def test_replay_rejected_through_the_cli(run, tenant, stage, pool: asyncpg
     code, _, err = run("lineages", "replay-rejected", lid, "--schema-hash", "f" * 64,
                        ok=False)
     assert code != 0 and "no rejected schema version" in err, err
+
+
+async def test_a_refused_row_of_a_rebound_version_retries_with_the_approved_bindings(
+        client: httpx.AsyncClient, tenant, stage, pool: asyncpg.Pool, batches) -> None:
+    """A row of a rebound batch the writer refuses is quarantined under its own (rejected)
+    version; its retry writes it with the approved version's bindings, not a 409."""
+    s = await stage(tenant)
+    topic = f"{s.device.root_topic}/sync/rows/batch"
+    pipe = IngestPipeline(pool)
+    r = await client.post(tenant.url(f"/edge/schema-reviews/{s.review_id}/reject"),
+                          headers=tenant.headers(**idem()), json={"action_version": 1})
+    assert r.status_code == 200, r.text
+    f1 = batches()
+    await pipe.handle(topic, f1.payload(f1.rows(
+        ("insert", {"id": 4, "mode": "odd", "setpoint": "not a number"}))))
+    f2 = batches()
+    f2.set_columns(V2)
+    await pipe.handle(topic, f2.payload(f2.rows(
+        ("insert", {"id": 3, "mode": "fan", "setpoint": 19.0, "fan": 2}))))
+    await approve(pool, s.lineage_id)
+    r = await client.post(tenant.url(f"/edge/lineages/{s.lineage_id}/replay-rejected"),
+                          headers=tenant.headers(**idem()), json={})
+    assert r.json()["data"]["rebound_rows"] == 3, r.text
+    await Replayer(pool).drain_pending()
+    (q,) = await pool.fetch("SELECT id, schema_hash, reason_code FROM edge_quarantined_rows "
+                            "WHERE lineage_id = $1 AND status = 'open'", s.lineage_id)
+    assert (q["schema_hash"], q["reason_code"]) == (f1.schema_hash, "value_type_mismatch")
+    r = await client.post(tenant.url(f"/edge/lineages/{s.lineage_id}/quarantine/{q['id']}"
+                                     "/retry"), headers=tenant.headers(**idem()),
+                          json={"values": {"setpoint": 4.5}})
+    assert r.status_code == 200 and r.json()["data"]["written"] is True, r.text
+    table = quote_ident(await pool.fetchval(
+        "SELECT target_table FROM edge_table_lineages WHERE id = $1", s.lineage_id))
+    assert tuple(await pool.fetchrow(f"SELECT mode, setpoint, fan FROM {table} "
+                                     "WHERE id = 4")) == ("odd", 4.5, None)
