@@ -163,3 +163,24 @@ async def test_preview_of_an_approval_changes_nothing(client: httpx.AsyncClient,
     r = await client.post(tenant.url(f"/edge/schema-reviews/{uuid.uuid4()}/preview"),
                           headers=tenant.reader(), json={})
     assert r.status_code == 404 and r.json()["error"]["code"] == "REVIEW_NOT_FOUND"
+
+
+async def test_search_covers_every_page(client: httpx.AsyncClient, tenant, stage) -> None:
+    """``q=``: a case-insensitive substring of device name, table, classification or who
+    claimed/decided, counted over every page (the console's ``/``)."""
+    await stage(tenant, "gw-east", "device_state")
+    await stage(tenant, "gw-west", "alarms")
+
+    async def tables(**params: object) -> tuple[list[str], int]:
+        r = await client.get(tenant.url("/edge/schema-reviews"), headers=tenant.headers(),
+                             params=params)
+        assert r.status_code == 200, r.text
+        return [x["source_table"] for x in r.json()["data"]], r.json()["meta"]["total"]
+
+    assert await tables(q="WEST") == (["alarms"], 1)
+    assert await tables(q="gw-", page=2, limit=1) == (["alarms"], 2)
+    assert await tables(q="ambiguous") == (["device_state", "alarms"], 2)
+    assert await tables(q="nothing like it") == ([], 0)
+    r = await client.get(tenant.url("/edge/schema-reviews"), headers=tenant.headers(),
+                         params={"q": "x" * 201})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "q"

@@ -1,6 +1,7 @@
 """Decisions someone else got to first: a claim on a review claimed meanwhile is refused
 with ACTION_VERSION_CONFLICT, and the console offers to reload it (then the decision
-works at the new version); a rejection carries the reason typed in."""
+works at the new version); a rejection carries the reason typed in; the events pane shows
+both, and ``/`` narrows it."""
 
 from __future__ import annotations
 
@@ -106,4 +107,12 @@ async def test_stale_review_reload_prompt_and_reject_reason(
             about = next(c[3] for c in rows(etable).values()
                          if c[2] == "schema_review.rejected")
             assert f"review {junk[:8]}" in about
+            # /: only the events whose type or subject has the text
+            await pilot.press("slash")
+            await pilot.press(*"REJECTED", "enter")
+            await until(pilot, lambda: set(kinds()) == {"schema_review.rejected"}
+                        and "search: 'REJECTED'" in screen_text(events), "events searched")
+            await pilot.press("slash", *["backspace"] * 8, "enter")
+            await until(pilot, lambda: {"schema_review.rejected", "schema_review.approved"}
+                        <= set(kinds()), "search cleared")
         other.client.close()

@@ -22,6 +22,8 @@ from edgesync._parsers.recovery import add_recovery_parsers
 # (tests/cli/test_operator_args.py checks the two agree).
 STAGING_REASONS = ("schema_review", "schema_rejected", "lineage_paused",
                    "materialization_failed")
+# edgesync.control.SYNC_AUTHORITIES, spelled out for the same reason.
+SYNC_AUTHORITIES = ("device_authoritative", "cloud_authoritative")
 
 __all__ = ["MODE_NOTE", "add_data_points_parser", "add_devices_parsers", "add_lineages_parser",
            "add_policy_parser", "add_registry_parser", "add_reviews_parser", "add_tui_parser",
@@ -148,8 +150,7 @@ def add_reviews_parser(sub: Any) -> None:
     approve.add_argument("--defer", action="append", default=[], metavar="COL",
                          help="decide about COL later; repeatable (API)")
     _map_options(approve)
-    approve.add_argument("--sync-authority",
-                         choices=["device_authoritative", "cloud_authoritative"],
+    approve.add_argument("--sync-authority", choices=SYNC_AUTHORITIES,
                          help="cloud_authoritative allows write-back (lineages write) (API)")
     approve.add_argument("--action-version", type=int, default=None,
                          help="the action_version you last saw (API; default: the current)")
@@ -243,6 +244,31 @@ def add_lineages_parser(sub: Any) -> None:
                          help="only batches staged under this schema version (64 hex digits)")
     discard.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     _api_options(discard)
+
+    replay = _sub(lsub, "replay-rejected", "replay rows of rejected schema versions under "
+                  "the approved one, when compatible",
+                  "Check the lineage's rejected schema versions (or --schema-hash) against "
+                  "its approved one and replay the staged rows of the compatible ones with "
+                  "the approved bindings (the rule: docs/recovery.md). Prints each version, "
+                  "whether it is compatible (else why), and how many batches and rows replay; "
+                  "discard the others with discard-staged --schema-hash.")
+    replay.add_argument("lineage_id", type=uuid.UUID)
+    replay.add_argument("--schema-hash", default=None, metavar="HASH",
+                        help="only this rejected version (64 hex digits)")
+    replay.add_argument("--dry-run", action="store_true",
+                        help="only say which versions are compatible; change nothing")
+    _api_options(replay)
+
+    auth = _sub(lsub, "sync-authority", "change an approved state table's sync authority",
+                "Set who wins for a state table after its approval: cloud_authoritative "
+                "allows write-back (lineages write); device_authoritative refuses it and the "
+                "cloud forgets its row versions (docs/recovery.md, lkcv).")
+    auth.add_argument("lineage_id", type=uuid.UUID)
+    auth.add_argument("sync_authority", choices=SYNC_AUTHORITIES)
+    auth.add_argument("--force", action="store_true",
+                      help="to device_authoritative even while state_write controls are not "
+                           "acknowledged by the device")
+    _api_options(auth)
 
     _add_quarantine_parser(lsub)
     add_recovery_parsers(lsub, _sub, _api_options, _paging)

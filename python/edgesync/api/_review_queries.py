@@ -13,6 +13,8 @@ from edgesync.store import Conn
 
 __all__ = ["check_action_version", "get_review", "list_reviews", "review_out"]
 
+# ``q`` (``$6``): a case-insensitive substring of the device name, source table,
+# classification or who claimed or decided, so a console's search covers every page.
 _FROM = """
 FROM edge_schema_reviews r
 JOIN edge_table_lineages l ON l.id = r.lineage_id
@@ -21,6 +23,8 @@ JOIN edge_schema_versions v ON v.id = r.schema_version_id
 WHERE l.project_id = $1 AND ($2::text IS NULL OR r.status = $2)
   AND ($3::uuid IS NULL OR r.lineage_id = $3) AND ($4::uuid IS NULL OR l.device_id = $4)
   AND ($5::text IS NULL OR d.name = $5)
+  AND ($6::text IS NULL OR strpos(lower(concat_ws(' ', d.name, l.source_table,
+       r.classification, r.claimed_by, r.decided_by)), lower($6)) > 0)
 """
 
 
@@ -34,13 +38,13 @@ def review_not_found() -> ApiError:
 
 async def list_reviews(conn: Conn, project_id: uuid.UUID, *, status: str | None,
                        lineage_id: uuid.UUID | None, offset: int, limit: int,
-                       device_id: uuid.UUID | None = None, device_name: str | None = None
-                       ) -> tuple[list[ReviewOut], int]:
-    args = (project_id, status, lineage_id, device_id, device_name)
+                       device_id: uuid.UUID | None = None, device_name: str | None = None,
+                       q: str | None = None) -> tuple[list[ReviewOut], int]:
+    args = (project_id, status, lineage_id, device_id, device_name, q)
     total = await conn.fetchval("SELECT count(*)" + _FROM, *args)
     rows = await conn.fetch(
         "SELECT r.*, l.project_id, l.device_id, d.name AS device_name, l.source_table, "
-        "v.schema_columns, v.diff" + _FROM + "ORDER BY r.created_at, r.id OFFSET $6 LIMIT $7",
+        "v.schema_columns, v.diff" + _FROM + "ORDER BY r.created_at, r.id OFFSET $7 LIMIT $8",
         *args, offset, limit)
     return [review_out(dict(r)) for r in rows], int(total)
 

@@ -156,6 +156,34 @@ class ProjectApi:
                 if v is not None}
         return self.post(f"/edge/lineages/{lineage_id}/discard-staged", body)
 
+    def replay_rejected(self, lineage_id: str, *, schema_hash: str | None = None,
+                        dry_run: bool = False) -> Any:
+        body: dict[str, Any] = {"dry_run": dry_run}
+        if schema_hash is not None:
+            body["schema_hash"] = schema_hash
+        return self.post(f"/edge/lineages/{lineage_id}/replay-rejected", body)
+
+    def set_sync_authority(self, lineage_id: str, sync_authority: str, *,
+                           force: bool = False) -> Any:
+        return self.post(f"/edge/lineages/{lineage_id}/sync-authority",
+                         {"sync_authority": sync_authority, "force": force})
+
+    def quarantine(self, lineage_id: str, **params: Any) -> dict[str, Any]:
+        return self.get_page(f"/edge/lineages/{lineage_id}/quarantine", **params)
+
+    def retry_quarantined(self, lineage_id: str, row_id: int | None = None, *,
+                          values: dict[str, Any] | None = None) -> Any:
+        """Retry one quarantined row (with ``values`` replaced), or every open one."""
+        base = f"/edge/lineages/{lineage_id}/quarantine"
+        if row_id is None:
+            return self.post(f"{base}/retry")
+        return self.post(f"{base}/{row_id}/retry", {"values": values} if values else {})
+
+    def discard_quarantined(self, lineage_id: str, row_id: int | None = None) -> Any:
+        """Discard one quarantined row, or every one of the lineage."""
+        base = f"/edge/lineages/{lineage_id}/quarantine"
+        return self.post(f"{base}/discard" if row_id is None else f"{base}/{row_id}/discard")
+
     def delete_lineage(self, lineage_id: str) -> Any:
         return self.delete(f"/edge/lineages/{lineage_id}")
 

@@ -82,6 +82,13 @@ def _lineages(ctx: Ctx) -> None:
         _delete_lineage(ctx, lid)
     elif cmd == "discard-staged":
         _discard_staged(ctx, lid)
+    elif cmd == "replay-rejected":
+        _replay_rejected(ctx, lid)
+    elif cmd == "sync-authority":
+        ctx.item(api.set_sync_authority(lid, a.sync_authority, force=a.force),
+                 ["lineage_id", "sync_authority", "previous", "changed",
+                  "pending_state_writes", "cloud_versions_cleared"],
+                 "sync authority changed")
     elif cmd == "quarantine":
         quarantine_command(ctx, lid)
     elif cmd in RECOVERY_COMMANDS:
@@ -132,6 +139,23 @@ def _delete_lineage(ctx: Ctx, lid: str) -> None:
         if answer not in ("y", "yes"):
             raise _Aborted()
     ctx.item(ctx.api.delete_lineage(lid), ["id", "deleted"], "lineage deleted")
+
+
+def _replay_rejected(ctx: Ctx, lid: str) -> None:
+    a = ctx.args
+
+    def write(ctx: Ctx, data: dict[str, Any]) -> None:
+        print_fields(data, ["lineage_id", "approved_schema_hash", "dry_run",
+                            "rebound_batches", "rebound_rows"], ctx.out)
+        ctx.section("rejected versions",
+                    [{**v, "reasons": "; ".join(v["reasons"]) or "-"}
+                     for v in data["versions"]],
+                    [("schema_hash", "schema hash"), ("compatible", "compatible"),
+                     ("rebound", "replayed"), ("staged_batches", "batches"),
+                     ("staged_rows", "rows"), ("reasons", "why not")])
+
+    ctx.detail(ctx.api.replay_rejected(lid, schema_hash=a.schema_hash, dry_run=a.dry_run),
+               write)
 
 
 def _discard_staged(ctx: Ctx, lid: str) -> None:

@@ -2,6 +2,7 @@
 that reach devices (backpressure, materialization circuit breaker). The HTTP endpoint of
 presigned uploads is in ``edgesync.api.routes.uploads``: nothing here imports FastAPI."""
 
+from edgesync.control._authority import SYNC_AUTHORITIES, change_sync_authority
 from edgesync.control._flow import (
     check_backpressure,
     record_materialization_failure,
@@ -43,6 +44,7 @@ __all__ = [
     "GRANT_TTL",
     "MAX_OBJECT_BYTES",
     "MAX_WRITE_ROWS",
+    "SYNC_AUTHORITIES",
     "BackpressureSweeper",
     "ControlSender",
     "FlowPolicy",
@@ -53,6 +55,7 @@ __all__ = [
     "ResnapshotStatus",
     "VerificationScheduler",
     "VerificationStatus",
+    "change_sync_authority",
     "check_backpressure",
     "enqueue_control",
     "forget_on_device",

@@ -27,6 +27,12 @@ from edgesync.governance._lineages import (
     pause_lineage,
     resume_lineage,
 )
+from edgesync.governance._rebind import (
+    RebindOutcome,
+    RejectedVersion,
+    replay_incompatibilities,
+    replay_rejected,
+)
 from edgesync.governance._registry import COALESCING_MODES
 from edgesync.governance._registry_reviews import (
     abandon_registry_review,
@@ -58,6 +64,8 @@ __all__ = [
     "Lineage",
     "LineageStatus",
     "PauseReason",
+    "RebindOutcome",
+    "RejectedVersion",
     "ReviewStatus",
     "SchemaDiff",
     "SchemaStatus",
@@ -93,5 +101,7 @@ __all__ = [
     "reject_registry_review",
     "reject_review",
     "reopen_review",
+    "replay_incompatibilities",
+    "replay_rejected",
     "resume_lineage",
 ]

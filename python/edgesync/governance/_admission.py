@@ -111,8 +111,8 @@ async def admit(conn: Conn, scope: DeviceScope, lineage: Lineage,
             "UPDATE edge_table_lineages SET current_schema_hash = $2 WHERE id = $1 "
             "AND current_schema_hash IS DISTINCT FROM $2", lineage.id, schema_hash)
     version = await conn.fetchrow(
-        "SELECT id, status, schema_columns, registry_id, classification "
-        "FROM edge_schema_versions "
+        "SELECT id, status, schema_columns, registry_id, classification, "
+        "replay_as_schema_hash FROM edge_schema_versions "
         "WHERE lineage_id = $1 AND schema_hash = $2", lineage.id, schema_hash)
     new_cols = orjson.loads(schema_columns_json)["columns"] if schema_columns_json else None
     if version is None:
@@ -162,7 +162,14 @@ async def admit(conn: Conn, scope: DeviceScope, lineage: Lineage,
                 lineage, status = decided, SchemaStatus.APPROVED
     if status == SchemaStatus.APPROVED and lineage.status == LineageStatus.ACTIVE:
         return Admission(lineage, target=await load_state_target(conn, lineage, schema_hash))
-    if status == SchemaStatus.REJECTED:  # kept, labelled for what it is: discardable
+    if status == SchemaStatus.REJECTED:
+        assert version is not None
+        replay_as = version["replay_as_schema_hash"]
+        if replay_as is not None and lineage.status == LineageStatus.ACTIVE:
+            # An operator found it compatible (replay_rejected): written with the bindings
+            # of the approved version.
+            return Admission(lineage, target=await load_state_target(conn, lineage, replay_as))
+        # Kept, labelled for what it is: replayable when compatible, else discardable.
         return Admission(lineage, staging_reason=StagingReason.SCHEMA_REJECTED)
     if status != SchemaStatus.APPROVED or lineage.pause_reason == PauseReason.SCHEMA_REVIEW:
         return Admission(lineage, staging_reason=StagingReason.SCHEMA_REVIEW)

@@ -34,6 +34,8 @@ class EventType(enum.StrEnum):
     CAPTURE_GAP_REPORTED = "edgesync.capture_gap.reported.v1"
     REPLAY_COMPLETED = "edgesync.replay.completed.v1"
     STAGED_ROWS_DISCARDED = "edgesync.staged_rows.discarded.v1"
+    REJECTED_ROWS_REBOUND = "edgesync.rejected_rows.rebound.v1"
+    SYNC_AUTHORITY_CHANGED = "edgesync.table_lineage.sync_authority_changed.v1"
     ROWS_QUARANTINED = "edgesync.rows.quarantined.v1"
     QUARANTINED_ROW_RETRIED = "edgesync.quarantined_row.retried.v1"
     QUARANTINED_ROWS_RETRIED = "edgesync.quarantined_rows.retried.v1"

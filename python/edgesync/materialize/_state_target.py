@@ -62,6 +62,16 @@ class StateTarget:
         await conn.execute(f"ALTER TABLE {q} ADD COLUMN IF NOT EXISTS _edge_cloud_version bigint, "
                            "ADD COLUMN IF NOT EXISTS _edge_lkcv bigint")
 
+    async def forget_cloud_versions(self, conn: Conn, device_id: uuid.UUID) -> int:
+        """Drop the cloud's claim on a device's rows (``_edge_cloud_version``,
+        ``_edge_lkcv`` back to NULL) when its table turns device-authoritative; returns
+        how many rows had one. Needs ``provision_cloud_authority`` to have run."""
+        status: str = await conn.execute(
+            f"UPDATE {quote_ident(self.table)} SET _edge_cloud_version = NULL, "
+            "_edge_lkcv = NULL WHERE device_id = $1 "
+            "AND (_edge_cloud_version IS NOT NULL OR _edge_lkcv IS NOT NULL)", device_id)
+        return int(status.rsplit(" ", 1)[-1])
+
     async def provision(self, conn: Conn) -> None:
         """Create the table, or add the columns a newer schema brought (idempotent)."""
         q = quote_ident(self.table)

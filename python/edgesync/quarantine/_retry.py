@@ -152,19 +152,25 @@ async def retry_all(conn: Conn, lineage: Lineage, *, actor: str) -> RetryTotals:
     return totals
 
 
-async def _approved(conn: Conn, lineage: Lineage, schema_hash: str) -> bool:
-    return bool(await conn.fetchval(
-        "SELECT EXISTS (SELECT 1 FROM edge_schema_versions WHERE lineage_id = $1 "
-        "AND schema_hash = $2 AND status = 'approved')", lineage.id, schema_hash))
+async def _bound_to(conn: Conn, lineage: Lineage, schema_hash: str) -> str | None:
+    """The approved version whose bindings write rows of ``schema_hash``: itself, or for a
+    rejected version the one an operator found it compatible with; None when neither."""
+    bound: str | None = await conn.fetchval(
+        "SELECT b.schema_hash FROM edge_schema_versions v JOIN edge_schema_versions b "
+        "ON b.lineage_id = v.lineage_id AND b.status = 'approved' AND b.schema_hash = "
+        "  CASE WHEN v.status = 'rejected' THEN v.replay_as_schema_hash ELSE v.schema_hash END "
+        "WHERE v.lineage_id = $1 AND v.schema_hash = $2", lineage.id, schema_hash)
+    return bound
 
 
 async def _write(conn: Conn, lineage: Lineage, row: QuarantinedRow, row_json: str, *,
                  actor: str, edited: bool) -> RetryOutcome:
     batch = _one_row_batch(row, row_json)
-    if not await _approved(conn, lineage, row.schema_hash):
+    bound = await _bound_to(conn, lineage, row.schema_hash)
+    if bound is None:
         raise ConflictError(f"the row's schema version {row.schema_hash[:12]}… is not "
                             "approved (any more): approve it, or discard the row")
-    target = await load_state_target(conn, lineage, row.schema_hash)
+    target = await load_state_target(conn, lineage, bound)
     if target is None:
         raise ConflictError(f"lineage {lineage.id} has no target table")
     item = WriteItem(lineage.device_id, batch, target)

@@ -86,18 +86,24 @@ class Replayer:
                 if lineage.status == LineageStatus.PAUSED and lineage.pause_reason in (
                         PauseReason.CIRCUIT_BREAKER, PauseReason.DEFERRED_COLUMNS):
                     return replayed  # resumes through reset-materialization / a new review
+                # Each staged batch is written with the bindings of its own approved
+                # version, or of the approved version an operator found its rejected one
+                # compatible with (``replay_as_schema_hash``, governance.replay_rejected).
                 staged = await conn.fetch(
-                    "SELECT id, segment_id, schema_hash, pipeline, blob, row_count, byte_count "
-                    "FROM edge_staged_rows "
-                    "WHERE lineage_id = $1 AND staging_reason <> 'materialization_failed' "
-                    "AND schema_hash IN (SELECT schema_hash FROM edge_schema_versions "
+                    "WITH bind AS (SELECT schema_hash, CASE WHEN status = 'approved' "
+                    "  THEN schema_hash WHEN status = 'rejected' THEN replay_as_schema_hash "
+                    "  END AS bind_hash FROM edge_schema_versions WHERE lineage_id = $1) "
+                    "SELECT s.id, s.segment_id, b.bind_hash, s.pipeline, s.blob, s.row_count, "
+                    "s.byte_count FROM edge_staged_rows s JOIN bind b USING (schema_hash) "
+                    "WHERE s.lineage_id = $1 AND s.staging_reason <> 'materialization_failed' "
+                    "AND b.bind_hash IN (SELECT schema_hash FROM edge_schema_versions "
                     "  WHERE lineage_id = $1 AND status = 'approved') "
                     # A schema approved with deferred columns is not decided yet: its rows
                     # stay staged (replaying them would lose the deferred values for good)
                     # until an approval binds every column.
-                    "AND schema_hash NOT IN (SELECT schema_hash FROM edge_column_bindings "
+                    "AND b.bind_hash NOT IN (SELECT schema_hash FROM edge_column_bindings "
                     "  WHERE lineage_id = $1 AND action = 'defer') "
-                    "ORDER BY pipeline <> 'telemetry', id LIMIT $2",
+                    "ORDER BY s.pipeline <> 'telemetry', s.id LIMIT $2",
                     lineage_id, _CHUNK)
                 if not staged:
                     done = await conn.fetchval(
@@ -121,10 +127,10 @@ class Replayer:
         items: list[tuple[asyncpg.Record, WriteItem]] = []
         failed: list[tuple[asyncpg.Record, str]] = []
         for rec in staged:
-            if rec["schema_hash"] not in targets:
-                target = await load_state_target(conn, lineage, rec["schema_hash"])
+            if rec["bind_hash"] not in targets:
+                target = await load_state_target(conn, lineage, rec["bind_hash"])
                 assert target is not None
-                targets[rec["schema_hash"]] = target
+                targets[rec["bind_hash"]] = target
             payload = _core.decompress_blob(rec["blob"])
             try:
                 batch: RowBatch | TelemetryBatch = (
@@ -134,7 +140,7 @@ class Replayer:
             except BatchRejected as exc:
                 failed.append((rec, str(exc)))
                 continue
-            items.append((rec, WriteItem(lineage.device_id, batch, targets[rec["schema_hash"]])))
+            items.append((rec, WriteItem(lineage.device_id, batch, targets[rec["bind_hash"]])))
 
         async def attempt(part: list[tuple[asyncpg.Record, WriteItem]]) -> None:
             async with conn.transaction():  # a savepoint: a failed part leaves no trace

@@ -1,5 +1,6 @@
 """Events: the project's governance events as they happen (the SSE stream), newest
-first — reviews queued and decided, lineages paused and resumed, replays done."""
+first — reviews queued and decided, lineages paused and resumed, replays done. ``/``
+keeps those whose type or subject contains the text (the console holds them all)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from rich.text import Text
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
-from edgesync.tui._base import ApiScreen
 from edgesync.tui._format import cell, short_time
+from edgesync.tui._search import SearchScreen
 
 __all__ = ["EventsScreen", "event_words"]
 
@@ -35,10 +36,16 @@ def event_words(event: dict[str, Any]) -> tuple[str, str]:
     return kind, " ".join(parts)
 
 
-class EventsScreen(ApiScreen):
+def _matches(event: dict[str, Any], text: str) -> bool:
+    return not text or text.lower() in " ".join(event_words(event)).lower()
+
+
+class EventsScreen(SearchScreen):
     TITLE = "Events"
+    SEARCH_HINT = "keep the events whose type or subject contains this; Enter applies"
 
     def body(self) -> Iterable[Widget]:
+        yield self.search_box()
         yield Static("", id="head", classes="head", markup=False)
         table: DataTable[Text] = DataTable(id="main-table", cursor_type="row",
                                            zebra_stripes=True)
@@ -49,14 +56,16 @@ class EventsScreen(ApiScreen):
         table = self.query_one("#main-table", DataTable)
         table.clear()
         for event in reversed(self.tui.events):
-            self._add(table, event, top=False)
+            if _matches(event, self.query_text):
+                self._add(table, event, top=False)
         self._head()
 
     def _head(self) -> None:
         feed = self.tui.feed_state
         self.query_one("#head", Static).update(
             f"live from {self.tui.settings.api_url} · {len(self.tui.events)} events since "
-            f"the console started · stream: {feed}")
+            f"the console started · stream: {feed}"
+            + (f" · search: {self.query_text!r}" if self.query_text else ""))
 
     def _add(self, table: DataTable[Text], event: dict[str, Any], *, top: bool) -> None:
         kind, about = event_words(event)
@@ -69,5 +78,6 @@ class EventsScreen(ApiScreen):
             table.add_row(*row)
 
     def feed_event(self, event: dict[str, Any]) -> None:
-        self._add(self.query_one("#main-table", DataTable), event, top=True)
+        if _matches(event, self.query_text):
+            self._add(self.query_one("#main-table", DataTable), event, top=True)
         self._head()

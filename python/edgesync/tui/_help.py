@@ -29,9 +29,11 @@ class HelpScreen(ModalScreen[None]):
         body.append(f"Keys: {self.screen_title}\n\n", style="bold")
         seen = set()
         for key, what in [*self.keys, *_GLOBAL]:
-            if key.lower() in seen:
+            # "esc" and "Esc" are one key, "d" and "D" two.
+            name = key if len(key) == 1 else key.lower()
+            if name in seen:
                 continue
-            seen.add(key.lower())
+            seen.add(name)
             body.append(f"  {key:<8}", style="bold cyan")
             body.append(f"{what}\n")
         body.append("\nEsc or ? closes.")

@@ -1,9 +1,11 @@
-"""One lineage: why it is paused, materialization errors, schema versions, bindings and
-replay progress; from here the staged and written rows, its review, reset and delete."""
+"""One lineage: why it is paused, materialization errors and quarantined rows, schema
+versions, bindings and replay progress; from here the staged and written rows, the
+quarantine, its review, reset and delete."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 from typing import Any
 
 from rich.text import Text
@@ -50,12 +52,17 @@ class LineageDetailScreen(ApiScreen):
         Binding("v", "review", "its review"),
         Binding("x", "reset", "reset materialization"),
         Binding("D", "delete", "delete"),
+        # On this screen q is the quarantine (Esc goes back, q there quits).
+        Binding("q", "quarantine", "quarantined rows"),
+        Binding("o", "authority", "sync authority…"),
+        Binding("R", "replay_rejected", "replay rejected versions' rows…"),
     ]
 
     def __init__(self, lineage_id: str) -> None:
         super().__init__()
         self.lineage_id = lineage_id
         self.lineage: dict[str, Any] | None = None
+        self._reread_on_resume = False
 
     def body(self) -> Iterable[Widget]:
         with VerticalScroll():
@@ -124,15 +131,53 @@ class LineageDetailScreen(ApiScreen):
             self.action_refresh()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        lineage = self.lineage
         if action == "reset":  # only a materialization error can be reset
-            return self.lineage is not None and has_materialization_error(self.lineage)
+            return lineage is not None and has_materialization_error(lineage)
+        if action == "authority":  # an approved state table
+            return lineage is not None and lineage["pipeline"] == "rows" \
+                and lineage.get("approved_schema_hash") is not None
+        if action == "replay_rejected":
+            return lineage is not None and lineage.get("approved_schema_hash") is not None \
+                and any(v["status"] == "rejected" for v in lineage["schema_versions"])
         return True
+
+    def action_authority(self) -> None:
+        from edgesync.tui._decisions import change_authority
+
+        if self.lineage is not None and self.check_action("authority", ()):
+            change_authority(self, self.lineage)
+        else:
+            self.say("only an approved state table's sync authority can change", error=True)
+
+    def action_replay_rejected(self) -> None:
+        from edgesync.tui._decisions import replay_rejected
+
+        if self.lineage is not None and self.check_action("replay_rejected", ()):
+            self.spawn(partial(replay_rejected, self, self.lineage))
+        else:
+            self.say("no rejected schema version (or nothing approved to replay under)",
+                     error=True)
 
     def action_rows(self, mode: str) -> None:
         from edgesync.tui._rows import RowsScreen
 
         if self.lineage is not None:
             self.app.push_screen(RowsScreen(self.lineage, mode))
+
+    def action_quarantine(self) -> None:
+        from edgesync.tui._quarantine import QuarantineScreen
+
+        if self.lineage is not None:
+            self._reread_on_resume = True
+            self.app.push_screen(QuarantineScreen(self.lineage))
+
+    def on_screen_resume(self) -> None:
+        # Back from the quarantine: its count may have moved. Not after every modal (a
+        # confirmed delete pops this screen while a re-read would still be running).
+        if self._reread_on_resume:
+            self._reread_on_resume = False
+            self.action_refresh()
 
     def action_review(self) -> None:
         self.spawn(self._open_review)
@@ -228,6 +273,12 @@ def freshness_line(lineage: dict[str, Any]) -> str:
 def _materialization(lineage: dict[str, Any]) -> Text:
     m = lineage["materialization"]
     out = Text()
+    quarantined = int(m.get("quarantined_rows") or 0)
+    if quarantined:
+        out.append(f"quarantined rows: {quarantined} open", style="bold yellow")
+        out.append(" — q lists them (reason, retry, discard)\n", style="italic")
+    else:
+        out.append("quarantined rows: 0\n")
     if not has_materialization_error(lineage):
         out.append("no errors", style="green")
         return out

@@ -10,11 +10,11 @@ from typing import Any
 from rich.text import Text
 from textual.binding import Binding
 from textual.widget import Widget
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import DataTable, Static
 
-from edgesync.tui._base import ApiScreen
 from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell, pause_words, short_time
+from edgesync.tui._search import SearchScreen
 
 __all__ = ["LineagesScreen"]
 
@@ -24,12 +24,14 @@ _COLUMNS = ["device", "table", "pipeline", "status", "pause reason", "staged", "
             "errors", "last batch"]
 
 
-class LineagesScreen(ApiScreen):
+class LineagesScreen(SearchScreen):
     TITLE = "Lineages"
+    SEARCH_HINT = ("search device, table, target or pause reason; Enter applies, "
+                   "Esc closes")
     BINDINGS = [
-        Binding("slash", "filter", "filter"),
         Binding("f", "cycle_status", "status"),
         Binding("F", "fleet", "fleet…"),
+        Binding("d", "device", "device…"),
         Binding("n", "page(1)", "next page"),
         Binding("p", "page(-1)", "prev page"),
         Binding("2", "app.reviews", "reviews"),
@@ -37,17 +39,15 @@ class LineagesScreen(ApiScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self.page = 1
         self.total = 0
         self.shown = 0
-        self.query_text = ""
         self.status: str | None = None
         self.fleet: tuple[str, str] | None = None  # (name, id)
+        self.device: tuple[str, str] | None = None  # (name, id)
         self.rows: dict[str, dict[str, Any]] = {}
 
     def body(self) -> Iterable[Widget]:
-        yield Input(placeholder="search device, table, target or pause reason; Enter applies, "
-                                "Esc closes", id="filter")
+        yield self.search_box()
         yield Static("", id="head", classes="head", markup=False)
         table: DataTable[Text] = DataTable(id="main-table", cursor_type="row", zebra_stripes=True)
         table.add_columns(*_COLUMNS)
@@ -60,13 +60,14 @@ class LineagesScreen(ApiScreen):
     def feed_event(self, event: dict[str, Any]) -> None:
         """Any governance event may change a status or a counter: read the page again
         (not while the operator types a search)."""
-        if not self.query_one("#filter", Input).has_class("shown"):
+        if not self.searching:
             self.action_refresh()
 
     async def reload(self) -> None:
         doc = await self.call(self.api.lineages, page=self.page, limit=PAGE_SIZE,
                               status=self.status, q=self.query_text or None,
-                              fleet_id=self.fleet[1] if self.fleet else None)
+                              fleet_id=self.fleet[1] if self.fleet else None,
+                              device_id=self.device[1] if self.device else None)
         if doc is None:
             return
         self.total = int(doc["meta"]["total"])
@@ -99,31 +100,11 @@ class LineagesScreen(ApiScreen):
                  f"status: {self.status or 'all'}"]
         if self.fleet:
             parts.append(f"fleet: {self.fleet[0]}")
+        if self.device:
+            parts.append(f"device: {self.device[0]}")
         if self.query_text:
             parts.append(f"search: {self.query_text!r}")
         return " · ".join(parts)
-
-    def action_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.add_class("shown")
-        box.focus()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        self.query_text = event.value.strip()
-        self.page = 1
-        self._close_filter()
-        self.action_refresh()
-
-    def _close_filter(self) -> None:
-        self.query_one("#filter", Input).remove_class("shown")
-        self.query_one("#main-table", DataTable).focus()
-
-    def action_back(self) -> None:
-        if self.query_one("#filter", Input).has_class("shown"):
-            self._close_filter()
-            return
-        super().action_back()
 
     def action_cycle_status(self) -> None:
         self.status = _STATUSES[(_STATUSES.index(self.status) + 1) % len(_STATUSES)]
@@ -152,6 +133,32 @@ class LineagesScreen(ApiScreen):
                 self.say(f"no fleet named {name!r} (fleets with devices: {known})", error=True)
                 return
             self.fleet = (name, str(ids[name]))
+        self.page = 1
+        await self.reload()
+
+    def action_device(self) -> None:
+        def answered(name: str | None) -> None:
+            if name is not None:
+                self.spawn(partial(self._set_device, name.strip()))
+
+        self.app.push_screen(AskScreen("Only the lineages of the device named (empty: every "
+                                       "device):", self.device[0] if self.device else ""),
+                             answered)
+
+    async def _set_device(self, name: str) -> None:
+        if not name:
+            self.device = None
+        else:
+            doc = await self.call(self.api.devices, limit=500)
+            if doc is None:
+                return
+            ids = {d["name"]: str(d["id"]) for d in doc["data"]}
+            if name not in ids:
+                near = sorted(n for n in ids if name.lower() in n.lower())[:5]
+                self.say(f"no device named {name!r}"
+                         + (f" (did you mean {', '.join(near)}?)" if near else ""), error=True)
+                return
+            self.device = (name, ids[name])
         self.page = 1
         await self.reload()
 

@@ -10,8 +10,8 @@ from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
-from edgesync.tui._base import ApiScreen
 from edgesync.tui._format import cell, short_time
+from edgesync.tui._search import SearchScreen
 
 __all__ = ["FILTERS", "ReviewsScreen"]
 
@@ -23,8 +23,9 @@ _STATUS_STYLE = {"queued": "yellow", "in_review": "cyan", "approved": "green",
                  "rejected": "red", "abandoned": "dim"}
 
 
-class ReviewsScreen(ApiScreen):
+class ReviewsScreen(SearchScreen):
     TITLE = "Schema reviews"
+    SEARCH_HINT = "search device, table, classification, claimer or decider; Enter applies"
     BINDINGS = [
         Binding("f", "cycle_filter", "filter"),
         Binding("n", "page(1)", "next page"),
@@ -35,7 +36,6 @@ class ReviewsScreen(ApiScreen):
     def __init__(self) -> None:
         super().__init__()
         self.filter_index = 0
-        self.page = 1
         self.total = 0
         self.device_names: dict[str, str] = {}
 
@@ -44,6 +44,7 @@ class ReviewsScreen(ApiScreen):
         return FILTERS[self.filter_index][1]
 
     def body(self) -> Iterable[Widget]:
+        yield self.search_box()
         yield Static("", id="head", classes="head", markup=False)
         table: DataTable[Text] = DataTable(id="main-table", cursor_type="row",
                                            zebra_stripes=True)
@@ -55,7 +56,7 @@ class ReviewsScreen(ApiScreen):
         self.action_refresh()
 
     def feed_event(self, event: dict[str, Any]) -> None:
-        if "review" in str(event.get("type", "")):
+        if "review" in str(event.get("type", "")) and not self.searching:
             self.action_refresh()
 
     def _fetch(self) -> dict[str, Any]:
@@ -63,7 +64,8 @@ class ReviewsScreen(ApiScreen):
             devices = self.api.devices(limit=500)["data"]
             self.device_names = {d["id"]: d["name"] for d in devices}
         status = FILTERS[self.filter_index][0]
-        doc: dict[str, Any] = self.api.reviews(status=status, page=self.page, limit=PAGE_SIZE)
+        doc: dict[str, Any] = self.api.reviews(status=status, page=self.page, limit=PAGE_SIZE,
+                                               q=self.query_text or None)
         return doc
 
     async def reload(self) -> None:
@@ -85,7 +87,8 @@ class ReviewsScreen(ApiScreen):
         pages = max(1, -(-self.total // PAGE_SIZE))
         self.query_one("#head", Static).update(
             f"filter: {self.filter_label} (f cycles) · page {self.page} of {pages} · "
-            f"{len(doc['data'])} of {self.total} reviews")
+            f"{len(doc['data'])} of {self.total} reviews"
+            + (f" · search: {self.query_text!r}" if self.query_text else ""))
 
     def action_cycle_filter(self) -> None:
         self.filter_index = (self.filter_index + 1) % len(FILTERS)

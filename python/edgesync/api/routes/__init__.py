@@ -5,6 +5,7 @@ from edgesync.api.routes import (
     device_credentials,
     devices,
     events,
+    lineage_recovery,
     lineages,
     observations,
     policy,
@@ -17,9 +18,9 @@ from edgesync.api.routes import (
     sync_policies,
 )
 
-ROUTERS = (lineages.router, quarantine.router, recovery.router, reviews.router, registry.router,
-           registry.fleet_router, data_points.router, policy.router, sync_policies.router,
-           devices.router, device_credentials.router, state_tables.router, segments.router,
-           observations.router, events.router)
+ROUTERS = (lineages.router, lineage_recovery.router, quarantine.router, recovery.router,
+           reviews.router, registry.router, registry.fleet_router, data_points.router,
+           policy.router, sync_policies.router, devices.router, device_credentials.router,
+           state_tables.router, segments.router, observations.router, events.router)
 
 __all__ = ["ROUTERS"]

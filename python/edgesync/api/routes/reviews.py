@@ -48,11 +48,15 @@ async def list_(
     device_id: Annotated[uuid.UUID | None, Query(description="only this device's")] = None,
     device_name: Annotated[str | None, Query(
         min_length=1, max_length=128, description="only the device of this name's")] = None,
+    q: Annotated[str | None, Query(
+        max_length=200, description="only reviews whose device name, source table, "
+                                    "classification, claimer or decider contains this "
+                                    "(any case)")] = None,
 ) -> Page[ReviewOut]:
     items, total = await list_reviews(conn, access.project_id, status=status,
                                       lineage_id=lineage_id, device_id=device_id,
                                       device_name=device_name, offset=paging.offset,
-                                      limit=paging.limit)
+                                      limit=paging.limit, q=q)
     return paging.of(items, total)
 
 

@@ -1,0 +1,56 @@
+"""``/`` on a list screen: a search box the API filters by (``q=``), so the search covers
+every page, not only the one shown. Enter applies it, Esc closes the box."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable, Input
+
+from edgesync.tui._base import ApiScreen
+
+__all__ = ["SearchScreen"]
+
+
+class SearchScreen(ApiScreen):
+    """A list screen with a search box (``#filter``, yielded first by ``body``); the
+    text is ``query_text``, read by ``reload``."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("slash", "filter", "filter")]
+    SEARCH_HINT = "search; Enter applies, Esc closes"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.query_text = ""
+        self.page = 1
+
+    def search_box(self) -> Input:
+        return Input(placeholder=self.SEARCH_HINT, id="filter")
+
+    @property
+    def searching(self) -> bool:
+        """The operator is typing a search (re-reads would get in the way)."""
+        return self.query_one("#filter", Input).has_class("shown")
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("shown")
+        box.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.query_text = event.value.strip()
+        self.page = 1
+        self._close_filter()
+        self.action_refresh()
+
+    def _close_filter(self) -> None:
+        self.query_one("#filter", Input).remove_class("shown")
+        self.query_one("#main-table", DataTable).focus()
+
+    def action_back(self) -> None:
+        if self.searching:
+            self._close_filter()
+            return
+        super().action_back()
