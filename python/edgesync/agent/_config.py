@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_type_hints
 
@@ -37,8 +37,10 @@ __all__ = [
     "load_config",
     "parse_duration",
     "parse_size",
+    "parse_table_strategies",
     "read_config",
     "summarize_config",
+    "table_strategies_doc",
 ]
 
 Strategy = Literal["rows", "telemetry", "ignore"]
@@ -159,6 +161,9 @@ class ReplicationConfig:
     # An unsent journal backlog of a rows table above this many rows travels as one
     # payload_spill upload instead of MQTT batches (0: never).
     upload_backlog_rows: int = 50_000
+    # A sync policy the cloud sends (a ``sync_policy`` control) replaces table_strategies
+    # only when this is true; otherwise the YAML's own strategies stay (docs/agent.md).
+    remote_policy: bool = False
 
     def strategy_for(self, table: str) -> TableStrategy:
         """The configured strategy of ``table``; unlisted tables replicate as ``rows``."""
@@ -398,6 +403,7 @@ class _FileReplication:
     telemetry_lookback: _Duration = 30.0
     confirm_timeout: _Duration = 60.0
     upload_backlog_rows: Annotated[int, _COUNT] = 50_000
+    remote_policy: _Bool = False
 
 
 @dataclass(slots=True)
@@ -473,6 +479,64 @@ def _check_topic_part(r: _Resolver, field: str, value: str, *, allow_slash: bool
         r.fail(field, f"{value!r} must not contain {chars}")
 
 
+def _check_tables(tables: Mapping[str, _FileTable], base: str, errors: list[ConfigError]
+                  ) -> dict[str, TableStrategy]:
+    """The rules of ``table_strategies`` (the agent's YAML, a sync policy of the cloud and
+    the ``sync_policy`` control share them); each problem is appended to ``errors``."""
+    strategies: dict[str, TableStrategy] = {}
+    for table, ts in tables.items():
+        at = f"{base}.{table}"
+        if not table.strip():
+            errors.append(ConfigError(at, "a table name must not be empty"))
+            continue
+        if table.startswith(("sqlite_", "__edgesync_")):
+            # Internal tables never replicate: "ignore" is harmless, anything else a mistake.
+            if ts.strategy != "ignore":
+                errors.append(ConfigError(f"{at}.strategy", "internal tables cannot be replicated"))
+            continue
+        if ts.strategy == "telemetry" and not ts.ts_column:
+            errors.append(ConfigError(f"{at}.ts_column", "required for strategy telemetry"))
+        if ts.strategy != "telemetry":
+            for key in ("ts_column", "include_columns"):
+                if getattr(ts, key) is not None:
+                    errors.append(ConfigError(f"{at}.{key}", "only valid with strategy telemetry"))
+        if ts.include_columns is not None and len(set(ts.include_columns)) != len(
+                ts.include_columns):
+            errors.append(ConfigError(f"{at}.include_columns", "names a column twice"))
+        strategies[table] = TableStrategy(
+            strategy=ts.strategy, ts_column=ts.ts_column,
+            include_columns=tuple(ts.include_columns) if ts.include_columns is not None else None,
+        )
+    return strategies
+
+
+def table_strategies_doc(strategies: Mapping[str, TableStrategy]) -> dict[str, dict[str, Any]]:
+    """``table_strategies`` as the YAML (and a sync policy) spells them: unset keys left out."""
+    return {table: {k: list(v) if isinstance(v, tuple) else v
+                    for k, v in asdict(ts).items() if v is not None}
+            for table, ts in strategies.items()}
+
+
+def parse_table_strategies(data: object, base: str = "table_strategies"
+                           ) -> tuple[dict[str, TableStrategy], list[ConfigError]]:
+    """``table_strategies`` from plain JSON/YAML data (a sync policy), checked by the same
+    rules as the agent's YAML; every error names its dotted field under ``base``."""
+    if not isinstance(data, dict):
+        return {}, [ConfigError(base, "must be a mapping of table name to strategy")]
+    tables: dict[str, _FileTable] = {}
+    errors: list[ConfigError] = []
+    for table, doc in data.items():
+        if not isinstance(doc, dict):
+            errors.append(ConfigError(f"{base}.{table}", "must be a mapping with a strategy "
+                                                         "(rows, telemetry or ignore)"))
+            continue
+        loaded = _load(_FileTable, doc, f"{base}.{table}", errors)
+        if isinstance(loaded, _FileTable):
+            tables[str(table)] = loaded
+    strategies = _check_tables(tables, base, errors)
+    return ({}, errors) if errors else (strategies, [])
+
+
 def _resolve(raw: _File, environ: Mapping[str, str]) -> tuple[AgentConfig | None,
                                                                 list[ConfigError]]:
     r = _Resolver(environ)
@@ -540,24 +604,8 @@ def _resolve(raw: _File, environ: Mapping[str, str]) -> tuple[AgentConfig | None
     rep = raw.sqlite_replication
     source = r.value("sqlite-replication", rep, "source_db_path", required=True)
     state = r.value("sqlite-replication", rep, "state_db_path")
-    strategies: dict[str, TableStrategy] = {}
-    for table, ts in rep.table_strategies.items():
-        base = f"sqlite-replication.table_strategies.{table}"
-        if table.startswith(("sqlite_", "__edgesync_")):
-            # Internal tables never replicate: "ignore" is harmless, anything else a mistake.
-            if ts.strategy != "ignore":
-                r.fail(f"{base}.strategy", "internal tables cannot be replicated")
-            continue
-        if ts.strategy == "telemetry" and not ts.ts_column:
-            r.fail(f"{base}.ts_column", "required for strategy telemetry")
-        if ts.strategy != "telemetry":
-            for key in ("ts_column", "include_columns"):
-                if getattr(ts, key) is not None:
-                    r.fail(f"{base}.{key}", "only valid with strategy telemetry")
-        strategies[table] = TableStrategy(
-            strategy=ts.strategy, ts_column=ts.ts_column,
-            include_columns=tuple(ts.include_columns) if ts.include_columns is not None else None,
-        )
+    strategies = _check_tables(rep.table_strategies, "sqlite-replication.table_strategies",
+                               r.errors)
 
     if r.errors:
         return None, r.errors
@@ -591,6 +639,7 @@ def _resolve(raw: _File, environ: Mapping[str, str]) -> tuple[AgentConfig | None
             telemetry_lookback_s=rep.telemetry_lookback,
             confirm_timeout_s=rep.confirm_timeout,
             upload_backlog_rows=rep.upload_backlog_rows,
+            remote_policy=rep.remote_policy,
         ),
     )
     return cfg, []
@@ -651,6 +700,7 @@ def summarize_config(cfg: AgentConfig) -> list[str]:
         + (f"; backlogs over {rep.upload_backlog_rows} rows go by upload"
            if rep.upload_backlog_rows else ""),
         f"signed control: {'on' if cfg.security.signed_control else 'off'}",
+        f"remote sync policy: {'applied' if rep.remote_policy else 'ignored (local YAML wins)'}",
     ]
     for table, ts in sorted(rep.table_strategies.items()):
         lines.append(f"table {table}: {ts.strategy}"
