@@ -10,13 +10,19 @@ from edgesync.control._flow import (
 )
 from edgesync.control._forget import FORGET_LINEAGE, forget_on_device
 from edgesync.control._objects import MAX_OBJECT_BYTES, ObjectStore
-from edgesync.control._outbox import CONTROL_CHANNEL, enqueue_control
-from edgesync.control._policy import FlowPolicy
+from edgesync.control._outbox import CONTROL_CHANNEL, ack_control, enqueue_control
 from edgesync.control._progress import ProgressReporter
 from edgesync.control._publisher import MqttPublisher
 from edgesync.control._sender import ControlSender, Publisher
 from edgesync.control._sweeper import BackpressureSweeper
-from edgesync.control._uploads import GRANT_TTL, grant_upload, verify_upload_url
+from edgesync.control._uploads import (
+    GRANT_TTL,
+    finalize_upload,
+    grant_upload,
+    note_ingested,
+    note_uploaded,
+    verify_upload_url,
+)
 from edgesync.control._writeback import MAX_WRITE_ROWS, resend_cloud_rows, write_state_rows
 
 __all__ = [
@@ -27,15 +33,18 @@ __all__ = [
     "MAX_WRITE_ROWS",
     "BackpressureSweeper",
     "ControlSender",
-    "FlowPolicy",
     "MqttPublisher",
     "ObjectStore",
     "ProgressReporter",
     "Publisher",
+    "ack_control",
     "check_backpressure",
     "enqueue_control",
+    "finalize_upload",
     "forget_on_device",
     "grant_upload",
+    "note_ingested",
+    "note_uploaded",
     "record_materialization_failure",
     "resend_cloud_rows",
     "reset_materialization",
