@@ -21,6 +21,7 @@ def test_defaults() -> None:
         "materialization_breaker_threshold": 5,
         "schema_coalescing_mode": "none",
         "allow_auto_create_device_data_points": False,
+        "verify_interval_seconds": 0,
     }
     with pytest.raises(dataclasses.FrozenInstanceError):
         p.resume_threshold_percent = 50  # type: ignore[misc]

@@ -28,6 +28,7 @@ POLICY_BOUNDS: dict[str, tuple[int, int]] = {
     "max_pending_bytes_per_lineage": (1, 2**62),
     "resume_threshold_percent": (1, 99),
     "materialization_breaker_threshold": (1, 1_000_000),
+    "verify_interval_seconds": (0, 2**31),
 }
 
 
@@ -40,6 +41,7 @@ class ProjectPolicy:
     materialization_breaker_threshold: int = 5  # permanent errors before the lineage pauses
     schema_coalescing_mode: CoalescingMode = CoalescingMode.NONE
     allow_auto_create_device_data_points: bool = False
+    verify_interval_seconds: int = 0  # verify each approved state lineage this often (0: never)
 
     def __post_init__(self) -> None:
         for f in fields(self):

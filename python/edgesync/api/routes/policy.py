@@ -39,6 +39,7 @@ _Rows = Annotated[StrictInt, _bounds("max_pending_rows_per_lineage")]
 _Bytes = Annotated[StrictInt, _bounds("max_pending_bytes_per_lineage")]
 _Resume = Annotated[StrictInt, _bounds("resume_threshold_percent")]
 _Breaker = Annotated[StrictInt, _bounds("materialization_breaker_threshold")]
+_Verify = Annotated[StrictInt, _bounds("verify_interval_seconds")]
 
 
 class Policy(BaseModel):
@@ -51,6 +52,9 @@ class Policy(BaseModel):
         description="permanent materialization errors before the lineage pauses")
     schema_coalescing_mode: CoalescingMode
     allow_auto_create_device_data_points: bool
+    verify_interval_seconds: int = Field(
+        description="verify every approved state lineage this often (0: never; "
+                    "docs/recovery.md)")
 
 
 class PolicyPatch(BaseModel):
@@ -65,6 +69,7 @@ class PolicyPatch(BaseModel):
     materialization_breaker_threshold: _Breaker | None = None
     schema_coalescing_mode: CoalescingMode | None = None
     allow_auto_create_device_data_points: StrictBool | None = None
+    verify_interval_seconds: _Verify | None = None
 
 
 def _effective(stored: dict[str, Any]) -> Policy:
