@@ -103,11 +103,17 @@ def _cloud_tables() -> set[str]:
 
 
 def _text(node: ast.AST) -> str | None:
-    """A string literal, or an f-string with ``{…}`` for what it interpolates."""
+    """A string literal, an f-string or a ``+`` of strings, with ``{…}`` for what is not
+    a literal."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.JoinedStr):
-        return "".join(v.value if isinstance(v, ast.Constant) else "{…}" for v in node.values)
+        return "".join(str(v.value) if isinstance(v, ast.Constant) else "{…}"
+                       for v in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _text(node.left), _text(node.right)
+        if left is not None or right is not None:
+            return (left or "{…}") + (right or "{…}")
     return None
 
 
@@ -126,8 +132,10 @@ def _writes() -> dict[tuple[str, str], list[int]]:
             if (text := _text(node)) is not None:
                 names = [m["table"] for m in _WRITE.finditer(text)]
             elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                  and node.func.attr in _COPY_CALLS and node.args):
-                names = [_text(node.args[0]) or "{…}"]
+                  and node.func.attr in _COPY_CALLS):
+                given = [*node.args[:1], *(k.value for k in node.keywords
+                                           if k.arg == "table_name")]
+                names = [(_text(given[0]) if given else None) or "{…}"]
             for name in names:
                 name = name.strip('"').lower()
                 if "{" in name:
