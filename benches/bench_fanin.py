@@ -503,9 +503,9 @@ class Figures:
         lat = [paced.seen[b] - paced.published[b] for b in paced.seen]
         if dump := os.environ.get("EDGESYNC_FANIN_LATENCY_DUMP"):  # (publish s, latency s)
             t0 = min(paced.published.values())
-            Path(dump).write_bytes(orjson.dumps(sorted(
-                (paced.published[b] - t0, paced.seen[b] - paced.published[b])
-                for b in paced.seen)))
+            points = sorted((paced.published[b] - t0, paced.seen[b] - paced.published[b])
+                            for b in paced.seen)
+            await asyncio.to_thread(Path(dump).write_bytes, orjson.dumps(points))
         out |= {"latency_rate_batches_per_s": half, "latency_samples": len(lat),
                 "latency_p50_ms": ms(pct(lat, 0.5)) if lat else None,
                 "latency_p99_ms": ms(pct(lat, 0.99)) if lat else None,

@@ -34,7 +34,7 @@ def make_config(device_id: str, source: Path, tmp_path: Path, *,
         replication=ReplicationConfig(
             source_db_path=source, state_db_path=tmp_path / "state.db",
             flush_interval_s=0.2,
-            table_strategies={k: TableStrategy.model_validate(v)
+            table_strategies={k: TableStrategy(**v)
                               for k, v in (strategies or {}).items()},
             **replication),
     )

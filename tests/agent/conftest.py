@@ -52,7 +52,7 @@ class Capture:
 
         self.replication = ReplicationConfig(
             source_db_path=source, state_db_path=state,
-            table_strategies={k: TableStrategy.model_validate(v)
+            table_strategies={k: TableStrategy(**v)
                               for k, v in (strategies or {}).items()})
         self.db = sqlite3.connect(source, isolation_level=None)
         self.state = StateStore(state)

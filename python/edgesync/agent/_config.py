@@ -2,7 +2,7 @@
 
 Two layers:
 
-* ``_File*`` models mirror the YAML exactly (unknown keys refused) and keep both the
+* ``_File*`` dataclasses mirror the YAML exactly (unknown keys refused) and keep both the
   inline form (``server_url``) and the environment form (``server_url_env``) of a value.
 * ``AgentConfig`` and its parts hold resolved values only; they are what the agent uses
   and what tests build directly.
@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_type_hints
 
 import platformdirs
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from edgesync.errors import ConfigError
 from edgesync.protocol import BrokerUrl, TlsFiles, parse_broker_url
@@ -107,17 +107,19 @@ def default_state_db_path() -> Path:
 # --------------------------------------------------------------------------- resolved
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class TableStrategy(_Frozen):
+@dataclass(frozen=True, slots=True)
+class TableStrategy:
     strategy: Strategy = "rows"
     ts_column: str | None = None
     include_columns: tuple[str, ...] | None = None
 
+    def __post_init__(self) -> None:
+        if self.include_columns is not None and not isinstance(self.include_columns, tuple):
+            object.__setattr__(self, "include_columns", tuple(self.include_columns))
 
-class ConnectionConfig(_Frozen):
+
+@dataclass(frozen=True, slots=True)
+class ConnectionConfig:
     server_url: str
     device_id: str
     root_topic: str
@@ -139,24 +141,26 @@ class ConnectionConfig(_Frozen):
                         self.tls_client_key_path)
 
 
-class SecurityConfig(_Frozen):
+@dataclass(frozen=True, slots=True)
+class SecurityConfig:
     auth_token: str | None = None
     signed_control: bool = False
-    capabilities: Mapping[str, bool] = Field(default_factory=dict)
+    capabilities: Mapping[str, bool] = field(default_factory=dict)
 
 
-class ReplicationConfig(_Frozen):
+@dataclass(frozen=True, slots=True)
+class ReplicationConfig:
     source_db_path: Path
-    state_db_path: Path = Field(default_factory=default_state_db_path)
+    state_db_path: Path = field(default_factory=default_state_db_path)
     flush_interval_s: float = 5.0
     local_retention_bytes: int = 256 * 1024 * 1024
-    table_strategies: Mapping[str, TableStrategy] = Field(default_factory=dict)
+    table_strategies: Mapping[str, TableStrategy] = field(default_factory=dict)
     snapshot_on_first_run: bool = False
     telemetry_lookback_s: float = 30.0
     confirm_timeout_s: float = 60.0
     # An unsent journal backlog of a rows table above this many rows travels as one
     # payload_spill upload instead of MQTT batches (0: never).
-    upload_backlog_rows: int = Field(default=50_000, ge=0)
+    upload_backlog_rows: int = 50_000
     # A sync policy the cloud sends (a ``sync_policy`` control) replaces table_strategies
     # only when this is true; otherwise the YAML's own strategies stay (docs/agent.md).
     remote_policy: bool = False
@@ -166,111 +170,260 @@ class ReplicationConfig(_Frozen):
         return self.table_strategies.get(table) or TableStrategy()
 
 
-class AgentConfig(_Frozen):
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
     """Resolved agent configuration (no ``_env`` indirections left)."""
 
     connection: ConnectionConfig
     replication: ReplicationConfig
-    security: SecurityConfig = Field(default_factory=SecurityConfig)
+    security: SecurityConfig = field(default_factory=SecurityConfig)
     name: str | None = None
     platform: str | None = None
     modules: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- file shape
+#
+# Each ``_File*`` dataclass is one YAML mapping; each field one key, declared once as
+# ``name: Annotated[type, check] = default``. ``_load`` reads a mapping into its dataclass:
+# unknown keys, missing required keys and values a check refuses all become ``ConfigError``s
+# whose field is the dotted YAML path. (No pydantic: it alone cost the agent ~18 MB of RSS.)
+
+_Check = Callable[[object, str, list[ConfigError]], object]
+_BAD = object()  # a value a check refused (its error already recorded)
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+@dataclass(frozen=True, slots=True)
+class _YamlKey:
+    """The YAML spelling of a key that is no Python name (``sqlite-replication``)."""
+
+    key: str
 
 
-class _FileTls(_Section):
-    ca_cert_path: str | None = None
-    ca_cert_path_env: str | None = None
-    client_cert_path: str | None = None
-    client_cert_path_env: str | None = None
-    client_key_path: str | None = None
-    client_key_path_env: str | None = None
+def _scalar(convert: Callable[[object], object], *, nullable: bool = False) -> _Check:
+    def check(value: object, path: str, errors: list[ConfigError]) -> object:
+        if value is None and nullable:
+            return None
+        try:
+            return convert(value)
+        except ValueError as exc:
+            errors.append(ConfigError(path, str(exc)))
+            return _BAD
+    return check
 
 
-class _FileMqtt(_Section):
-    keep_alive: float = 30.0
-    clean_session: bool = False
-    tls: _FileTls | None = None
-
-    @field_validator("keep_alive", mode="before")
-    @classmethod
-    def _duration(cls, v: object) -> float:
-        return parse_duration(v)
+def _as_str(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError("must be a string (quote the value in the YAML)")
+    return value
 
 
-class _FileConnection(_Section):
-    transport: Literal["mqtt"] = "mqtt"
-    server_url: str | None = None
-    server_url_env: str | None = None
-    device_id: str | None = None
-    device_id_env: str | None = None
-    root_topic: str | None = None
-    root_topic_env: str | None = None
-    mqtt: _FileMqtt = Field(default_factory=_FileMqtt)
+_TRUE = frozenset({"true", "yes", "on", "y", "t", "1"})
+_FALSE = frozenset({"false", "no", "off", "n", "f", "0"})
 
 
-class _FileSignedControl(_Section):
-    enabled: bool = False
+def _as_bool(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | str) and str(value).strip().lower() in _TRUE | _FALSE:
+        return str(value).strip().lower() in _TRUE
+    raise ValueError(f"{value!r} is not a boolean; use true or false")
 
 
-class _FileSecurity(_Section):
-    auth_token_env: str | None = None
-    signed_control: _FileSignedControl = Field(default_factory=_FileSignedControl)
-    capabilities: dict[str, bool] = Field(default_factory=dict)
+def _as_count(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).isdigit():
+        raise ValueError(f"{value!r} is not a whole number >= 0; use e.g. 50000 (0: never)")
+    return int(value)
 
 
-class _FileTable(_Section):
-    strategy: Strategy
-    ts_column: str | None = None
-    include_columns: list[str] | None = None
+def _as_str_list(value: object) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError("must be a list of strings, e.g. [a, b]")
+    return value
 
 
-class _FileReplication(_Section):
-    source_db_path: str | None = None
-    source_db_path_env: str | None = None
-    state_db_path: str | None = None
-    state_db_path_env: str | None = None
-    flush_interval: float = 5.0
-    local_retention_bytes: int = 256 * 1024 * 1024
-    table_strategies: dict[str, _FileTable] = Field(default_factory=dict)
-    snapshot_on_first_run: bool = False
-    telemetry_lookback: float = 30.0
-    confirm_timeout: float = 60.0
-    upload_backlog_rows: int = Field(default=50_000, ge=0)
-    remote_policy: bool = False
-
-    @field_validator("flush_interval", "telemetry_lookback", "confirm_timeout", mode="before")
-    @classmethod
-    def _duration(cls, v: object) -> float:
-        return parse_duration(v)
-
-    @field_validator("local_retention_bytes", mode="before")
-    @classmethod
-    def _size(cls, v: object) -> int:
-        return parse_size(v)
+def _as_bool_map(value: object) -> dict[str, bool]:
+    if not isinstance(value, dict):
+        raise ValueError("must be a mapping of names to true or false")
+    return {str(k): _as_bool(v) for k, v in value.items()}
 
 
-class _FileModules(_Section):
-    required: list[str] = Field(default_factory=list)
-    optional: list[str] = Field(default_factory=list)
+def _choice(*allowed: str) -> Callable[[object], str]:
+    spelled = ", ".join(repr(a) for a in allowed[:-1]) + (
+        f" or {allowed[-1]!r}" if len(allowed) > 1 else repr(allowed[0]))
+
+    def convert(value: object) -> str:
+        if value not in allowed:
+            raise ValueError(f"{value!r} is not allowed; use {spelled}")
+        return str(value)
+    return convert
 
 
-class _File(BaseModel):
+_STR = _scalar(_as_str)
+_OPT_STR = _scalar(_as_str, nullable=True)
+_BOOL = _scalar(_as_bool)
+_DURATION = _scalar(parse_duration)
+_SIZE_CHECK = _scalar(parse_size)
+_COUNT = _scalar(_as_count)
+_STR_LIST = _scalar(_as_str_list)
+_OPT_STR_LIST = _scalar(_as_str_list, nullable=True)
+_BOOL_MAP = _scalar(_as_bool_map)
+
+
+def _section(cls: type, *, nullable: bool = False, extra: bool = False) -> _Check:
+    def check(value: object, path: str, errors: list[ConfigError]) -> object:
+        if value is None and nullable:
+            return None
+        return _load(cls, value, path, errors, extra=extra)
+    return check
+
+
+def _mapping_of(cls: type) -> _Check:
+    def check(value: object, path: str, errors: list[ConfigError]) -> object:
+        if not isinstance(value, dict):
+            errors.append(ConfigError(path, "must be a mapping of names to settings"))
+            return _BAD
+        out = {str(k): _load(cls, v, f"{path}.{k}", errors) for k, v in value.items()}
+        return _BAD if any(v is _BAD for v in out.values()) else out
+    return check
+
+
+_SPECS: dict[type, list[tuple[str, str, _Check, bool]]] = {}
+
+
+def _spec(cls: type) -> list[tuple[str, str, _Check, bool]]:
+    """(attribute, YAML key, check, required) of each field of a ``_File*`` dataclass, read
+    once from its ``Annotated[type, check]`` annotations."""
+    if cls not in _SPECS:
+        hints = get_type_hints(cls, include_extras=True)
+        spec = []
+        for f in fields(cls):
+            extras = hints[f.name].__metadata__
+            check = next(e for e in extras if callable(e) and not isinstance(e, _YamlKey))
+            key = next((e.key for e in extras if isinstance(e, _YamlKey)), f.name)
+            required = f.default is MISSING and f.default_factory is MISSING
+            spec.append((f.name, key, check, required))
+        _SPECS[cls] = spec
+    return _SPECS[cls]
+
+
+def _load(cls: type, data: object, path: str, errors: list[ConfigError], *,
+          extra: bool = False) -> object:
+    """``data`` (a YAML mapping) as ``cls``, or ``_BAD`` with every problem in ``errors``."""
+    if not isinstance(data, dict):
+        errors.append(ConfigError(path or "(top level)", "must be a mapping (key: value lines)"))
+        return _BAD
+    prefix = f"{path}." if path else ""
+    values: dict[str, object] = {}
+    bad = False
+    spec = _spec(cls)
+    for name, key, check, required in spec:
+        if key not in data:
+            if required:
+                errors.append(ConfigError(prefix + key, "required section or key is missing"))
+                bad = True
+            continue
+        got = check(data[key], prefix + key, errors)
+        bad = bad or got is _BAD
+        values[name] = got
+    if not extra:
+        known = {key for _, key, _, _ in spec}
+        for key in data:
+            if key not in known:
+                errors.append(ConfigError(f"{prefix}{key}", "unknown key"))
+                bad = True
+    return _BAD if bad else cls(**values)
+
+
+_OptStr = Annotated[str | None, _OPT_STR]
+_Bool = Annotated[bool, _BOOL]
+_Duration = Annotated[float, _DURATION]
+
+
+@dataclass(slots=True)
+class _FileTls:
+    ca_cert_path: _OptStr = None
+    ca_cert_path_env: _OptStr = None
+    client_cert_path: _OptStr = None
+    client_cert_path_env: _OptStr = None
+    client_key_path: _OptStr = None
+    client_key_path_env: _OptStr = None
+
+
+@dataclass(slots=True)
+class _FileMqtt:
+    keep_alive: _Duration = 30.0
+    clean_session: _Bool = False
+    tls: Annotated[_FileTls | None, _section(_FileTls, nullable=True)] = None
+
+
+@dataclass(slots=True)
+class _FileConnection:
+    transport: Annotated[str, _scalar(_choice("mqtt"))] = "mqtt"
+    server_url: _OptStr = None
+    server_url_env: _OptStr = None
+    device_id: _OptStr = None
+    device_id_env: _OptStr = None
+    root_topic: _OptStr = None
+    root_topic_env: _OptStr = None
+    mqtt: Annotated[_FileMqtt, _section(_FileMqtt)] = field(default_factory=_FileMqtt)
+
+
+@dataclass(slots=True)
+class _FileSignedControl:
+    enabled: _Bool = False
+
+
+@dataclass(slots=True)
+class _FileSecurity:
+    auth_token_env: _OptStr = None
+    signed_control: Annotated[_FileSignedControl, _section(_FileSignedControl)] = field(
+        default_factory=_FileSignedControl)
+    capabilities: Annotated[dict[str, bool], _BOOL_MAP] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _FileTable:
+    strategy: Annotated[Strategy, _scalar(_choice("rows", "telemetry", "ignore"))]
+    ts_column: _OptStr = None
+    include_columns: Annotated[list[str] | None, _OPT_STR_LIST] = None
+
+
+@dataclass(slots=True)
+class _FileReplication:
+    source_db_path: _OptStr = None
+    source_db_path_env: _OptStr = None
+    state_db_path: _OptStr = None
+    state_db_path_env: _OptStr = None
+    flush_interval: _Duration = 5.0
+    local_retention_bytes: Annotated[int, _SIZE_CHECK] = 256 * 1024 * 1024
+    table_strategies: Annotated[dict[str, _FileTable], _mapping_of(_FileTable)] = field(
+        default_factory=dict)
+    snapshot_on_first_run: _Bool = False
+    telemetry_lookback: _Duration = 30.0
+    confirm_timeout: _Duration = 60.0
+    upload_backlog_rows: Annotated[int, _COUNT] = 50_000
+    remote_policy: _Bool = False
+
+
+@dataclass(slots=True)
+class _FileModules:
+    required: Annotated[list[str], _STR_LIST] = field(default_factory=list)
+    optional: Annotated[list[str], _STR_LIST] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class _File:
     # Top-level keys of other modules (e.g. ``heartbeat:``) are tolerated and ignored.
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-    name: str | None = None
-    platform: str | None = None
-    modules: _FileModules = Field(default_factory=_FileModules)
-    connection: _FileConnection
-    security: _FileSecurity = Field(default_factory=_FileSecurity)
-    sqlite_replication: _FileReplication = Field(alias="sqlite-replication")
+    name: _OptStr = None
+    platform: _OptStr = None
+    modules: Annotated[_FileModules, _section(_FileModules)] = field(
+        default_factory=_FileModules)
+    connection: Annotated[_FileConnection, _section(_FileConnection)]
+    security: Annotated[_FileSecurity, _section(_FileSecurity)] = field(
+        default_factory=_FileSecurity)
+    sqlite_replication: Annotated[_FileReplication, _section(_FileReplication),
+                                  _YamlKey("sqlite-replication")]
 
 
 # --------------------------------------------------------------------------- resolution
@@ -283,7 +436,7 @@ class _Resolver:
         self.environ = environ
         self.errors: list[ConfigError] = []
 
-    def value(self, section: str, model: BaseModel, key: str, *,
+    def value(self, section: str, model: object, key: str, *,
               required: bool = False) -> str | None:
         inline: str | None = getattr(model, key)
         env_name: str | None = getattr(model, f"{key}_env")
@@ -359,7 +512,8 @@ def _check_tables(tables: Mapping[str, _FileTable], base: str, errors: list[Conf
 
 def table_strategies_doc(strategies: Mapping[str, TableStrategy]) -> dict[str, dict[str, Any]]:
     """``table_strategies`` as the YAML (and a sync policy) spells them: unset keys left out."""
-    return {table: ts.model_dump(exclude_none=True, mode="json")
+    return {table: {k: list(v) if isinstance(v, tuple) else v
+                    for k, v in asdict(ts).items() if v is not None}
             for table, ts in strategies.items()}
 
 
@@ -376,12 +530,9 @@ def parse_table_strategies(data: object, base: str = "table_strategies"
             errors.append(ConfigError(f"{base}.{table}", "must be a mapping with a strategy "
                                                          "(rows, telemetry or ignore)"))
             continue
-        try:
-            tables[str(table)] = _FileTable.model_validate(doc)
-        except ValidationError as exc:
-            errors += [ConfigError(f"{base}.{table}.{e.field}" if e.field != "(top level)"
-                                   else f"{base}.{table}", e.reason)
-                       for e in _pydantic_errors(exc)]
+        loaded = _load(_FileTable, doc, f"{base}.{table}", errors)
+        if isinstance(loaded, _FileTable):
+            tables[str(table)] = loaded
     strategies = _check_tables(tables, base, errors)
     return ({}, errors) if errors else (strategies, [])
 
@@ -497,22 +648,6 @@ def _resolve(raw: _File, environ: Mapping[str, str]) -> tuple[AgentConfig | None
 _SECTIONS = frozenset({"connection", "security", "modules", "sqlite-replication"})
 
 
-def _pydantic_errors(exc: ValidationError) -> list[ConfigError]:
-    out: list[ConfigError] = []
-    for err in exc.errors():
-        loc = [str(p) for p in err["loc"]]
-        if err["type"] == "extra_forbidden":
-            out.append(ConfigError(".".join(loc), "unknown key"))
-            continue
-        msg = err["msg"]
-        if err["type"] == "value_error":
-            msg = msg.removeprefix("Value error, ")
-        elif err["type"] == "missing":
-            msg = "required section or key is missing"
-        out.append(ConfigError(".".join(loc) or "(top level)", msg))
-    return out
-
-
 def read_config(path: str | os.PathLike[str]) -> tuple[AgentConfig | None, list[ConfigError]]:
     p = Path(path)
     try:
@@ -533,10 +668,10 @@ def parse_config(data: object, environ: Mapping[str, str] | None = None
         return None, [ConfigError("(top level)", "the file must be a YAML mapping")]
     # An empty section (``security:`` with nothing under it) reads as None: treat as {}.
     data = {k: ({} if v is None and k in _SECTIONS else v) for k, v in data.items()}
-    try:
-        raw = _File.model_validate(data)
-    except ValidationError as exc:
-        return None, _pydantic_errors(exc)
+    errors: list[ConfigError] = []
+    raw = _load(_File, data, "", errors, extra=True)
+    if not isinstance(raw, _File):
+        return None, errors
     return _resolve(raw, os.environ if environ is None else environ)
 
 

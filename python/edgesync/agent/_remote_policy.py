@@ -18,6 +18,7 @@ control that breaks them is logged and changes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -68,8 +69,8 @@ class RemotePolicy:
         return self._with(strategies)
 
     def _with(self, strategies: dict[str, TableStrategy]) -> AgentConfig:
-        rep = self._local.replication.model_copy(update={"table_strategies": strategies})
-        return self._local.model_copy(update={"replication": rep})
+        rep = dataclasses.replace(self._local.replication, table_strategies=strategies)
+        return dataclasses.replace(self._local, replication=rep)
 
     def receive(self, doc: dict[str, Any]) -> bool:
         """Record a ``sync_policy`` control; True when the configuration to run changed."""

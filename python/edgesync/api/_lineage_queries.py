@@ -18,7 +18,7 @@ from edgesync.api._lineage_models import (
 from edgesync.api._recovery_models import RecoveryState, ResnapshotOut, VerificationOut
 from edgesync.api._values import json_value
 from edgesync.control import forget_on_device, recovery_jobs
-from edgesync.governance import EventType, emit, get_lineage_for_update
+from edgesync.governance import delete_lineage_row, get_lineage_for_update
 from edgesync.materialize import quote_ident
 from edgesync.store import Conn
 
@@ -147,8 +147,5 @@ async def delete_lineage(conn: Conn, project_id: uuid.UUID, lineage_id: uuid.UUI
     lineage = await get_lineage_for_update(conn, lineage_id)
     if lineage is None:
         raise lineage_not_found()
-    await conn.execute("DELETE FROM edge_table_lineages WHERE id = $1", lineage_id)
+    await delete_lineage_row(conn, lineage)
     await forget_on_device(conn, lineage.device_id, lineage.source_table)
-    await emit(conn, project_id, EventType.LINEAGE_DELETED, lineage_id,
-               {"lineage_id": str(lineage_id), "device_id": str(lineage.device_id),
-                "source_table": lineage.source_table})

@@ -11,8 +11,7 @@ from edgesync.control._flow import (
 )
 from edgesync.control._forget import FORGET_LINEAGE, forget_on_device
 from edgesync.control._objects import MAX_OBJECT_BYTES, ObjectStore
-from edgesync.control._outbox import CONTROL_CHANNEL, enqueue_control
-from edgesync.control._policy import FlowPolicy
+from edgesync.control._outbox import CONTROL_CHANNEL, ack_control, enqueue_control
 from edgesync.control._progress import ProgressReporter
 from edgesync.control._publisher import MqttPublisher
 from edgesync.control._resnapshot import (
@@ -25,7 +24,14 @@ from edgesync.control._resnapshot import (
 from edgesync.control._sender import ControlSender, Publisher
 from edgesync.control._sweeper import BackpressureSweeper
 from edgesync.control._sync_policy import send_sync_policy
-from edgesync.control._uploads import GRANT_TTL, grant_upload, verify_upload_url
+from edgesync.control._uploads import (
+    GRANT_TTL,
+    finalize_upload,
+    grant_upload,
+    note_ingested,
+    note_uploaded,
+    verify_upload_url,
+)
 from edgesync.control._verify import (
     DEFAULT_PREFIX as DEFAULT_VERIFY_PREFIX,
 )
@@ -47,7 +53,6 @@ __all__ = [
     "SYNC_AUTHORITIES",
     "BackpressureSweeper",
     "ControlSender",
-    "FlowPolicy",
     "MqttPublisher",
     "ObjectStore",
     "ProgressReporter",
@@ -55,11 +60,15 @@ __all__ = [
     "ResnapshotStatus",
     "VerificationScheduler",
     "VerificationStatus",
+    "ack_control",
     "change_sync_authority",
     "check_backpressure",
     "enqueue_control",
+    "finalize_upload",
     "forget_on_device",
     "grant_upload",
+    "note_ingested",
+    "note_uploaded",
     "record_materialization_failure",
     "record_resnapshot_status",
     "record_verify_digest",

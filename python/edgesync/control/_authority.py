@@ -25,7 +25,7 @@ import uuid
 from typing import Any
 
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
-from edgesync.governance import EventType, emit, get_lineage_for_update
+from edgesync.governance import EventType, emit, get_lineage_for_update, set_sync_authority
 from edgesync.materialize import StateTarget
 from edgesync.protocol import ControlKind
 from edgesync.store import Conn
@@ -80,8 +80,7 @@ async def change_sync_authority(conn: Conn, lineage_id: uuid.UUID, sync_authorit
         await target.provision_cloud_authority(conn)  # a no-op unless never provisioned
         out["cloud_versions_cleared"] = await target.forget_cloud_versions(conn,
                                                                            lineage.device_id)
-    await conn.execute("UPDATE edge_table_lineages SET sync_authority = $2, updated_at = now() "
-                       "WHERE id = $1", lineage.id, sync_authority)
+    await set_sync_authority(conn, lineage.id, sync_authority)
     await emit(conn, lineage.project_id, EventType.SYNC_AUTHORITY_CHANGED, lineage.id,
                {"lineage_id": str(lineage.id), "actor": actor, "sync_authority": sync_authority,
                 "previous": previous, "forced": bool(force and out["pending_state_writes"]),

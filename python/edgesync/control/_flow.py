@@ -15,9 +15,20 @@ from typing import Any
 import asyncpg
 
 from edgesync.control._outbox import enqueue_control
-from edgesync.control._policy import FlowPolicy
-from edgesync.governance import EventType, LineageStatus, PauseReason, emit
+from edgesync.governance import (
+    EventType,
+    Lineage,
+    LineageStatus,
+    PauseReason,
+    emit,
+    note_materialization_error,
+    pause_lineage,
+    reset_materialization_errors,
+    resume_lineage,
+    schedule_replay,
+)
 from edgesync.protocol import ControlKind
+from edgesync.registry import ProjectPolicy
 from edgesync.store import Conn
 
 __all__ = ["check_backpressure", "record_materialization_failure", "reset_materialization",
@@ -42,17 +53,12 @@ async def _watermark(conn: Conn, lineage: asyncpg.Record) -> int:
 
 async def _pause_device(conn: Conn, lineage: asyncpg.Record, reason: PauseReason,
                         detail: str) -> None:
-    await conn.execute(
-        "UPDATE edge_table_lineages SET status = 'paused', pause_reason = $2, "
-        "paused_by_control = true, updated_at = now() WHERE id = $1", lineage["id"], reason)
+    await pause_lineage(conn, Lineage.from_record(lineage), reason, detail=detail)
     await enqueue_control(conn, device_id=lineage["device_id"], lineage_id=lineage["id"],
                           kind=ControlKind.PAUSE_LINEAGE,
                           body={"source_table": lineage["source_table"],
                                 "server_watermark": await _watermark(conn, lineage),
                                 "reason": detail})
-    await emit(conn, lineage["project_id"], EventType.LINEAGE_PAUSED,
-               lineage["id"], {"lineage_id": str(lineage["id"]), "reason": reason,
-                               "detail": detail})
     _log.warning("lineage %s paused (%s): %s", lineage["id"], reason, detail)
 
 
@@ -67,28 +73,18 @@ async def _resume_device(conn: Conn, lineage: asyncpg.Record) -> None:
         "SELECT EXISTS (SELECT 1 FROM edge_column_bindings WHERE lineage_id = $1 "
         "AND schema_hash = $2 AND action = 'defer')",
         lineage["id"], lineage["approved_schema_hash"])
-    status, reason = (LineageStatus.ACTIVE, None)
-    if open_review:
-        status, reason = LineageStatus.PAUSED, PauseReason.SCHEMA_REVIEW
-    elif deferred:
-        status, reason = LineageStatus.PAUSED, PauseReason.DEFERRED_COLUMNS
-    await conn.execute(
-        "UPDATE edge_table_lineages SET status = $2, pause_reason = $3, "
-        "paused_by_control = false, updated_at = now() WHERE id = $1",
-        lineage["id"], status, reason)
+    still = (PauseReason.SCHEMA_REVIEW if open_review
+             else PauseReason.DEFERRED_COLUMNS if deferred else None)
+    active = await resume_lineage(conn, Lineage.from_record(lineage), device=True,
+                                  still_paused=still)
     if lineage["paused_by_control"]:
         await enqueue_control(conn, device_id=lineage["device_id"], lineage_id=lineage["id"],
                               kind=ControlKind.RESUME_LINEAGE,
                               body={"source_table": lineage["source_table"],
                                     "server_watermark": await _watermark(conn, lineage)})
-    if status == LineageStatus.ACTIVE:
+    if active:
         # Batches staged while paused wait for a replay; schedule one.
-        await conn.execute("INSERT INTO edge_replay_intents (id, lineage_id) VALUES ($1, $2)",
-                           uuid.uuid4(), lineage["id"])
-        await conn.execute("SELECT pg_notify('edge_replay', $1)", str(lineage["id"]))
-        await emit(conn, lineage["project_id"],
-                   EventType.LINEAGE_RESUMED, lineage["id"],
-                   {"lineage_id": str(lineage["id"])})
+        await schedule_replay(conn, lineage["id"])
 
 
 async def check_backpressure(conn: Conn, lineage_id: uuid.UUID) -> bool:
@@ -97,7 +93,7 @@ async def check_backpressure(conn: Conn, lineage_id: uuid.UUID) -> bool:
     lineage = await conn.fetchrow(_LINEAGE, lineage_id)
     if lineage is None or lineage["paused_by_control"]:
         return False
-    policy = FlowPolicy.from_project(dict(lineage["policy"]))
+    policy = ProjectPolicy.from_stored(lineage["policy"])
     if not policy.over_cap(lineage["staged_rows"], lineage["staged_bytes"]):
         return False
     await _pause_device(conn, lineage, PauseReason.BACKPRESSURE,
@@ -116,7 +112,7 @@ async def sweep_backpressure(conn: Conn) -> int:
             lineage = await conn.fetchrow(_LINEAGE, rec["id"])
             if lineage is None or lineage["pause_reason"] != PauseReason.BACKPRESSURE:
                 continue
-            policy = FlowPolicy.from_project(dict(lineage["policy"]))
+            policy = ProjectPolicy.from_stored(lineage["policy"])
             if policy.below_resume(lineage["staged_rows"], lineage["staged_bytes"]):
                 await _resume_device(conn, lineage)
                 resumed += 1
@@ -133,14 +129,12 @@ async def record_materialization_failure(conn: Conn, lineage_id: uuid.UUID, erro
     if lineage is None:
         return False
     errors = int(lineage["materialization_errors"]) + 1
-    await conn.execute(
-        "UPDATE edge_table_lineages SET materialization_errors = $2, last_error = $3, "
-        "updated_at = now() WHERE id = $1", lineage_id, errors, error[:2000])
+    await note_materialization_error(conn, lineage_id, errors, error)
     await emit(conn, lineage["project_id"],
                EventType.MATERIALIZATION_FAILED, lineage_id,
                {"lineage_id": str(lineage_id), "error": error[:500]})
-    policy = FlowPolicy.from_project(dict(lineage["policy"]))
-    if lineage["status"] != LineageStatus.ACTIVE or errors < policy.breaker_threshold:
+    threshold = ProjectPolicy.from_stored(lineage["policy"]).materialization_breaker_threshold
+    if lineage["status"] != LineageStatus.ACTIVE or errors < threshold:
         return False
     await _pause_device(conn, lineage, PauseReason.CIRCUIT_BREAKER,
                         f"{errors} permanent materialization errors; last: {error[:300]}")
@@ -159,18 +153,13 @@ async def reset_materialization(conn: Conn, lineage_id: uuid.UUID) -> dict[str, 
         from edgesync.errors import NotFoundError
 
         raise NotFoundError(f"lineage {lineage_id} not found")
-    await conn.execute(
-        "UPDATE edge_table_lineages SET materialization_errors = 0, last_error = NULL, "
-        "updated_at = now() WHERE id = $1", lineage_id)
+    await reset_materialization_errors(conn, lineage_id)
     requeued = await conn.execute(
         "UPDATE edge_staged_rows SET staging_reason = 'lineage_paused' "
         "WHERE lineage_id = $1 AND staging_reason = 'materialization_failed'", lineage_id)
     if lineage["pause_reason"] == PauseReason.CIRCUIT_BREAKER:
         await _resume_device(conn, lineage)
-    await conn.execute(
-        "INSERT INTO edge_replay_intents (id, lineage_id) VALUES ($1, $2)",
-        uuid.uuid4(), lineage_id)
-    await conn.execute("SELECT pg_notify('edge_replay', $1)", str(lineage_id))
+    await schedule_replay(conn, lineage_id)
     quarantined = await conn.fetchval(
         "SELECT count(*) FROM edge_quarantined_rows WHERE lineage_id = $1 AND status = 'open'",
         lineage_id)

@@ -16,7 +16,7 @@ from typing import Any, NoReturn, Protocol
 import asyncpg
 import orjson
 
-from edgesync.control._outbox import CONTROL_CHANNEL
+from edgesync.control._outbox import CONTROL_CHANNEL, note_sent
 from edgesync.control._signer import sign_for_device
 from edgesync.errors import ConfigError
 from edgesync.protocol import TopicKind, listen_loop, topic_for
@@ -72,10 +72,8 @@ class ControlSender:
                     except ConfigError as exc:
                         _log.error("control %s not sent: %s", rec["id"], exc)
                         body, error = None, str(exc)
-                    await conn.execute(
-                        "UPDATE edge_pending_controls SET attempts = attempts + 1, "
-                        "last_sent_at = now(), sig_seq = $2, last_error = $3 WHERE id = $1",
-                        rec["id"], body.get("sig_seq") if body else None, error)
+                    await note_sent(conn, rec["id"], body.get("sig_seq") if body else None,
+                                    error)
                     if body is None:
                         continue
                     topic = topic_for(f"{rec['topic_slug']}/{rec['name']}",

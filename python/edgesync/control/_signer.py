@@ -9,6 +9,7 @@ from typing import Any
 
 from edgesync.errors import ConfigError
 from edgesync.protocol import sign_control
+from edgesync.registry import take_control_seqs
 from edgesync.store import Conn
 
 __all__ = ["sign_for_device", "sign_for_devices"]
@@ -32,12 +33,7 @@ async def sign_for_devices(conn: Conn, controls: list[tuple[uuid.UUID, dict[str,
     place of a body. Call inside a transaction; the device rows stay locked until it
     ends, so no other signer can publish a higher ``sig_seq`` in between."""
     counts = Counter(device_id for device_id, _ in controls)
-    rows = await conn.fetch(
-        "UPDATE edge_devices d SET control_seq = d.control_seq + c.n "
-        "FROM unnest($1::uuid[], $2::int[]) AS c(id, n) "
-        "WHERE d.id = c.id AND d.signed_control "
-        "RETURNING d.id, d.control_seq, d.control_token",
-        list(counts), list(counts.values()))
+    rows = await take_control_seqs(conn, counts)
     # The first sig_seq of each signed device in this call.
     next_seq = {r["id"]: int(r["control_seq"]) - counts[r["id"]] + 1 for r in rows}
     tokens = {r["id"]: r["control_token"] for r in rows}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from edgesync.control._outbox import enqueue_control
+from edgesync.control._outbox import enqueue_control, supersede_pending
 from edgesync.protocol import ControlKind
 from edgesync.store import Conn
 
@@ -22,8 +22,6 @@ async def send_sync_policy(conn: Conn, device_id: uuid.UUID, body: dict[str, Any
                            ) -> uuid.UUID:
     """Queue ``sync_policy`` with ``body`` (revision, policy, table_strategies) for the
     device, superseding its pending ones; call inside the deciding transaction."""
-    await conn.execute(
-        "UPDATE edge_pending_controls SET status = 'superseded' WHERE device_id = $1 "
-        "AND control_kind = $2 AND status = 'pending'", device_id, ControlKind.SYNC_POLICY)
+    await supersede_pending(conn, device_id, ControlKind.SYNC_POLICY)
     return await enqueue_control(conn, device_id=device_id, lineage_id=None,
                                  kind=ControlKind.SYNC_POLICY, body=body)

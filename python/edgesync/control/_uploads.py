@@ -13,14 +13,20 @@ import os
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeAlias
+
+import asyncpg
 
 from edgesync.control._outbox import enqueue_control
 from edgesync.errors import InvalidRequestError, NotFoundError
 from edgesync.protocol import ControlKind, uuid7
 from edgesync.store import Conn
 
-__all__ = ["GRANT_TTL", "UPLOAD_PATH", "grant_upload", "upload_secret", "verify_upload_url"]
+# The upload statements run on a connection or straight on the pool.
+_Db: TypeAlias = "Conn | asyncpg.Pool[asyncpg.Record]"
+
+__all__ = ["GRANT_TTL", "UPLOAD_PATH", "finalize_upload", "grant_upload", "note_ingested",
+           "note_uploaded", "upload_secret", "verify_upload_url"]
 
 GRANT_TTL = timedelta(minutes=15)
 UPLOAD_PATH = "/core/api/v1/edge/uploads"
@@ -73,3 +79,34 @@ async def verify_upload_url(conn: Conn, upload_id: uuid.UUID, expires: int,
     if row is None:
         raise NotFoundError("no such upload")
     return dict(row)
+
+
+async def note_uploaded(db: _Db, upload_id: uuid.UUID, size: int) -> None:
+    """The object of a granted upload arrived (``PUT`` of its presigned URL)."""
+    await db.execute(
+        "UPDATE edge_uploads SET status = 'uploaded', byte_count = $2, updated_at = now() "
+        "WHERE id = $1 AND status = 'granted'", upload_id, size)
+
+
+async def finalize_upload(db: _Db, upload_id: uuid.UUID, device_id: uuid.UUID,
+                          source_table: str | None) -> str | None:
+    """The device's ``finalize``: the upload's status, or None when it has no such upload.
+    An upload whose object has not arrived yet (``granted``) stays unfinalized."""
+    row = await db.fetchrow(
+        "UPDATE edge_uploads SET finalized_at = coalesce(finalized_at, now()), "
+        "updated_at = now() WHERE id = $1 AND device_id = $2 AND source_table = $3 "
+        "RETURNING status", upload_id, device_id, source_table)
+    if row is None:
+        return None
+    if row["status"] == "granted":
+        await db.execute("UPDATE edge_uploads SET finalized_at = NULL WHERE id = $1",
+                         upload_id)
+    return str(row["status"])
+
+
+async def note_ingested(db: _Db, upload_id: uuid.UUID, rows: int, error: str | None) -> None:
+    """An uploaded object went through ingest (``failed`` with ``error``)."""
+    await db.execute(
+        "UPDATE edge_uploads SET status = $2, rows_ingested = $3, last_error = $4, "
+        "updated_at = now() WHERE id = $1",
+        upload_id, "failed" if error else "ingested", rows, error)

@@ -18,8 +18,8 @@ import orjson
 from edgesync import _core
 from edgesync.control._outbox import enqueue_control
 from edgesync.errors import InvalidRequestError, NotFoundError, StateWriteError
-from edgesync.governance import get_lineage_for_update, load_state_target
-from edgesync.materialize import MirrorColumn, quote_ident
+from edgesync.governance import bump_cloud_version, get_lineage_for_update, load_state_target
+from edgesync.materialize import MirrorColumn, quote_ident, upsert_cloud_row
 from edgesync.protocol import ControlKind
 from edgesync.store import Conn
 
@@ -116,9 +116,7 @@ async def write_state_rows(conn: Conn, *, project_id: uuid.UUID, device_id: uuid
                     if c["pk_ordinal"]}
         by_source = {c.source: c for c in target.columns}
         rows = _check_rows(rows, pk_names, by_source)
-        version = int(await conn.fetchval(
-            "UPDATE edge_table_lineages SET cloud_version = cloud_version + 1, "
-            "updated_at = now() WHERE id = $1 RETURNING cloud_version", lineage_id))
+        version = await bump_cloud_version(conn, lineage_id)
         await target.provision_cloud_authority(conn)
         for i, row in enumerate(rows):
             await _upsert(conn, target.table, device_id, i, row, by_source, version)
@@ -135,23 +133,14 @@ async def _upsert(conn: Conn, table: str, device_id: uuid.UUID, index: int,
                   row: dict[str, Any], by_source: dict[str, MirrorColumn], version: int) -> None:
     merged = {**row["values"], **row["pk"]}
     cols = [by_source[name] for name in merged if name in by_source]
-    args: list[Any] = [device_id, _core.pk_hash(orjson.dumps(row["pk"])), _NIL_EPOCH, version]
-    exprs = []
-    for col in cols:
-        args.append(_param(merged[col.source], col.pg_type, f"rows[{index}].values.{col.source}"))
-        exprs.append(f"CAST(${len(args)} AS text)::{col.pg_type}")
-    names = [quote_ident(c.target) for c in cols]
-    sets = "".join(f", {n} = EXCLUDED.{n}" for n in names)
+    values = [(col.target, col.pg_type,
+               _param(merged[col.source], col.pg_type, f"rows[{index}].values.{col.source}"))
+              for col in cols]
     try:
         async with conn.transaction():
-            await conn.execute(
-                f"INSERT INTO {quote_ident(table)} (device_id, _edge_pk_hash, "
-                "_edge_journal_epoch, _edge_commit_seq, _edge_deleted, _edge_cloud_version"
-                + "".join(f", {n}" for n in names) + ") VALUES ($1, $2, $3, 0, false, $4"
-                + "".join(f", {e}" for e in exprs) + ") "
-                "ON CONFLICT (device_id, _edge_pk_hash) DO UPDATE SET _edge_deleted = false, "
-                "_edge_cloud_version = EXCLUDED._edge_cloud_version, _edge_synced_at = now()"
-                + sets, *args)
+            await upsert_cloud_row(conn, table, device_id,
+                                   _core.pk_hash(orjson.dumps(row["pk"])), _NIL_EPOCH, version,
+                                   values)
     except (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError) as exc:
         raise InvalidRequestError(f"rows[{index}]", f"cannot be written: {exc}") from exc
 

@@ -15,7 +15,7 @@ from edgesync.credentials._x509 import CaMaterial, new_ca
 from edgesync.errors import NotFoundError
 from edgesync.store import Conn
 
-__all__ = ["Purpose", "get_ca", "server_ca"]
+__all__ = ["Purpose", "get_ca", "next_crl_number", "server_ca"]
 
 Purpose = Literal["project", "device"]
 
@@ -61,3 +61,10 @@ async def server_ca(conn: Conn) -> CaMaterial:
         row = await conn.fetchrow(sql)
     assert row is not None
     return CaMaterial(row["cert_pem"], row["key_pem"])
+
+
+async def next_crl_number(conn: Conn, project_id: uuid.UUID) -> int:
+    """The number of the project's next device CRL."""
+    return int(await conn.fetchval(
+        "UPDATE edge_certificate_authorities SET crl_number = crl_number + 1 "
+        "WHERE project_id = $1 AND purpose = 'device' RETURNING crl_number", project_id))

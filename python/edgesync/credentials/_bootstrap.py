@@ -15,7 +15,8 @@ from edgesync.credentials._x509 import issue_leaf, new_key, private_key_pem
 from edgesync.errors import InvalidRequestError, NotFoundError
 from edgesync.store import Conn
 
-__all__ = ["BOOTSTRAP_DAYS", "BootstrapSecret", "issue_bootstrap", "list_bootstraps",
+__all__ = ["BOOTSTRAP_DAYS", "BootstrapSecret", "count_enrollment", "issue_bootstrap",
+           "list_bootstraps",
            "revoke_bootstrap"]
 
 MAX_QUOTA = 1000
@@ -83,3 +84,9 @@ async def revoke_bootstrap(conn: Conn, project_id: uuid.UUID, ref: str) -> uuid.
     if found is None:
         raise NotFoundError(f"no bootstrap certificate {ref!r} in this project")
     return uuid.UUID(str(found))
+
+
+async def count_enrollment(conn: Conn, bootstrap_id: uuid.UUID) -> None:
+    """One more device enrolled with the bootstrap certificate."""
+    await conn.execute("UPDATE edge_bootstrap_certificates "
+                       "SET enrolled_devices = enrolled_devices + 1 WHERE id = $1", bootstrap_id)

@@ -17,7 +17,7 @@ from typing import Any
 
 from edgesync._defaults import WORKER_USERNAME
 from edgesync.broker import MosquittoConfig, ProjectListeners, write_mosquitto_config
-from edgesync.credentials._authorities import get_ca, server_ca
+from edgesync.credentials._authorities import get_ca, next_crl_number, server_ca
 from edgesync.credentials._passwords import hash_password, new_password
 from edgesync.credentials._x509 import CaMaterial, build_crl, issue_leaf, new_key, private_key_pem
 from edgesync.errors import ConfigError, NotFoundError
@@ -92,11 +92,9 @@ async def _crl(conn: Conn, project_id: uuid.UUID, ca: CaMaterial, days: int) -> 
         "JOIN edge_devices d ON d.id = c.device_id WHERE d.project_id = $1 "
         "AND c.kind = 'certificate' AND c.revoked_at IS NOT NULL ORDER BY c.revoked_at",
         project_id)
-    number = await conn.fetchval(
-        "UPDATE edge_certificate_authorities SET crl_number = crl_number + 1 "
-        "WHERE project_id = $1 AND purpose = 'device' RETURNING crl_number", project_id)
+    number = await next_crl_number(conn, project_id)
     return build_crl(ca, [(r["cert_serial"], r["revoked_at"]) for r in revoked],
-                     number=int(number), days=days)
+                     number=number, days=days)
 
 
 async def _passwords(conn: Conn, project_id: uuid.UUID) -> list[tuple[str, str]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import secrets
 import uuid
 
+from edgesync import registry
 from edgesync.store import Conn
 
 __all__ = ["ensure_control_token"]
@@ -15,9 +16,6 @@ __all__ = ["ensure_control_token"]
 
 async def ensure_control_token(conn: Conn, device_id: uuid.UUID) -> str:
     """The device's control token, created (and signed control switched on) if missing."""
-    token = await conn.fetchval(
-        "UPDATE edge_devices SET control_token = coalesce(control_token, $2), "
-        "signed_control = true WHERE id = $1 RETURNING control_token",
-        device_id, secrets.token_urlsafe(32))
+    token = await registry.ensure_control_token(conn, device_id, secrets.token_urlsafe(32))
     assert token is not None, f"device {device_id} vanished"
     return str(token)

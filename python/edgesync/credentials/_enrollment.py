@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from edgesync import registry
+from edgesync.credentials._bootstrap import count_enrollment
 from edgesync.credentials._device_credentials import (
     DEVICE_CERT_DAYS,
     CertificateSecret,
@@ -135,8 +136,7 @@ async def enroll(conn: Conn, project_id: uuid.UUID, *, bootstrap_cert_pem: str, 
             raise _bad("INVALID_CSR", exc.reason, "csr_pem") from exc
         cert = await issue_certificate(conn, scope, csr_pem=csr_pem, days=days,
                                        bootstrap_id=row["id"])
-        await conn.execute("UPDATE edge_bootstrap_certificates "
-                           "SET enrolled_devices = enrolled_devices + 1 WHERE id = $1", row["id"])
+        await count_enrollment(conn, row["id"])
     assert scope.fleet_id is not None
     return Enrollment(scope.device_id, scope.device_name, scope.project_id, scope.fleet_id,
                       scope.root_topic, row["id"], cert)

@@ -2,7 +2,7 @@
 
 from edgesync.governance._admission import Admission, StagingReason, admit
 from edgesync.governance._arrivals import Arrival, admit_arrivals
-from edgesync.governance._bindings import REPLAY_CHANNEL, load_state_target, load_state_targets
+from edgesync.governance._bindings import load_state_target, load_state_targets
 from edgesync.governance._classify import SchemaDiff, classify
 from edgesync.governance._coalesced import (
     get_coalesced_mirror,
@@ -22,10 +22,19 @@ from edgesync.governance._lineages import (
     Lineage,
     LineageStatus,
     PauseReason,
+    add_staged,
+    bump_cloud_version,
+    count_materialized,
+    count_rejected,
+    delete_lineage_row,
     get_lineage_for_update,
     lock_lineages,
+    note_materialization_error,
     pause_lineage,
+    reset_materialization_errors,
     resume_lineage,
+    set_sync_authority,
+    take_staged,
 )
 from edgesync.governance._rebind import (
     RebindOutcome,
@@ -41,6 +50,12 @@ from edgesync.governance._registry_reviews import (
     get_registry_review,
     list_registry_reviews,
     reject_registry_review,
+)
+from edgesync.governance._replay import (
+    REPLAY_CHANNEL,
+    count_replayed,
+    finish_replay,
+    schedule_replay,
 )
 from edgesync.governance._reviews import (
     approve_review,
@@ -71,16 +86,23 @@ __all__ = [
     "SchemaStatus",
     "StagingReason",
     "abandon_registry_review",
+    "add_staged",
     "admit",
     "admit_arrivals",
     "approve_registry_review",
     "approve_review",
+    "bump_cloud_version",
     "claim_registry_review",
     "claim_review",
     "classify",
     "consolidate",
+    "count_materialized",
+    "count_rejected",
+    "count_replayed",
     "create_data_point",
+    "delete_lineage_row",
     "emit",
+    "finish_replay",
     "forget_targets",
     "get_coalesced_mirror",
     "get_data_point",
@@ -96,6 +118,7 @@ __all__ = [
     "load_state_target",
     "load_state_targets",
     "lock_lineages",
+    "note_materialization_error",
     "pause_lineage",
     "read_data_point_values",
     "reject_registry_review",
@@ -103,5 +126,9 @@ __all__ = [
     "reopen_review",
     "replay_incompatibilities",
     "replay_rejected",
+    "reset_materialization_errors",
     "resume_lineage",
+    "schedule_replay",
+    "set_sync_authority",
+    "take_staged",
 ]

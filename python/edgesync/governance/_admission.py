@@ -24,11 +24,13 @@ from edgesync.governance._lineages import (
     LineageStatus,
     PauseReason,
     get_lineage_for_update,
+    note_schema_hash,
     pause_lineage,
 )
 from edgesync.governance._registry import registry_key, route_version
 from edgesync.governance._review_queue import open_device_review
 from edgesync.governance._statuses import SchemaStatus
+from edgesync.governance._versions import fill_columns, insert_version
 from edgesync.materialize import StateTarget
 from edgesync.registry import DeviceScope
 from edgesync.store import Conn
@@ -107,9 +109,7 @@ async def admit(conn: Conn, scope: DeviceScope, lineage: Lineage,
         return Admission(lineage, target=await load_state_target(
             conn, lineage, schema_hash, fill_schema_columns=fill))
     if lineage.approved_schema_hash != schema_hash:
-        await conn.execute(
-            "UPDATE edge_table_lineages SET current_schema_hash = $2 WHERE id = $1 "
-            "AND current_schema_hash IS DISTINCT FROM $2", lineage.id, schema_hash)
+        await note_schema_hash(conn, lineage.id, schema_hash)
     version = await conn.fetchrow(
         "SELECT id, status, schema_columns, registry_id, classification, "
         "replay_as_schema_hash FROM edge_schema_versions "
@@ -118,17 +118,15 @@ async def admit(conn: Conn, scope: DeviceScope, lineage: Lineage,
     if version is None:
         classification, diff = classify(await _approved_columns(conn, lineage), new_cols)
         version_id = uuid.uuid4()
-        await conn.execute(
-            "INSERT INTO edge_schema_versions (id, lineage_id, schema_hash, schema_columns, "
-            "classification, diff) VALUES ($1, $2, $3, $4, $5, $6)",
-            version_id, lineage.id, schema_hash,
+        await insert_version(
+            conn, version_id, lineage.id, schema_hash,
             {"table_name": lineage.source_table, "columns": new_cols} if new_cols else None,
             classification, diff.as_json())
         coalesced = registry_key(scope, lineage) is not None
         auto = (not coalesced and lineage.target_table is not None and new_cols is not None
                 and (classification == "compatible_mapped"
                      or (classification == "compatible_additive"
-                         and bool(scope.policy.get("allow_additive_continue", False)))))
+                         and scope.policy.allow_additive_continue)))
         if coalesced:
             decided = await _by_registry(conn, scope, lineage, version_id, schema_hash,
                                          new_cols, classification)
@@ -151,9 +149,8 @@ async def admit(conn: Conn, scope: DeviceScope, lineage: Lineage,
     else:
         status = version["status"]
         if version["schema_columns"] is None and new_cols:
-            await conn.execute(
-                "UPDATE edge_schema_versions SET schema_columns = $2 WHERE id = $1",
-                version["id"], {"table_name": lineage.source_table, "columns": new_cols})
+            await fill_columns(conn, version["id"],
+                               {"table_name": lineage.source_table, "columns": new_cols})
         if status == SchemaStatus.PENDING and version["registry_id"] is not None:
             # Decided by the registry since (e.g. while this lineage was busy)?
             decided = await _by_registry(conn, scope, lineage, version["id"], schema_hash,

@@ -22,11 +22,12 @@ from typing import Any
 
 import orjson
 
-from edgesync.governance._bindings import _plan, provision_target
+from edgesync.governance._bindings import _plan, insert_bindings_many, provision_target
 from edgesync.governance._classify import classify
 from edgesync.governance._column_actions import ColumnAction
-from edgesync.governance._lineages import Lineage, LineageStatus
+from edgesync.governance._lineages import Lineage, LineageStatus, set_approved_many
 from edgesync.governance._registry import registry_columns, registry_key
+from edgesync.governance._versions import insert_approved_many
 from edgesync.registry import DeviceScope
 from edgesync.store import Conn
 
@@ -96,22 +97,7 @@ async def admit_arrivals(conn: Conn, arrivals: list[Arrival]) -> dict[uuid.UUID,
             bindings.append((uuid.uuid4(), a.lineage.id, a.schema_hash, act.source_column_name,
                              act.action, m.target if m else None,
                              m.pg_type if m else act.target_type))
-    await conn.execute(
-        "INSERT INTO edge_schema_versions (id, lineage_id, schema_hash, schema_columns, "
-        "classification, diff, registry_id, status) "
-        "SELECT v.id, v.l, v.h, v.c::jsonb, v.k, v.d::jsonb, v.r, 'approved' FROM unnest("
-        "$1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::uuid[]) "
-        "AS v(id, l, h, c, k, d, r)", *(list(c) for c in zip(*versions, strict=True)))
-    await conn.execute(
-        "INSERT INTO edge_column_bindings (id, lineage_id, schema_hash, source_column_name, "
-        "action, mirror_column_name, target_type) SELECT * FROM unnest($1::uuid[], $2::uuid[], "
-        "$3::text[], $4::text[], $5::text[], $6::text[], $7::text[])",
-        *(list(c) for c in zip(*bindings, strict=True)))
-    rows = await conn.fetch(
-        "UPDATE edge_table_lineages t SET approved_schema_hash = u.h, current_schema_hash = u.h, "
-        "target_table = u.tbl, updated_at = now() "
-        "FROM unnest($1::uuid[], $2::text[], $3::text[]) AS u(id, h, tbl) WHERE t.id = u.id "
-        "RETURNING t.*",
-        [a.lineage.id for a, _ in chosen], [a.schema_hash for a, _ in chosen],
-        [plans[e["id"]][2] for _, e in chosen])
-    return {r["id"]: Lineage.from_record(r) for r in rows}
+    await insert_approved_many(conn, versions)
+    await insert_bindings_many(conn, bindings)
+    return await set_approved_many(conn, [(a.lineage.id, a.schema_hash, plans[e["id"]][2])
+                                          for a, e in chosen])

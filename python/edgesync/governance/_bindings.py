@@ -19,10 +19,19 @@ import orjson
 
 from edgesync.errors import ConflictError, IdentifierError, InvalidRequestError
 from edgesync.governance._column_actions import ColumnAction
-from edgesync.governance._events import EventType, emit
-from edgesync.governance._lineages import Lineage, LineageStatus, PauseReason, resume_lineage
+from edgesync.governance._lineages import (
+    Lineage,
+    LineageStatus,
+    PauseReason,
+    pause_lineage,
+    resume_lineage,
+    set_approved,
+)
 from edgesync.governance._mapping import resolve_mapped
+from edgesync.governance._replay import schedule_replay
+from edgesync.governance._statuses import SchemaStatus
 from edgesync.governance._target_cache import TargetColumns, target_cache
+from edgesync.governance._versions import fill_columns_many, set_status
 from edgesync.materialize import (
     TS_PLATFORM_COLUMNS,
     MappedColumn,
@@ -36,10 +45,9 @@ from edgesync.materialize import (
 )
 from edgesync.store import Conn
 
-__all__ = ["REPLAY_CHANNEL", "approve_schema", "load_state_target", "load_state_targets",
+__all__ = ["approve_schema", "insert_bindings_many", "load_state_target", "load_state_targets",
            "plan_columns", "provision_target"]
 
-REPLAY_CHANNEL = "edge_replay"
 # Pauses an approval may lift (any other reason, e.g. backpressure, outlives it).
 _REVIEW_PAUSES = (PauseReason.SCHEMA_REVIEW, PauseReason.DEFERRED_COLUMNS, None)
 
@@ -85,12 +93,8 @@ async def load_state_targets(conn: Conn, wanted: list[tuple[Lineage, str]], *,
         return {}
     fill = fill_schema_columns or {}
     if fill:
-        await conn.execute(
-            "UPDATE edge_schema_versions v SET schema_columns = f.cols::jsonb "
-            "FROM unnest($1::uuid[], $2::text[], $3::text[]) AS f(lineage_id, hash, cols) "
-            "WHERE v.lineage_id = f.lineage_id AND v.schema_hash = f.hash "
-            "AND v.schema_columns IS NULL",
-            [lin.id for lin, _ in wanted if lin.id in fill],
+        await fill_columns_many(
+            conn, [lin.id for lin, _ in wanted if lin.id in fill],
             [h for lin, h in wanted if lin.id in fill],
             [orjson.dumps(fill[lin.id]).decode() for lin, _ in wanted if lin.id in fill])
     out: dict[uuid.UUID, StateTarget] = {}
@@ -224,6 +228,16 @@ async def _check_existing_types(conn: Conn, table: str,
     return existing
 
 
+async def insert_bindings_many(conn: Conn, bindings: list[tuple[Any, ...]]) -> None:
+    """``(id, lineage_id, schema_hash, source_column_name, action, mirror_column_name,
+    target_type)`` of many lineages at once (registry-approved arrivals)."""
+    await conn.execute(
+        "INSERT INTO edge_column_bindings (id, lineage_id, schema_hash, source_column_name, "
+        "action, mirror_column_name, target_type) SELECT * FROM unnest($1::uuid[], $2::uuid[], "
+        "$3::text[], $4::text[], $5::text[], $6::text[], $7::text[])",
+        *(list(c) for c in zip(*bindings, strict=True)))
+
+
 async def approve_schema(conn: Conn, lineage: Lineage, version_id: uuid.UUID,
                          schema_hash: str, columns: list[dict[str, Any]],
                          actions: list[ColumnAction], review_id: uuid.UUID | None, *,
@@ -264,26 +278,14 @@ async def approve_schema(conn: Conn, lineage: Lineage, version_id: uuid.UUID,
         "device_data_point_id = EXCLUDED.device_data_point_id",
         lineage.id, schema_hash, *(list(c) for c in zip(*rows, strict=True))
         if rows else ([], [], [], [], [], []))
-    await conn.execute("UPDATE edge_schema_versions SET status = 'approved' WHERE id = $1",
-                       version_id)
-    await conn.execute(
-        "UPDATE edge_table_lineages SET approved_schema_hash = $2, target_table = $3, "
-        "updated_at = now() WHERE id = $1", lineage.id, schema_hash, table)
+    await set_status(conn, version_id, SchemaStatus.APPROVED)
+    await set_approved(conn, lineage.id, schema_hash, table)
     if any(a.action == "defer" for a in actions):
         # Undecided columns: nothing is materialized until a reopened review decides them.
-        await conn.execute(
-            "UPDATE edge_table_lineages SET status = 'paused', pause_reason = 'deferred_columns', "
-            "updated_at = now() WHERE id = $1 AND (pause_reason IS NULL "
-            "OR pause_reason IN ('schema_review', 'deferred_columns'))", lineage.id)
-        if lineage.status != LineageStatus.PAUSED:
-            await emit(conn, lineage.project_id,
-                       EventType.LINEAGE_PAUSED, lineage.id,
-                       {"lineage_id": str(lineage.id), "reason": PauseReason.DEFERRED_COLUMNS})
+        await pause_lineage(conn, lineage, PauseReason.DEFERRED_COLUMNS)
         return False
-    await conn.execute(
-        "INSERT INTO edge_replay_intents (id, lineage_id, review_id, registry_review_id) "
-        "VALUES ($1, $2, $3, $4)", uuid.uuid4(), lineage.id, review_id, registry_review_id)
-    await conn.execute("SELECT pg_notify($1, $2)", REPLAY_CHANNEL, str(lineage.id))
+    await schedule_replay(conn, lineage.id, review_id=review_id,
+                          registry_review_id=registry_review_id)
     if lineage.pause_reason in _REVIEW_PAUSES:
         await resume_lineage(conn, lineage)
         return True

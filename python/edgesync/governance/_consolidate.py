@@ -22,7 +22,6 @@ is not a candidate again, so a second call changes nothing.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -34,7 +33,9 @@ from edgesync.governance._events import EventType, emit
 from edgesync.governance._lineages import Lineage, PauseReason
 from edgesync.governance._registry import RegistryKey, registry_columns
 from edgesync.governance._statuses import SchemaStatus
-from edgesync.materialize import MirrorColumn, TsTarget, quote_ident
+from edgesync.governance._versions import set_registry_id
+from edgesync.materialize import MirrorColumn, copy_state_rows, copy_ts_rows
+from edgesync.registry import ProjectPolicy
 from edgesync.store import Conn
 
 __all__ = ["CONSOLIDATED_EVENT", "consolidate"]
@@ -62,7 +63,7 @@ async def _mode(conn: Conn, project_id: uuid.UUID) -> str:
     policy = await conn.fetchval("SELECT policy FROM edge_projects WHERE id = $1", project_id)
     if policy is None:
         raise NotFoundError(f"project {project_id} not found")
-    return str(policy.get("schema_coalescing_mode") or "none")
+    return str(ProjectPolicy.from_stored(policy).schema_coalescing_mode)
 
 
 async def consolidate(conn: Conn, project_id: uuid.UUID, source_table: str, *,
@@ -185,16 +186,15 @@ async def _consolidate_one(conn: Conn, lineage_id: uuid.UUID, mode: str,
     # Re-bind first: provisions the target (idempotent) with the registry's columns.
     await approve_schema(conn, lineage, version["id"], schema_hash, columns, actions, None,
                          coalesced_target=new_table)
-    await conn.execute("UPDATE edge_schema_versions SET registry_id = $2 WHERE id = $1",
-                       version["id"], entry["id"])
+    await set_registry_id(conn, version["id"], entry["id"])
     live = tombstones = 0
     if old_table != new_table:
         if lineage.pipeline == "telemetry":
-            live = await _copy_telemetry(conn, lineage.device_id, old_table, new_table,
-                                         mirrors, copy_map)
+            live = await copy_ts_rows(conn, lineage.device_id, old_table, new_table,
+                                      mirrors, copy_map)
         else:
-            live, tombstones = await _copy_state(conn, lineage.device_id, old_table, new_table,
-                                                 copy_map)
+            live, tombstones = await copy_state_rows(conn, lineage.device_id, old_table,
+                                                     new_table, copy_map)
     result = {"lineage_id": lineage.id, "device_id": lineage.device_id,
               "pipeline": lineage.pipeline, "schema_hash": schema_hash,
               "registry_id": entry["id"], "from_table": old_table, "to_table": new_table,
@@ -224,48 +224,3 @@ async def _copy_map(conn: Conn, lineage: Lineage, schema_hash: str,
     return [(old[m.source], m.target, m.pg_type) for m in mirrors
             if m.source in old and old[m.source] in present]
 
-
-async def _copy_state(conn: Conn, device_id: uuid.UUID, old: str, new: str,
-                      copy_map: list[tuple[str, str, str]]) -> tuple[int, int]:
-    """Live rows and tombstones, newer-wins on ``(journal_epoch, commit_seq)``: (live rows,
-    tombstones) written."""
-    platform = ["device_id", "_edge_pk_hash", "_edge_journal_epoch", "_edge_commit_seq",
-                "_edge_deleted", "_edge_synced_at"]
-    targets = [quote_ident(n) for _, n, _ in copy_map]
-    sources = [f"{quote_ident(o)}::{t}" for o, _, t in copy_map]
-    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in [*platform[2:], *targets])
-    row = await conn.fetchrow(
-        f"WITH w AS (INSERT INTO {quote_ident(new)} AS t ({', '.join([*platform, *targets])}) "
-        f"SELECT {', '.join([*platform, *sources])} FROM {quote_ident(old)} WHERE device_id = $1 "
-        f"ON CONFLICT (device_id, _edge_pk_hash) DO UPDATE SET {updates} "
-        "WHERE (t._edge_journal_epoch, t._edge_commit_seq) "
-        "< (EXCLUDED._edge_journal_epoch, EXCLUDED._edge_commit_seq) "
-        "RETURNING _edge_deleted) "
-        "SELECT count(*) FILTER (WHERE NOT _edge_deleted) AS live, "
-        "count(*) FILTER (WHERE _edge_deleted) AS dead FROM w", device_id)
-    assert row is not None
-    return int(row["live"]), int(row["dead"])
-
-
-async def _copy_telemetry(conn: Conn, device_id: uuid.UUID, old: str, new: str,
-                          mirrors: list[MirrorColumn],
-                          copy_map: list[tuple[str, str, str]]) -> int:
-    """The device's rows of the old (project-wide) table, appended: telemetry rows never
-    change, and the lineage wrote none to the new table before (it wrote to the old one)."""
-    span = await conn.fetchrow(
-        f"SELECT min(event_ts) AS lo, max(event_ts) AS hi FROM {quote_ident(old)} "
-        "WHERE device_id = $1", device_id)
-    assert span is not None
-    if span["lo"] is None:
-        return 0
-    lo: datetime = span["lo"]
-    hi: datetime = span["hi"]
-    await TsTarget(new, mirrors).ensure_partitions(conn, lo, hi)
-    targets = [quote_ident(n) for _, n, _ in copy_map]
-    sources = [f"{quote_ident(o)}::{t}" for o, _, t in copy_map]
-    platform = ["device_id", "event_ts", "row_id"]
-    status: str = await conn.execute(
-        f"INSERT INTO {quote_ident(new)} ({', '.join([*platform, *targets])}) "
-        f"SELECT {', '.join([*platform, *sources])} "
-        f"FROM {quote_ident(old)} WHERE device_id = $1", device_id)
-    return int(status.rsplit(" ", 1)[-1])

@@ -16,7 +16,13 @@ from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
 from edgesync.materialize import DATA_POINT_TYPES
 from edgesync.store import Conn
 
-__all__ = ["create_data_point", "get_data_point", "list_data_points", "read_data_point_values"]
+__all__ = [
+    "create_data_point",
+    "ensure_data_point",
+    "get_data_point",
+    "list_data_points",
+    "read_data_point_values",
+]
 
 _MAX_LIMIT = 10_000
 
@@ -73,3 +79,13 @@ async def read_data_point_values(conn: Conn, project_id: uuid.UUID, data_point_i
         "ORDER BY ts, device_id, source_key, source_version LIMIT $5",
         data_point_id, device_id, since, until, limit)
     return [dict(r) for r in rows]
+
+
+async def ensure_data_point(conn: Conn, project_id: uuid.UUID, name: str,
+                            value_type: str) -> None:
+    """The project's data point ``name``, created if missing (``auto_create_and_map``);
+    an existing one is left as it is (the caller checks its value type)."""
+    await conn.execute(
+        "INSERT INTO edge_device_data_points (id, project_id, name, value_type) "
+        "VALUES ($1, $2, $3, $4) ON CONFLICT (project_id, name) DO NOTHING",
+        uuid.uuid4(), project_id, name, value_type)

@@ -15,7 +15,9 @@ from typing import Any
 
 from edgesync.errors import ConflictError, InvalidRequestError
 from edgesync.governance._column_actions import ColumnAction
+from edgesync.governance._data_points import ensure_data_point
 from edgesync.materialize import DATA_POINT_TYPES, pg_type_for
+from edgesync.registry import ProjectPolicy
 from edgesync.store import Conn
 
 __all__ = ["resolve_mapped", "value_type_for"]
@@ -29,15 +31,12 @@ def value_type_for(pg_type: str) -> str:
 
 async def _policy_allows_auto_create(conn: Conn, project_id: uuid.UUID) -> bool:
     policy = await conn.fetchval("SELECT policy FROM edge_projects WHERE id = $1", project_id)
-    return bool((policy or {}).get("allow_auto_create_device_data_points", False))
+    return ProjectPolicy.from_stored(policy).allow_auto_create_device_data_points
 
 
 async def _auto_create(conn: Conn, project_id: uuid.UUID, name: str, value_type: str,
                        where: str) -> uuid.UUID:
-    await conn.execute(
-        "INSERT INTO edge_device_data_points (id, project_id, name, value_type) "
-        "VALUES ($1, $2, $3, $4) ON CONFLICT (project_id, name) DO NOTHING",
-        uuid.uuid4(), project_id, name, value_type)
+    await ensure_data_point(conn, project_id, name, value_type)
     row = await conn.fetchrow(
         "SELECT id, value_type FROM edge_device_data_points WHERE project_id = $1 AND name = $2",
         project_id, name)

@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edgesync.errors import ConflictError, NotFoundError
-from edgesync.governance._bindings import REPLAY_CHANNEL
 from edgesync.governance._classify import classify
 from edgesync.governance._events import EventType, emit
 from edgesync.governance._lineages import Lineage
+from edgesync.governance._replay import schedule_replay
 from edgesync.governance._statuses import SchemaStatus
+from edgesync.governance._versions import set_replay_as
 from edgesync.store import Conn
 
 __all__ = ["RebindOutcome", "RejectedVersion", "replay_incompatibilities", "replay_rejected"]
@@ -143,14 +144,9 @@ async def replay_rejected(conn: Conn, lineage: Lineage, *, actor: str,
         v.rebound = True
     if not rebound:
         return out
-    await conn.execute(
-        "UPDATE edge_schema_versions SET replay_as_schema_hash = $2 WHERE lineage_id = $1 "
-        "AND schema_hash = ANY($3::text[])", lineage.id, approved,
-        [v.schema_hash for v in rebound])
+    await set_replay_as(conn, lineage.id, approved, [v.schema_hash for v in rebound])
     if out.rebound_batches:
-        await conn.execute("INSERT INTO edge_replay_intents (id, lineage_id) VALUES ($1, $2)",
-                           uuid.uuid4(), lineage.id)
-        await conn.execute("SELECT pg_notify($1, $2)", REPLAY_CHANNEL, str(lineage.id))
+        await schedule_replay(conn, lineage.id)
     await emit(conn, lineage.project_id, EventType.REJECTED_ROWS_REBOUND, lineage.id,
                {"lineage_id": str(lineage.id), "actor": actor, "approved_schema_hash": approved,
                 "schema_hashes": [v.schema_hash for v in rebound],

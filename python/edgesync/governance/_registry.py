@@ -29,14 +29,15 @@ from edgesync.governance._column_actions import ColumnAction
 from edgesync.governance._lineages import Lineage
 from edgesync.governance._review_queue import open_registry_review
 from edgesync.governance._statuses import SchemaStatus
+from edgesync.governance._versions import set_registry_id, set_status
 from edgesync.materialize import target_table_name
-from edgesync.registry import DeviceScope
+from edgesync.registry import CoalescingMode, DeviceScope
 from edgesync.store import Conn
 
 __all__ = ["COALESCING_MODES", "RegistryKey", "coalesced_table_name", "registry_columns",
-           "registry_key", "route_version"]
+           "registry_key", "route_version", "set_entry_decision", "set_entry_status"]
 
-COALESCING_MODES = ("none", "project", "fleet")
+COALESCING_MODES = tuple(CoalescingMode)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +67,7 @@ def registry_key(scope: DeviceScope, lineage: Lineage) -> RegistryKey | None:
     """The registry that decides this lineage's schemas, or None (device reviews): mode
     ``none``, ``fleet`` for a device in no fleet, or a lineage that already writes to a
     device-scoped target (until ``consolidate`` moves it, ``_consolidate``)."""
-    mode = scope.policy.get("schema_coalescing_mode", "none")
+    mode = scope.policy.schema_coalescing_mode
     if mode == "project":
         key = RegistryKey(scope.project_id, None, "project", lineage.pipeline,
                           lineage.source_table)
@@ -118,11 +119,9 @@ async def route_version(conn: Conn, key: RegistryKey, lineage: Lineage,
     abandoned: the caller opens a device review)."""
     entry = await _entry_for_share(conn, key, schema_hash, columns, classification)
     if entry["status"] == SchemaStatus.ABANDONED:
-        await conn.execute("UPDATE edge_schema_versions SET registry_id = NULL WHERE id = $1",
-                           version_id)
+        await set_registry_id(conn, version_id, None)
         return "device_review"
-    await conn.execute("UPDATE edge_schema_versions SET registry_id = $2 WHERE id = $1",
-                       version_id, entry["id"])
+    await set_registry_id(conn, version_id, entry["id"])
     if entry["status"] == SchemaStatus.APPROVED:
         cols = await registry_columns(conn, entry["id"])
         assert cols is not None
@@ -131,8 +130,21 @@ async def route_version(conn: Conn, key: RegistryKey, lineage: Lineage,
                              coalesced_target=entry["target_table"])
         return "approved"
     if entry["status"] == SchemaStatus.REJECTED:
-        await conn.execute("UPDATE edge_schema_versions SET status = 'rejected' WHERE id = $1",
-                           version_id)
+        await set_status(conn, version_id, SchemaStatus.REJECTED)
         return "waiting"
     await open_registry_review(conn, entry)
     return "waiting"
+
+
+async def set_entry_status(conn: Conn, registry_id: uuid.UUID, status: str) -> None:
+    """A registry review decided the entry (``approved``, ``rejected``, ``abandoned``)."""
+    await conn.execute("UPDATE edge_schema_registry SET status = $2, updated_at = now() "
+                       "WHERE id = $1", registry_id, status)
+
+
+async def set_entry_decision(conn: Conn, registry_id: uuid.UUID, table: str,
+                             column_actions: list[dict[str, Any]]) -> None:
+    """The coalesced target and column actions every device of the scope inherits."""
+    await conn.execute(
+        "UPDATE edge_schema_registry SET target_table = $2, column_actions = $3 "
+        "WHERE id = $1", registry_id, table, column_actions)

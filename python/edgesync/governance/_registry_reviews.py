@@ -18,9 +18,15 @@ from edgesync.governance._column_actions import ColumnAction, mirror_all_actions
 from edgesync.governance._events import EventType, emit
 from edgesync.governance._lineages import Lineage
 from edgesync.governance._mapping import resolve_mapped
-from edgesync.governance._registry import coalesced_table_name, registry_columns
-from edgesync.governance._review_queue import open_device_review
+from edgesync.governance._registry import (
+    coalesced_table_name,
+    registry_columns,
+    set_entry_decision,
+    set_entry_status,
+)
+from edgesync.governance._review_queue import open_device_review, record_transition
 from edgesync.governance._statuses import ReviewStatus
+from edgesync.governance._versions import detach_waiting, reject_waiting
 from edgesync.store import Conn
 
 __all__ = ["abandon_registry_review", "approve_registry_review", "claim_registry_review",
@@ -78,14 +84,9 @@ async def _locked(conn: Conn, review_id: uuid.UUID, project_id: uuid.UUID | None
 
 async def _transition(conn: Conn, review: dict[str, Any], status: ReviewStatus, actor: str,
                       **fields: Any) -> dict[str, Any]:
-    sets = "".join(f", {k} = ${i}" for i, k in enumerate(fields, start=4))
-    await conn.execute(
-        "UPDATE edge_registry_reviews SET status = $2, action_version = action_version + 1, "
-        "updated_at = now(), decided_by = CASE WHEN $2 = 'in_review' THEN decided_by ELSE $3 END"
-        + sets + " WHERE id = $1", review["id"], status, actor, *fields.values())
+    await record_transition(conn, "registry", review["id"], status, actor, **fields)
     if status in _DECISION_EVENTS:
-        await conn.execute("UPDATE edge_schema_registry SET status = $2, updated_at = now() "
-                           "WHERE id = $1", review["registry_id"], status)
+        await set_entry_status(conn, review["registry_id"], status)
         await emit(conn, review["project_id"], _DECISION_EVENTS[status],
                    review["id"], {"review_id": str(review["id"]),
                                   "registry_id": str(review["registry_id"]), **{
@@ -140,9 +141,8 @@ async def approve_registry_review(conn: Conn, review_id: uuid.UUID, *, actor: st
         table = coalesced_table_name(review["pipeline"], review["scope"], scope_id,
                                      review["source_table"])
         await provision_target(conn, review["pipeline"], table, mirrors)
-        await conn.execute(
-            "UPDATE edge_schema_registry SET target_table = $2, column_actions = $3 "
-            "WHERE id = $1", review["registry_id"], table, [a.as_json() for a in actions])
+        await set_entry_decision(conn, review["registry_id"], table,
+                                 [a.as_json() for a in actions])
         for version in await _waiting_versions(conn, review["registry_id"]):
             row = await conn.fetchrow(
                 "SELECT * FROM edge_table_lineages WHERE id = $1 FOR UPDATE SKIP LOCKED",
@@ -164,8 +164,7 @@ async def reject_registry_review(conn: Conn, review_id: uuid.UUID, *, actor: str
     async with conn.transaction():
         review = await _locked(conn, review_id, project_id, action_version,
                                (ReviewStatus.QUEUED, ReviewStatus.IN_REVIEW))
-        await conn.execute("UPDATE edge_schema_versions SET status = 'rejected' "
-                           "WHERE registry_id = $1 AND status = 'pending'", review["registry_id"])
+        await reject_waiting(conn, review["registry_id"])
         return await _transition(conn, review, ReviewStatus.REJECTED, actor,
                                  decision_reason=reason)
 
@@ -178,10 +177,7 @@ async def abandon_registry_review(conn: Conn, review_id: uuid.UUID, *, actor: st
     async with conn.transaction():
         review = await _locked(conn, review_id, project_id, action_version,
                                (ReviewStatus.QUEUED, ReviewStatus.IN_REVIEW))
-        rows = await conn.fetch(
-            "UPDATE edge_schema_versions SET registry_id = NULL WHERE registry_id = $1 "
-            "AND status = 'pending' RETURNING id, lineage_id, classification",
-            review["registry_id"])
+        rows = await detach_waiting(conn, review["registry_id"])
         for r in rows:
             await open_device_review(conn, review["project_id"], r["lineage_id"], r["id"],
                                      review["schema_hash"], r["classification"])

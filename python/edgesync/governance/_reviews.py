@@ -13,8 +13,14 @@ from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
 from edgesync.governance._bindings import approve_schema
 from edgesync.governance._column_actions import ColumnAction, mirror_all_actions
 from edgesync.governance._events import EventType, emit
-from edgesync.governance._lineages import PauseReason, get_lineage_for_update
-from edgesync.governance._statuses import ReviewStatus
+from edgesync.governance._lineages import (
+    PauseReason,
+    get_lineage_for_update,
+    set_sync_authority,
+)
+from edgesync.governance._review_queue import record_transition, reopen_device_review
+from edgesync.governance._statuses import ReviewStatus, SchemaStatus
+from edgesync.governance._versions import set_status
 from edgesync.materialize import StateTarget
 from edgesync.store import Conn
 
@@ -61,12 +67,7 @@ def _check(review: dict[str, Any], action_version: int, allowed: tuple[str, ...]
 
 async def _transition(conn: Conn, review: dict[str, Any], status: ReviewStatus,
                       actor: str, **fields: Any) -> dict[str, Any]:
-    sets = ", ".join(f"{k} = ${i}" for i, k in enumerate(fields, start=4))
-    await conn.execute(
-        "UPDATE edge_schema_reviews SET status = $2, action_version = action_version + 1, "
-        "updated_at = now(), decided_by = CASE WHEN $2 = 'in_review' THEN decided_by ELSE $3 END"
-        + (f", {sets}" if sets else "") + " WHERE id = $1",
-        review["id"], status, actor, *fields.values())
+    await record_transition(conn, "device", review["id"], status, actor, **fields)
     return await get_review(conn, review["id"])
 
 
@@ -109,8 +110,7 @@ async def approve_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
             if sync_authority == "cloud_authoritative" and lineage.pipeline != "rows":
                 raise InvalidRequestError("sync_authority",
                                           "only state (rows) tables can be cloud-authoritative")
-            await conn.execute("UPDATE edge_table_lineages SET sync_authority = $2 WHERE id = $1",
-                               lineage.id, sync_authority)
+            await set_sync_authority(conn, lineage.id, sync_authority)
             if sync_authority == "cloud_authoritative":
                 table = await conn.fetchval(
                     "SELECT target_table FROM edge_table_lineages WHERE id = $1", lineage.id)
@@ -131,8 +131,7 @@ async def reject_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
     async with conn.transaction():
         review = await get_review(conn, review_id, for_update=True)
         _check(review, action_version, (ReviewStatus.QUEUED, ReviewStatus.IN_REVIEW))
-        await conn.execute("UPDATE edge_schema_versions SET status = 'rejected' WHERE id = $1",
-                           review["schema_version_id"])
+        await set_status(conn, review["schema_version_id"], SchemaStatus.REJECTED)
         await conn.execute(
             "UPDATE edge_staged_rows SET staging_reason = 'schema_rejected' WHERE lineage_id = $1 "
             "AND schema_hash = $2 AND staging_reason = 'schema_review'",
@@ -157,12 +156,10 @@ async def reopen_review(conn: Conn, lineage_id: uuid.UUID, *, actor: str) -> dic
         version = await conn.fetchrow(
             "SELECT id, classification FROM edge_schema_versions "
             "WHERE lineage_id = $1 AND schema_hash = $2", lineage.id, lineage.approved_schema_hash)
-        assert version is not None
-        review_id = await conn.fetchval(
-            "INSERT INTO edge_schema_reviews (id, lineage_id, schema_version_id, schema_hash, "
-            "classification) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING id",
-            uuid.uuid4(), lineage.id, version["id"], lineage.approved_schema_hash,
-            version["classification"])
+        assert version is not None and lineage.approved_schema_hash is not None
+        review_id = await reopen_device_review(conn, lineage.id, version["id"],
+                                               lineage.approved_schema_hash,
+                                               version["classification"])
         if review_id is None:
             raise ConflictError(f"lineage {lineage_id} already has an open review")
         await emit(conn, lineage.project_id, EventType.SCHEMA_REVIEW_QUEUED,

@@ -12,7 +12,7 @@ from edgesync.identity._bootstrap import bootstrap
 from edgesync.identity._orgs import get_org_by_name
 from edgesync.identity._permissions import MANAGE_DEVICES, READ, grant
 from edgesync.identity._principals import ensure_principal
-from edgesync.identity._tokens import issue_token
+from edgesync.identity._tokens import issue_token, revoke_token
 from edgesync.store import Conn
 
 __all__ = ["admin_command"]
@@ -29,9 +29,7 @@ async def admin_command(conn: Conn, args: argparse.Namespace) -> dict[str, Any]:
                 "principal_id": done.principal_id, "token_id": done.token.id,
                 "token": done.token.token}
     if args.token_command == "revoke":
-        revoked = await conn.fetchval(
-            "UPDATE edge_api_tokens SET revoked_at = coalesce(revoked_at, now()) "
-            "WHERE id = $1 RETURNING id", args.token_id)
+        revoked = await revoke_token(conn, args.token_id)
         if revoked is None:
             raise NotFoundError(f"token {args.token_id} not found")
         return {"token_id": revoked, "revoked": True}

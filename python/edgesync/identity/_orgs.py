@@ -6,6 +6,7 @@ import re
 import uuid
 
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
+from edgesync.registry import adopt_project
 from edgesync.store import Conn
 
 __all__ = ["attach_project", "ensure_org", "get_org_by_name"]
@@ -33,9 +34,7 @@ async def get_org_by_name(conn: Conn, name: str) -> uuid.UUID:
 
 async def attach_project(conn: Conn, org_id: uuid.UUID, project_id: uuid.UUID) -> None:
     """Make the project part of the organization (adopting it if it has none yet)."""
-    owner = await conn.fetchval(
-        "UPDATE edge_projects SET org_id = coalesce(org_id, $2) WHERE id = $1 RETURNING org_id",
-        project_id, org_id)
+    owner = await adopt_project(conn, project_id, org_id)
     if owner is None:
         raise NotFoundError(f"project {project_id} not found")
     if owner != org_id:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from edgesync.errors import ConflictError, InvalidRequestError
 from edgesync.identity._permissions import implied
-from edgesync.identity._tokens import hash_token
+from edgesync.identity._tokens import hash_token, note_token_used
 from edgesync.store import Conn
 
 __all__ = ["KINDS", "Principal", "authenticate", "ensure_principal"]
@@ -53,11 +53,7 @@ async def authenticate(conn: Conn, token: str) -> Principal | None:
         hash_token(token))
     if row is None:
         return None
-    # Recorded at most once a minute, so reads do not each write a row.
-    await conn.execute(
-        "UPDATE edge_api_tokens SET last_used_at = now() WHERE id = $1 "
-        "AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')",
-        row["token_id"])
+    await note_token_used(conn, row["token_id"])
     grants: dict[uuid.UUID, set[str]] = {}
     for g in await conn.fetch(
             "SELECT project_id, permission FROM edge_project_permissions WHERE principal_id = $1",

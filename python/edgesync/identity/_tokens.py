@@ -11,7 +11,8 @@ from datetime import datetime
 
 from edgesync.store import Conn
 
-__all__ = ["TOKEN_PREFIX", "IssuedToken", "hash_token", "issue_token"]
+__all__ = ["TOKEN_PREFIX", "IssuedToken", "hash_token", "issue_token", "note_token_used",
+           "revoke_token"]
 
 TOKEN_PREFIX = "esk_"
 
@@ -43,3 +44,17 @@ async def issue_token(conn: Conn, principal_id: uuid.UUID, *, description: str |
         token_id, principal_id, hash_token(token), token[: len(TOKEN_PREFIX) + 6], description,
         expires_at)
     return IssuedToken(token_id, principal_id, token)
+
+
+async def revoke_token(conn: Conn, token_id: uuid.UUID) -> object:
+    """Revoke the token (again: a no-op); its id, or None when there is no such token."""
+    return await conn.fetchval(
+        "UPDATE edge_api_tokens SET revoked_at = coalesce(revoked_at, now()) "
+        "WHERE id = $1 RETURNING id", token_id)
+
+
+async def note_token_used(conn: Conn, token_id: uuid.UUID) -> None:
+    """Recorded at most once a minute, so reads do not each write a row."""
+    await conn.execute(
+        "UPDATE edge_api_tokens SET last_used_at = now() WHERE id = $1 "
+        "AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')", token_id)

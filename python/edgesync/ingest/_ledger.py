@@ -11,6 +11,7 @@ import asyncpg
 import orjson
 
 from edgesync.errors import BatchRejected
+from edgesync.governance import count_rejected
 from edgesync.protocol import RejectionCode
 from edgesync.store import Conn
 
@@ -66,10 +67,7 @@ async def record_rejection(conn: Conn, device_id: uuid.UUID, topic_kind: str,
     meta = _salvage(payload)
     lineage_id = None
     if meta.get("known_table"):
-        lineage_id = await conn.fetchval(
-            "UPDATE edge_table_lineages SET rejected_batches = rejected_batches + 1 "
-            "WHERE device_id = $1 AND source_table = $2 RETURNING id",
-            device_id, meta["source_table"])
+        lineage_id = await count_rejected(conn, device_id, meta["source_table"])
     await conn.execute(
         "INSERT INTO edge_export_segments (device_id, lineage_id, batch_id, topic_kind, "
         "source_table, outcome, rejection_code, rejection_field, rejection_detail, payload_bytes) "

@@ -24,7 +24,7 @@ import asyncpg
 import orjson
 import zstandard
 
-from edgesync.control import MAX_OBJECT_BYTES, ObjectStore
+from edgesync.control import MAX_OBJECT_BYTES, ObjectStore, note_ingested
 from edgesync.ingest._outcome import OutcomeStatus
 from edgesync.ingest._pipeline import IngestPipeline
 from edgesync.protocol import periodic_loop
@@ -111,10 +111,7 @@ class ObjectIngester:
             return False
         topic = f"{row['topic_slug']}/{row['name']}/sync/rows/batch"
         rows, error = await self._ingest(row["id"], row["source_table"], topic)
-        await self._pool.execute(
-            "UPDATE edge_uploads SET status = $2, rows_ingested = $3, last_error = $4, "
-            "updated_at = now() WHERE id = $1",
-            row["id"], "failed" if error else "ingested", rows, error)
+        await note_ingested(self._pool, row["id"], rows, error)
         if error is None:
             # Every row is in the ledger now (a crash before this line re-ingests the object,
             # as duplicates). A failed object stays in the store for an operator to inspect

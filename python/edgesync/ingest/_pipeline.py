@@ -20,6 +20,7 @@ import uuid
 import asyncpg
 import orjson
 
+from edgesync.control import ack_control
 from edgesync.ingest._group import GroupWriter
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.ingest._reports import handle_ingest_request, handle_schema_observe
@@ -113,8 +114,5 @@ class IngestPipeline:
             return IngestOutcome(OutcomeStatus.REJECTED, RejectionCode.INVALID_ACK,
                                  "ack needs a control_id UUID")
         async with self._pool.acquire() as conn:
-            await conn.execute(
-                "UPDATE edge_pending_controls SET status = 'acked', acked_at = now() "
-                "WHERE id = $1 AND device_id = $2 AND status = 'pending'",
-                control_id, scope.device_id)
+            await ack_control(conn, scope.device_id, control_id)
         return IngestOutcome(OutcomeStatus.MATERIALIZED, None, str(control_id))

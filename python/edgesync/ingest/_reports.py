@@ -22,7 +22,12 @@ from typing import Any
 import asyncpg
 import orjson
 
-from edgesync.control import grant_upload, record_resnapshot_status, record_verify_digest
+from edgesync.control import (
+    finalize_upload,
+    grant_upload,
+    record_resnapshot_status,
+    record_verify_digest,
+)
 from edgesync.errors import BatchRejected, InvalidRequestError
 from edgesync.governance import EventType, emit
 from edgesync.ingest._ledger import (
@@ -230,16 +235,11 @@ async def _finalize(pool: asyncpg.Pool, scope: DeviceScope, doc: dict[str, Any]
     except ValueError:
         return _reject(RejectionCode.INVALID_BATCH_ID,
                        "finalize needs the batch_id of the url_grant")
-    row = await pool.fetchrow(
-        "UPDATE edge_uploads SET finalized_at = coalesce(finalized_at, now()), "
-        "updated_at = now() WHERE id = $1 AND device_id = $2 AND source_table = $3 "
-        "RETURNING status", upload_id, scope.device_id, _table(doc))
-    if row is None:
+    status = await finalize_upload(pool, upload_id, scope.device_id, _table(doc))
+    if status is None:
         return _reject(RejectionCode.UNKNOWN_UPLOAD,
                        f"no upload {upload_id} for this device and table")
-    if row["status"] == "granted":
-        await pool.execute("UPDATE edge_uploads SET finalized_at = NULL WHERE id = $1",
-                           upload_id)
+    if status == "granted":
         return _reject(RejectionCode.UPLOAD_INCOMPLETE,
                        "finalize arrived before the object was uploaded")
     return IngestOutcome(OutcomeStatus.STAGED, "upload_finalized", str(upload_id))

@@ -1,5 +1,6 @@
 """Materialization of approved rows into PostgreSQL targets."""
 
+from edgesync.materialize._copies import copy_state_rows, copy_ts_rows, upsert_cloud_row
 from edgesync.materialize._data_points import DATA_POINT_TYPES, MappedColumn
 from edgesync.materialize._identifiers import (
     PLATFORM_COLUMNS,
@@ -37,12 +38,15 @@ __all__ = [
     "TsTarget",
     "WriteItem",
     "check_column_name",
+    "copy_state_rows",
+    "copy_ts_rows",
     "pg_type_for",
     "quote_ident",
     "split_on",
     "sweep_state_rows",
     "target_table_name",
     "ts_table_name",
+    "upsert_cloud_row",
     "write_batches",
     "write_rows_apart",
 ]

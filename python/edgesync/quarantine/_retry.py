@@ -22,7 +22,13 @@ from edgesync import _core
 from edgesync._core import RowBatch, TelemetryBatch
 from edgesync.control import resend_cloud_rows
 from edgesync.errors import BatchRejected, ConflictError, InvalidRequestError, NotFoundError
-from edgesync.governance import EventType, Lineage, emit, load_state_target
+from edgesync.governance import (
+    EventType,
+    Lineage,
+    count_materialized,
+    emit,
+    load_state_target,
+)
 from edgesync.materialize import WriteItem, write_batches
 from edgesync.protocol import RejectionCode
 from edgesync.quarantine._rows import (
@@ -198,6 +204,5 @@ async def _write(conn: Conn, lineage: Lineage, row: QuarantinedRow, row_json: st
     if item.conflicts:
         await resend_cloud_rows(conn, lineage.id, lineage.device_id, item.conflicts)
     await mark_retried(conn, row.id, actor=actor, row_json=row_json, edited=edited)
-    await conn.execute("UPDATE edge_table_lineages SET materialized_rows = materialized_rows "
-                       "+ 1, updated_at = now() WHERE id = $1", lineage.id)
+    await count_materialized(conn, lineage.id, 1)
     return RetryOutcome(row.id, QuarantineStatus.RETRIED, True)

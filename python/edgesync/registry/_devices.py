@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg
 
 from edgesync.errors import ConfigError, ConflictError
+from edgesync.registry._policy import ProjectPolicy
 from edgesync.store import Conn
 
 __all__ = ["DeviceResolver", "DeviceScope", "add_device", "ensure_fleet", "ensure_project",
@@ -34,7 +35,7 @@ class DeviceScope:
     project_id: uuid.UUID
     fleet_id: uuid.UUID | None
     topic_slug: str
-    policy: dict[str, Any]
+    policy: ProjectPolicy
 
     @property
     def root_topic(self) -> str:
@@ -50,7 +51,7 @@ FROM edge_devices d JOIN edge_projects p ON p.id = d.project_id
 
 def _scope(row: asyncpg.Record) -> DeviceScope:
     return DeviceScope(row["device_id"], row["device_name"], row["project_id"], row["fleet_id"],
-                       row["topic_slug"], dict(row["policy"]))
+                       row["topic_slug"], ProjectPolicy.from_stored(row["policy"]))
 
 
 async def ensure_project(conn: Conn, name: str, topic_slug: str) -> uuid.UUID:
@@ -161,6 +162,9 @@ class DeviceResolver:
                         # A revoked device is unknown to ingest: its messages are refused.
                         "WHERE d.revoked_at IS NULL",
                         [k[0] for k in batch], [k[1] for k in batch])
+                # Inside the try: a scope that cannot be built (a stored policy that is no
+                # policy) fails its callers instead of leaving them waiting.
+                found = {(r["topic_slug"], r["device_name"]): _scope(r) for r in rows}
             except BaseException as exc:
                 for fut in batch.values():
                     if not fut.done():
@@ -168,7 +172,6 @@ class DeviceResolver:
                 if isinstance(exc, Exception):
                     continue
                 raise
-            found = {(r["topic_slug"], r["device_name"]): _scope(r) for r in rows}
             now = time.monotonic()
             for key, fut in batch.items():
                 scope = found.get(key)
@@ -178,3 +181,45 @@ class DeviceResolver:
 
     def forget(self) -> None:
         self._cache.clear()
+
+
+async def stored_policy(conn: Conn, project_id: uuid.UUID, *, for_update: bool = False
+                        ) -> dict[str, Any]:
+    """The project's stored policy document (its fields set; ``ProjectPolicy.from_stored``
+    fills in the defaults)."""
+    doc = await conn.fetchval("SELECT policy FROM edge_projects WHERE id = $1"
+                              + (" FOR UPDATE" if for_update else ""), project_id)
+    return dict(doc or {})
+
+
+async def store_policy(conn: Conn, project_id: uuid.UUID, doc: dict[str, Any]) -> None:
+    """Replace the project's stored policy document (``ProjectPolicy.changed`` made it)."""
+    await conn.execute("UPDATE edge_projects SET policy = $2 WHERE id = $1", project_id, doc)
+
+
+async def adopt_project(conn: Conn, project_id: uuid.UUID, org_id: uuid.UUID) -> object:
+    """Give the project to ``org_id`` unless it has an organization; the organization it
+    has now (None: no such project)."""
+    return await conn.fetchval(
+        "UPDATE edge_projects SET org_id = coalesce(org_id, $2) WHERE id = $1 RETURNING org_id",
+        project_id, org_id)
+
+
+async def take_control_seqs(conn: Conn, counts: dict[uuid.UUID, int]) -> list[asyncpg.Record]:
+    """Advance each signed device's ``control_seq`` by its count (one statement; the rows
+    stay locked until the transaction ends): ``id``, the new ``control_seq`` and the
+    ``control_token`` of each device with signed control."""
+    return await conn.fetch(
+        "UPDATE edge_devices d SET control_seq = d.control_seq + c.n "
+        "FROM unnest($1::uuid[], $2::int[]) AS c(id, n) "
+        "WHERE d.id = c.id AND d.signed_control "
+        "RETURNING d.id, d.control_seq, d.control_token",
+        list(counts), list(counts.values()))
+
+
+async def ensure_control_token(conn: Conn, device_id: uuid.UUID, new_token: str) -> object:
+    """The device's control token, ``new_token`` stored (and signed control switched on)
+    if it had none."""
+    return await conn.fetchval(
+        "UPDATE edge_devices SET control_token = coalesce(control_token, $2), "
+        "signed_control = true WHERE id = $1 RETURNING control_token", device_id, new_token)

@@ -25,7 +25,10 @@ from edgesync.governance import (
     Lineage,
     LineageStatus,
     PauseReason,
+    count_materialized,
+    count_replayed,
     emit,
+    finish_replay,
     get_lineage_for_update,
     load_state_target,
 )
@@ -39,7 +42,7 @@ from edgesync.materialize import (
 )
 from edgesync.protocol import listen_loop
 from edgesync.quarantine import quarantine_refused
-from edgesync.staging._staged import unstage_many
+from edgesync.staging._staged import mark_materialization_failed, unstage_many
 from edgesync.store import Conn
 
 __all__ = ["Replayer"]
@@ -106,11 +109,7 @@ class Replayer:
                     "ORDER BY s.pipeline <> 'telemetry', s.id LIMIT $2",
                     lineage_id, _CHUNK)
                 if not staged:
-                    done = await conn.fetchval(
-                        "UPDATE edge_replay_intents SET status = 'done', completed_at = now(), "
-                        "rows_replayed = rows_replayed + $2 WHERE lineage_id = $1 "
-                        "AND status = 'pending' RETURNING id", lineage_id, 0)
-                    if done:
+                    if await finish_replay(conn, lineage_id):
                         await emit(conn, lineage.project_id, EventType.REPLAY_COMPLETED,
                                    lineage.id, {"lineage_id": str(lineage.id)})
                     return replayed
@@ -172,9 +171,7 @@ class Replayer:
             done.append(rec)
         for rec, error in failed:
             _log.warning("replay of staged batch %s failed: %s", rec["id"], error)
-            await conn.execute("UPDATE edge_staged_rows "
-                               "SET staging_reason = 'materialization_failed' WHERE id = $1",
-                               rec["id"])
+            await mark_materialization_failed(conn, rec["id"])
             await record_materialization_failure(conn, lineage.id, error)
         if quarantined:
             _log.warning("replay of lineage %s: %d row(s) quarantined", lineage.id,
@@ -183,9 +180,6 @@ class Replayer:
                        {"lineage_id": str(lineage.id), "rows": quarantined, "replay": True})
         # Rows written: the staged rows less those quarantined.
         rows = await unstage_many(conn, lineage.id, [r["id"] for r in done]) - quarantined
-        await conn.execute(
-            "WITH l AS (UPDATE edge_table_lineages SET materialized_rows = materialized_rows + $2 "
-            "  WHERE id = $1) "
-            "UPDATE edge_replay_intents SET rows_replayed = rows_replayed + $2 "
-            "WHERE lineage_id = $1 AND status = 'pending'", lineage.id, rows)
+        await count_materialized(conn, lineage.id, rows)
+        await count_replayed(conn, lineage.id, rows)
         return rows

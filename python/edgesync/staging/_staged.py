@@ -15,11 +15,11 @@ import orjson
 
 from edgesync import _core
 from edgesync._core import RowBatch, TelemetryBatch
-from edgesync.governance import StagingReason
+from edgesync.governance import StagingReason, add_staged, take_staged
 from edgesync.store import Conn
 
-__all__ = ["STAGING_REASONS", "StagedBatch", "discard_staged", "list_staged_rows", "stage_many",
-           "unstage_many"]
+__all__ = ["STAGING_REASONS", "StagedBatch", "discard_staged", "list_staged_rows",
+           "mark_materialization_failed", "stage_many", "unstage_many"]
 
 # Why a batch waits in staging (edge_staged_rows.staging_reason).
 STAGING_REASONS = tuple(StagingReason)
@@ -34,14 +34,12 @@ async def discard_staged(conn: Conn, lineage_id: uuid.UUID, *, reason: str | Non
     rec = await conn.fetchrow(
         "WITH gone AS (DELETE FROM edge_staged_rows WHERE lineage_id = $1 "
         "  AND ($2::text IS NULL OR staging_reason = $2) "
-        "  AND ($3::text IS NULL OR schema_hash = $3) RETURNING row_count, byte_count), "
-        "sums AS (SELECT count(*) AS n, coalesce(sum(row_count), 0) AS r, "
-        "  coalesce(sum(byte_count), 0) AS b FROM gone), "
-        "upd AS (UPDATE edge_table_lineages SET staged_rows = greatest(staged_rows - sums.r, 0), "
-        "  staged_bytes = greatest(staged_bytes - sums.b, 0), updated_at = now() FROM sums "
-        "  WHERE id = $1 AND sums.n > 0) "
-        "SELECT n, r FROM sums", lineage_id, reason, schema_hash)
+        "  AND ($3::text IS NULL OR schema_hash = $3) RETURNING row_count, byte_count) "
+        "SELECT count(*) AS n, coalesce(sum(row_count), 0) AS r, "
+        "  coalesce(sum(byte_count), 0) AS b FROM gone", lineage_id, reason, schema_hash)
     assert rec is not None
+    if rec["n"]:
+        await take_staged(conn, lineage_id, int(rec["r"]), int(rec["b"]))
     return int(rec["n"]), int(rec["r"])
 
 
@@ -51,15 +49,18 @@ async def unstage_many(conn: Conn, lineage_id: uuid.UUID, staged_ids: list[int])
         return 0
     rec = await conn.fetchrow(
         "WITH gone AS (DELETE FROM edge_staged_rows WHERE id = ANY($2::bigint[]) "
-        "  AND lineage_id = $1 RETURNING row_count, byte_count), "
-        "sums AS (SELECT coalesce(sum(row_count), 0) AS r, coalesce(sum(byte_count), 0) AS b "
-        "  FROM gone), "
-        "upd AS (UPDATE edge_table_lineages SET staged_rows = greatest(staged_rows - sums.r, 0), "
-        "  staged_bytes = greatest(staged_bytes - sums.b, 0), updated_at = now() FROM sums "
-        "  WHERE id = $1) "
-        "SELECT r FROM sums", lineage_id, staged_ids)
+        "  AND lineage_id = $1 RETURNING row_count, byte_count) "
+        "SELECT coalesce(sum(row_count), 0) AS r, coalesce(sum(byte_count), 0) AS b "
+        "FROM gone", lineage_id, staged_ids)
     assert rec is not None
+    await take_staged(conn, lineage_id, int(rec["r"]), int(rec["b"]))
     return int(rec["r"])
+
+
+async def mark_materialization_failed(conn: Conn, staged_id: int) -> None:
+    """A staged batch the replayer could not write: kept, out of replay until a reset."""
+    await conn.execute("UPDATE edge_staged_rows SET staging_reason = 'materialization_failed' "
+                       "WHERE id = $1", staged_id)
 
 
 async def list_staged_rows(conn: Conn, lineage_id: uuid.UUID, *,
@@ -130,11 +131,6 @@ async def stage_many(conn: Conn, staged: list[StagedBatch]) -> list[uuid.UUID]:
         "$6::text[], $7::text[], $8::bigint[], $9::timestamptz[], $10::timestamptz[], "
         "$11::uuid[], $12::bigint[], $13::bigint[], $14::int[], $15::int[], $16::bytea[])",
         *(list(c) for c in zip(*rows, strict=True)))
-    await conn.execute(
-        "WITH per AS (SELECT l, sum(r) AS r, sum(b) AS b FROM unnest($1::uuid[], $2::bigint[], "
-        "  $3::bigint[]) AS x(l, r, b) GROUP BY l) "
-        "UPDATE edge_table_lineages t SET staged_rows = staged_rows + per.r, "
-        "staged_bytes = staged_bytes + per.b, updated_at = now() FROM per WHERE t.id = per.l",
-        [s.lineage_id for s in staged], [s.batch.row_count for s in staged],
-        [len(s.payload) for s in staged])
+    await add_staged(conn, [s.lineage_id for s in staged], [s.batch.row_count for s in staged],
+                     [len(s.payload) for s in staged])
     return list(dict.fromkeys(s.lineage_id for s in staged))

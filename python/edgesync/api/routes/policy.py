@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
@@ -13,25 +12,34 @@ from edgesync.api._db import Db
 from edgesync.api._envelopes import Item
 from edgesync.api._errors import error_responses
 from edgesync.api._idempotency import IdempotencyKey, idempotent
+from edgesync.registry import (
+    POLICY_BOUNDS,
+    CoalescingMode,
+    ProjectPolicy,
+    store_policy,
+    stored_policy,
+)
 from edgesync.store import Conn
 
 __all__ = ["DEFAULTS", "Policy", "PolicyPatch", "router"]
 
 router = APIRouter(prefix="/core/api/v1/projects/{project_id}/edge/policy", tags=["policy"])
 
-DEFAULTS: dict[str, Any] = {
-    "allow_additive_continue": False,
-    "max_pending_rows_per_lineage": 100_000,
-    "max_pending_bytes_per_lineage": 1 << 30,
-    "resume_threshold_percent": 80,
-    "materialization_breaker_threshold": 5,
-    "schema_coalescing_mode": "none",
-    "allow_auto_create_device_data_points": False,
-    "verify_interval_seconds": 0,
-}
+# The defaults are ProjectPolicy's (edgesync.registry); the models below only describe
+# the HTTP shape (and refuse a bad PATCH with the field named, as every route does).
+DEFAULTS: dict[str, Any] = ProjectPolicy().as_json()
 
-Positive = Annotated[StrictInt, Field(ge=1, le=2**62)]
-CoalescingMode = Literal["none", "project", "fleet"]
+
+def _bounds(name: str) -> Any:
+    lo, hi = POLICY_BOUNDS[name]
+    return Field(ge=lo, le=hi)
+
+
+_Rows = Annotated[StrictInt, _bounds("max_pending_rows_per_lineage")]
+_Bytes = Annotated[StrictInt, _bounds("max_pending_bytes_per_lineage")]
+_Resume = Annotated[StrictInt, _bounds("resume_threshold_percent")]
+_Breaker = Annotated[StrictInt, _bounds("materialization_breaker_threshold")]
+_Verify = Annotated[StrictInt, _bounds("verify_interval_seconds")]
 
 
 class Policy(BaseModel):
@@ -55,25 +63,17 @@ class PolicyPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     allow_additive_continue: StrictBool | None = None
-    max_pending_rows_per_lineage: Positive | None = None
-    max_pending_bytes_per_lineage: Positive | None = None
-    resume_threshold_percent: Annotated[StrictInt, Field(ge=1, le=99)] | None = None
-    materialization_breaker_threshold: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = (
-        None)
+    max_pending_rows_per_lineage: _Rows | None = None
+    max_pending_bytes_per_lineage: _Bytes | None = None
+    resume_threshold_percent: _Resume | None = None
+    materialization_breaker_threshold: _Breaker | None = None
     schema_coalescing_mode: CoalescingMode | None = None
     allow_auto_create_device_data_points: StrictBool | None = None
-    verify_interval_seconds: Annotated[StrictInt, Field(ge=0, le=2**31)] | None = None
+    verify_interval_seconds: _Verify | None = None
 
 
 def _effective(stored: dict[str, Any]) -> Policy:
-    return Policy.model_validate({k: stored.get(k, d) for k, d in DEFAULTS.items()})
-
-
-async def _stored(conn: Conn, project_id: uuid.UUID, *, for_update: bool = False
-                  ) -> dict[str, Any]:
-    doc = await conn.fetchval("SELECT policy FROM edge_projects WHERE id = $1"
-                              + (" FOR UPDATE" if for_update else ""), project_id)
-    return dict(doc or {})
+    return Policy.model_validate(ProjectPolicy.from_stored(stored).as_json())
 
 
 _RESPONSES = error_responses(400, 401, 404, 422)
@@ -82,7 +82,7 @@ _RESPONSES = error_responses(400, 401, 404, 422)
 @router.get("", response_model=Item[Policy], responses=_RESPONSES,
             summary="The project's effective policy (defaults filled in)")
 async def get_policy(access: CanRead, conn: Db) -> Item[Policy]:
-    return Item[Policy](data=_effective(await _stored(conn, access.project_id)))
+    return Item[Policy](data=_effective(await stored_policy(conn, access.project_id)))
 
 
 @router.patch("", response_model=Item[Policy],
@@ -93,14 +93,9 @@ async def patch_policy(access: CanManage, conn: Db, request: Request, body: Poli
     changes = body.model_dump(exclude_unset=True)
 
     async def work(tx: Conn) -> tuple[int, Item[Policy]]:
-        stored = await _stored(tx, access.project_id, for_update=True)
-        for key, value in changes.items():
-            if value is None:
-                stored.pop(key, None)
-            else:
-                stored[key] = value
-        await tx.execute("UPDATE edge_projects SET policy = $2 WHERE id = $1",
-                         access.project_id, stored)
+        stored = ProjectPolicy.changed(
+            await stored_policy(tx, access.project_id, for_update=True), changes)
+        await store_policy(tx, access.project_id, stored)
         return 200, Item[Policy](data=_effective(stored))
 
     return await idempotent(conn, access, request, idempotency_key, work)

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from edgesync.control import ObjectStore
-from edgesync.control._uploads import UPLOAD_PATH, verify_upload_url
+from edgesync.control._uploads import UPLOAD_PATH, note_uploaded, verify_upload_url
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
 
 __all__ = ["upload_router"]
@@ -49,9 +49,7 @@ def upload_router(pool: Callable[[], asyncpg.Pool], store: ObjectStore) -> APIRo
         except InvalidRequestError as exc:
             code = "UPLOAD_URL_EXPIRED" if exc.field == "expires" else "UPLOAD_TOO_LARGE"
             return _error(403 if exc.field == "expires" else 413, code, exc.reason)
-        await pool().execute(
-            "UPDATE edge_uploads SET status = 'uploaded', byte_count = $2, updated_at = now() "
-            "WHERE id = $1 AND status = 'granted'", upload_id, size)
+        await note_uploaded(pool(), upload_id, size)
         return JSONResponse({"data": {"batch_id": str(upload_id), "byte_count": size}})
 
     return router
