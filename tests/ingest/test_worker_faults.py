@@ -252,6 +252,7 @@ async def test_kill_9_during_a_database_restart_loses_and_doubles_nothing(
                 assert worker.poll() is None, tail(log)  # rode out both restarts
             except BaseException:
                 print(f"published {progress[0]} of {len(messages)}; serve log:\n{tail(log)}")
+                shutil.copy(log, "/tmp/fault-serve-db.log")
                 raise
             finally:
                 if worker.poll() is None:

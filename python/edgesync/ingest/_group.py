@@ -191,7 +191,16 @@ class GroupWriter:
         while True:
             try:
                 async with self._pool.acquire() as conn:
-                    await self._attempt(conn, group)
+                    try:
+                        await self._attempt(conn, group)
+                    except asyncpg.InterfaceError as exc:
+                        # A connection lost mid-transaction: leaving the transaction
+                        # block raises "the underlying connection is closed" in place of
+                        # the lost connection's own error. Not the data's: retried (as a
+                        # split it would fail, and acknowledge, single batches).
+                        if _closed(conn):
+                            raise ConnectionError(f"connection lost mid-group: {exc}") from exc
+                        raise
                 return
             except WRITE_ERRORS:
                 # A column type altered by hand makes cached targets stale: once, the
@@ -283,6 +292,13 @@ class GroupWriter:
                 e.resolve(e.work.outcome)
             else:
                 e.resolve(IngestOutcome(OutcomeStatus.DUPLICATE, None, e.work.batch.batch_id))
+
+
+def _closed(conn: Conn) -> bool:
+    try:
+        return conn.is_closed()
+    except asyncpg.InterfaceError:  # the pool let go of it already: closed
+        return True
 
 
 def _decoder(kind: TopicKind, max_payload_bytes: int | None
