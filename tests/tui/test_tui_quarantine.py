@@ -62,11 +62,11 @@ async def test_quarantine_view_retry_edit_and_discard(tui_server: Server, tmp_pa
 
             await pilot.press("question_mark")
             help_ = await until(pilot, lambda: composed(pilot, HelpScreen), "help overlay")
-            assert "q       quarantined rows" in help_.plain, help_.plain
+            assert "Q       quarantined rows" in help_.plain, help_.plain
             await pilot.press("escape")
             await until(pilot, lambda: on(pilot, LineageDetailScreen), "help closed")
 
-            await pilot.press("q")
+            await pilot.press("Q")
             quar = await until(pilot, lambda: on(pilot, QuarantineScreen), "quarantine view")
             qtable = quar.query_one("#main-table", DataTable)
             await until(pilot, lambda: len(rows(qtable)) == 1, "one quarantined row")

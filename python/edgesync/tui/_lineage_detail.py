@@ -52,8 +52,8 @@ class LineageDetailScreen(ApiScreen):
         Binding("v", "review", "its review"),
         Binding("x", "reset", "reset materialization"),
         Binding("D", "delete", "delete"),
-        # On this screen q is the quarantine (Esc goes back, q there quits).
-        Binding("q", "quarantine", "quarantined rows"),
+        # Q, not q: q quits on every screen.
+        Binding("Q", "quarantine", "quarantined rows"),
         Binding("o", "authority", "sync authority…"),
         Binding("R", "replay_rejected", "replay rejected versions' rows…"),
     ]
@@ -276,7 +276,7 @@ def _materialization(lineage: dict[str, Any]) -> Text:
     quarantined = int(m.get("quarantined_rows") or 0)
     if quarantined:
         out.append(f"quarantined rows: {quarantined} open", style="bold yellow")
-        out.append(" — q lists them (reason, retry, discard)\n", style="italic")
+        out.append(" — Q lists them (reason, retry, discard)\n", style="italic")
     else:
         out.append("quarantined rows: 0\n")
     if not has_materialization_error(lineage):
