@@ -53,6 +53,16 @@ def serve(database_url: str, port: int, log: Path) -> subprocess.Popen[bytes]:
             stdout=out, stderr=subprocess.STDOUT, env=env)
 
 
+def stop(worker: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 60 s."""
+    if worker.poll() is None:
+        worker.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            worker.wait(timeout=60)
+    if worker.poll() is None:
+        worker.kill()
+
+
 async def publish_all(url: BrokerUrl, messages: list[tuple[str, bytes]],
                       progress: list[int]) -> None:
     """Publish every message QoS 1, reconnecting through broker restarts."""
@@ -186,12 +196,7 @@ async def test_kill_9_and_broker_restart_lose_and_double_nothing(
         shutil.copy(log, "/tmp/fault-serve.log")
         raise
     finally:
-        if worker.poll() is None:
-            worker.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                worker.wait(timeout=60)
-        if worker.poll() is None:
-            worker.kill()
+        stop(worker)
         await broker.stop()
 
     await exactly_once(pool, scopes, table, messages, expected_state)
@@ -255,12 +260,7 @@ async def test_kill_9_during_a_database_restart_loses_and_doubles_nothing(
                 shutil.copy(log, "/tmp/fault-serve-db.log")
                 raise
             finally:
-                if worker.poll() is None:
-                    worker.send_signal(signal.SIGTERM)
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        worker.wait(timeout=60)
-                if worker.poll() is None:
-                    worker.kill()
+                stop(worker)
             await exactly_once(pool, scopes, table, messages, expected_state)
             no_error_logged(log)
         finally:
