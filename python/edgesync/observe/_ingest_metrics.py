@@ -78,14 +78,14 @@ class IngestMetrics:
                                        "splits included)", buckets=_LATENCY, registry=r)
         # Label children by (family, labels): ``labels()`` takes a lock and validates
         # its arguments, a few microseconds that every message paid six times.
-        self._children: dict[tuple[str, tuple[str, ...]], Any] = {}
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         for kind in (*TopicKind, None):
             # Known kinds appear at 0 from the first scrape (rate() needs a start).
             self.received.labels(kind_label(kind))
             self.in_flight.labels(kind_label(kind))
 
     def _child(self, family: Counter | Gauge | Histogram, *labels: str) -> Any:
-        key = (family._name, labels)
+        key = (id(family), labels)  # the families live as long as this object
         child = self._children.get(key)
         if child is None:
             child = self._children[key] = family.labels(*labels)
