@@ -49,6 +49,23 @@ FROM edge_devices d JOIN edge_projects p ON p.id = d.project_id
 """
 
 
+# One project's devices by name, each found by one probe of the (project_id, name)
+# index whatever the statistics say (LIMIT keeps the planner from flattening the
+# lateral join). Joined with an unnest of (slug, name) pairs instead, it could probe the
+# index by project alone and filter every device of the project for each name (seen:
+# ~1,000 buffers and 28 ms a lookup at 10,000 devices, whose scopes expire every 30 s).
+# A revoked device is unknown to ingest: its messages are refused.
+_BY_NAMES_SQL = """
+SELECT d.id AS device_id, d.name AS device_name, d.project_id, d.fleet_id,
+       p.topic_slug, p.policy
+FROM edge_projects p CROSS JOIN unnest($2::text[]) AS k(name)
+CROSS JOIN LATERAL (SELECT id, name, project_id, fleet_id FROM edge_devices
+                    WHERE project_id = p.id AND name = k.name AND revoked_at IS NULL
+                    LIMIT 1) AS d
+WHERE p.topic_slug = $1
+"""
+
+
 def _scope(row: asyncpg.Record) -> DeviceScope:
     return DeviceScope(row["device_id"], row["device_name"], row["project_id"], row["fleet_id"],
                        row["topic_slug"], ProjectPolicy.from_stored(row["policy"]))
@@ -154,14 +171,13 @@ class DeviceResolver:
         await asyncio.sleep(0)  # the other callers of this moment join in
         while self._waiting:
             batch, self._waiting = self._waiting, {}
+            names: dict[str, list[str]] = {}
+            for slug, name in batch:
+                names.setdefault(slug, []).append(name)
             try:
                 async with self._pool.acquire() as conn:
-                    rows = await conn.fetch(
-                        _SCOPE_SQL + "JOIN unnest($1::text[], $2::text[]) AS k(slug, name) "
-                        "ON p.topic_slug = k.slug AND d.name = k.name "
-                        # A revoked device is unknown to ingest: its messages are refused.
-                        "WHERE d.revoked_at IS NULL",
-                        [k[0] for k in batch], [k[1] for k in batch])
+                    rows = [r for slug, wanted in names.items()
+                            for r in await conn.fetch(_BY_NAMES_SQL, slug, wanted)]
                 # Inside the try: a scope that cannot be built (a stored policy that is no
                 # policy) fails its callers instead of leaving them waiting.
                 found = {(r["topic_slug"], r["device_name"]): _scope(r) for r in rows}
