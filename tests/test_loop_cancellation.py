@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 
 import asyncpg
 import pytest
@@ -19,6 +20,9 @@ from edgesync.staging import Replayer
 
 class _NoBroker:
     async def publish(self, topic: str, payload: bytes) -> None:
+        raise AssertionError("the loop's round does nothing here")
+
+    async def publish_all(self, messages: Sequence[tuple[str, bytes]]) -> None:
         raise AssertionError("the loop's round does nothing here")
 
 

@@ -4,6 +4,7 @@ a real PostgreSQL with a recording publisher in place of the broker."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -36,6 +37,10 @@ class Recorder:
     async def publish(self, topic: str, payload: bytes) -> None:
         if topic.startswith(self.root):
             self.sent.append((topic, orjson.loads(payload)))
+
+    async def publish_all(self, messages: Sequence[tuple[str, bytes]]) -> None:
+        for topic, payload in messages:
+            await self.publish(topic, payload)
 
     def kinds(self, kind: str) -> list[dict[str, Any]]:
         return [body for _, body in self.sent if body["control_kind"] == kind]

@@ -11,7 +11,6 @@ the outbox (see docs/protocol.md).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections import defaultdict
@@ -97,23 +96,23 @@ class ProgressReporter:
         commit even when a publish failed — a device that got its control must never
         see that sig_seq again — and the failure is raised after: the round is sent
         again (progress is idempotent)."""
+        failure: Exception | None = None
         async with conn.transaction():
             wires = await sign_for_devices(conn, [(d, body) for d, _, body in controls],
                                            ttl=self._ttl)
-            publishes = []
+            messages = []
             for (_, topic, _), wire in zip(controls, wires, strict=True):
                 if isinstance(wire, ConfigError):
                     _log.error("progress on %s not sent: %s", topic, wire)
                     continue
-                publishes.append(self._publisher.publish(topic, orjson.dumps(wire)))
-            results = await asyncio.gather(*publishes, return_exceptions=True)
-        failed = [r for r in results if isinstance(r, BaseException)]
-        for r in failed:
-            if not isinstance(r, Exception):  # a stop (CancelledError, …)
-                raise r
-        if failed:
-            raise failed[0]
-        return len(results)
+                messages.append((topic, orjson.dumps(wire)))
+            try:
+                await self._publisher.publish_all(messages)
+            except Exception as exc:  # after the commit (a stop is raised at once)
+                failure = exc
+        if failure is not None:
+            raise failure
+        return len(messages)
 
 
 def _progress_body(table: str, epoch: uuid.UUID | None, recs: list[asyncpg.Record]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import NoReturn
 
 import aiomqtt
@@ -12,6 +13,7 @@ from edgesync.errors import BrokerError
 from edgesync.protocol import (
     BrokerUrl,
     Healthy,
+    PublishingClient,
     TlsFiles,
     mqtt_client,
     raise_if_cancelling,
@@ -21,8 +23,6 @@ from edgesync.protocol import (
 __all__ = ["MqttPublisher"]
 
 _log = logging.getLogger(__name__)
-# Publishes awaiting their PUBACK at once (below aiomqtt's warning threshold of 10).
-_IN_FLIGHT = 8
 
 
 class MqttPublisher:
@@ -30,20 +30,16 @@ class MqttPublisher:
         self._url = url
         self._client_id = client_id
         self._tls = tls
-        self._client: aiomqtt.Client | None = None
+        self._client: PublishingClient | None = None
         self.connected = asyncio.Event()
-        # aiomqtt looks through every pending call on each publish (and warns past 10),
-        # so a progress round published at once would cost the square of its size: a
-        # few publishes wait for their PUBACK at a time, the others queue here in order
-        # (a FIFO semaphore: each device's controls still leave in sig_seq order).
-        self._in_flight = asyncio.Semaphore(_IN_FLIGHT)
 
     async def run(self) -> NoReturn:
         await session_loop(f"control publisher on {self._url}", self._session, logger=_log)
 
     async def _session(self, healthy: Healthy) -> None:
         client = mqtt_client(self._url, identifier=self._client_id, clean_session=True,
-                             tls=self._tls)
+                             tls=self._tls, client_type=PublishingClient)
+        assert isinstance(client, PublishingClient)
         try:
             async with client:
                 healthy()  # first: it raises a stop swallowed while connecting
@@ -57,17 +53,22 @@ class MqttPublisher:
             self._client = None
 
     async def publish(self, topic: str, payload: bytes) -> None:
+        await self.publish_all([(topic, payload)])
+
+    async def publish_all(self, messages: Sequence[tuple[str, bytes]]) -> None:
+        """Publish in order at QoS 1; returns once the broker acknowledged every one.
+        Messages of one call leave together, and calls leave in call order (each
+        device's controls keep their sig_seq order)."""
         # A stop dropped earlier (aiomqtt's wait_for) must not start a wait for a
         # connection that the stopped publisher will never make again.
         raise_if_cancelling()
         await self.connected.wait()
-        assert self._client is not None
+        client = self._client
+        if client is None:  # the session ended meanwhile
+            raise BrokerError("publishing failed: the publisher's connection was lost")
         try:
-            async with self._in_flight:
-                client = self._client
-                if client is None:  # the session ended while this one queued
-                    raise aiomqtt.MqttError("the publisher's connection was lost")
-                await client.publish(topic, payload, qos=1)
+            await client.publish_all(messages)
         except aiomqtt.MqttError as exc:
             raise_if_cancelling()
-            raise BrokerError(f"publishing on {topic} failed: {exc}") from exc
+            where = messages[0][0] if len(messages) == 1 else f"{len(messages)} topics"
+            raise BrokerError(f"publishing on {where} failed: {exc}") from exc

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, NoReturn, Protocol
 
@@ -28,6 +29,9 @@ _log = logging.getLogger(__name__)
 
 class Publisher(Protocol):
     async def publish(self, topic: str, payload: bytes) -> None: ...
+
+    async def publish_all(self, messages: Sequence[tuple[str, bytes]]) -> None:
+        """Each ``(topic, payload)`` in order; returns once all were acknowledged."""
 
 
 class ControlSender:

@@ -13,6 +13,7 @@ from edgesync.protocol._loop import (
     session_loop,
 )
 from edgesync.protocol._mqtt import TlsFiles, mqtt_client
+from edgesync.protocol._publishing import PublishingClient
 from edgesync.protocol._reconnect import Backoff, raise_if_cancelling
 from edgesync.protocol._rejection import DECODER_CODES, RejectionCode
 from edgesync.protocol._signing import canonical_control, sign_control, verify_control
@@ -64,6 +65,7 @@ __all__ = [
     "KeyRange",
     "LoopState",
     "LoopStatus",
+    "PublishingClient",
     "RejectionCode",
     "SnapshotFilter",
     "StatusReport",
