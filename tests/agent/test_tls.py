@@ -29,7 +29,8 @@ from cryptography.x509.oid import NameOID
 
 from edgesync.agent import Agent, AgentConfig
 from edgesync.agent._config import ConnectionConfig, ReplicationConfig
-from edgesync.protocol import TlsFiles, mqtt_client, parse_broker_url
+from edgesync.errors import BrokerError
+from edgesync.protocol import PublishingClient, TlsFiles, mqtt_client, parse_broker_url
 
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 
@@ -148,4 +149,31 @@ async def test_agent_publishes_over_mtls(tls_broker: tuple[int, Path], app: sqli
                        clean_session=True, tls=TlsFiles(pki / "ca.pem"))
     with pytest.raises((aiomqtt.MqttError, TimeoutError)):
         async with asyncio.timeout(2), bare:
+            pass
+
+
+async def test_the_workers_downlink_client_connects_over_mtls(
+        tls_broker: tuple[int, Path], device_id: str) -> None:
+    """The worker's publish-only client (``PublishingClient``, in ``protocol``) on the same
+    listener: server certificate and hostname checked, client certificate presented."""
+    port, pki = tls_broker
+    tls = TlsFiles(pki / "ca.pem", pki / "client.pem", pki / "client.key")
+    url = f"ssl://127.0.0.1:{port}"
+    topic = f"edgesync-test/{device_id}/downlink"
+    obs = mqtt_client(parse_broker_url(url), identifier=f"{device_id}-observer",
+                      clean_session=True, tls=tls)
+    async with obs:
+        await obs.subscribe(topic, qos=1)
+        async with PublishingClient("127.0.0.1", port, client_id=f"{device_id}-worker",
+                                    tls_context=tls.context()) as client:
+            await client.publish_all([(topic, b'{"over": "tls"}')])
+        assert await next_message(obs, topic) == {"over": "tls"}
+    with pytest.raises(BrokerError):  # a CA that did not sign the server's certificate
+        other = pki.parent / "other"
+        other.mkdir()
+        k = _key()
+        _write(other / "ca", _cert("another CA", k, None, k, ca=True), k)
+        async with asyncio.timeout(10), PublishingClient(
+                "127.0.0.1", port, client_id=f"{device_id}-stranger",
+                tls_context=TlsFiles(other / "ca.pem").context()):
             pass

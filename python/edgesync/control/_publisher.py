@@ -7,15 +7,12 @@ import logging
 from collections.abc import Sequence
 from typing import NoReturn
 
-import aiomqtt
-
 from edgesync.errors import BrokerError
 from edgesync.protocol import (
     BrokerUrl,
     Healthy,
     PublishingClient,
     TlsFiles,
-    mqtt_client,
     raise_if_cancelling,
     session_loop,
 )
@@ -37,17 +34,17 @@ class MqttPublisher:
         await session_loop(f"control publisher on {self._url}", self._session, logger=_log)
 
     async def _session(self, healthy: Healthy) -> None:
-        client = mqtt_client(self._url, identifier=self._client_id, clean_session=True,
-                             tls=self._tls, client_type=PublishingClient)
-        assert isinstance(client, PublishingClient)
+        url = self._url
+        client = PublishingClient(
+            url.host, url.port, client_id=self._client_id, username=url.username,
+            password=url.password,
+            tls_context=(self._tls or TlsFiles()).context() if url.tls else None)
         try:
             async with client:
                 healthy()  # first: it raises a stop swallowed while connecting
                 self._client = client
                 self.connected.set()
-                # Nothing is subscribed: iterating only surfaces a lost connection.
-                async for _ in client.messages:
-                    pass
+                await client.wait_closed()  # raises the reason the connection ended
         finally:
             self.connected.clear()
             self._client = None
@@ -59,7 +56,7 @@ class MqttPublisher:
         """Publish in order at QoS 1; returns once the broker acknowledged every one.
         Messages of one call leave together, and calls leave in call order (each
         device's controls keep their sig_seq order)."""
-        # A stop dropped earlier (aiomqtt's wait_for) must not start a wait for a
+        # A stop dropped earlier must not start a wait for a
         # connection that the stopped publisher will never make again.
         raise_if_cancelling()
         await self.connected.wait()
@@ -68,7 +65,7 @@ class MqttPublisher:
             raise BrokerError("publishing failed: the publisher's connection was lost")
         try:
             await client.publish_all(messages)
-        except aiomqtt.MqttError as exc:
+        except BrokerError as exc:
             raise_if_cancelling()
             where = messages[0][0] if len(messages) == 1 else f"{len(messages)} topics"
             raise BrokerError(f"publishing on {where} failed: {exc}") from exc
