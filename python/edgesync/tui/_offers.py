@@ -6,6 +6,7 @@ confirmation, and the newest re-snapshot and verification."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -68,7 +69,7 @@ def take_offer(screen: LineageDetailScreen, lineage: dict[str, Any]) -> None:
 
     def answered(yes: bool | None) -> None:
         if yes:
-            screen.spawn(lambda: _take(screen, str(offer["action"])))
+            screen.spawn(partial(_take, screen, str(offer["action"])))
         else:
             screen.say("cancelled")
 
