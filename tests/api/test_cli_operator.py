@@ -50,7 +50,9 @@ async def test_full_review_through_the_cli(run: Cli, tenant, stage, monkeypatch)
     code, _, err = run("lineages", "delete", lid, ok=False)
     assert code == 1 and "[y/N]" in err
     assert run.json("lineages", "show", lid)["data"]["id"] == lid
-    assert run.json("lineages", "delete", lid, "--yes")["data"] == {"id": lid, "deleted": True}
+    deleted = run.json("lineages", "delete", lid, "--yes")["data"]
+    assert (deleted["id"], deleted["deleted"], deleted["device_will"]) == (lid, True,
+                                                                           "resend_table")
 
     code, out, err = run("lineages", "show", lid, ok=False)
     assert code == 2 and "LINEAGE_NOT_FOUND" in err and out == ""

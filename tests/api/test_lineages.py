@@ -134,17 +134,22 @@ async def test_delete_lineage(client: httpx.AsyncClient, tenant, stage,
     r = await client.delete(tenant.url(f"/edge/lineages/{s.lineage_id}"),
                             headers=tenant.headers(**{"Idempotency-Key": key()}))
     assert r.status_code == 200, r.text
-    assert r.json()["data"] == {"id": str(s.lineage_id), "deleted": True}
+    data = r.json()["data"]
+    assert (data["id"], data["deleted"], data["device_id"], data["source_table"],
+            data["device_will"], data["next_step"]["action"]) == (
+        str(s.lineage_id), True, str(s.device.device_id), "device_state", "resend_table",
+        "verify")
     assert await pool.fetchval("SELECT count(*) FROM edge_table_lineages WHERE id = $1",
                                s.lineage_id) == 0
     assert await pool.fetchval("SELECT count(*) FROM edge_staged_rows WHERE lineage_id = $1",
                                s.lineage_id) == 0
     # The device is told, so it starts the table over (tests/e2e/test_ctl_forget.py).
-    forget = await pool.fetch("SELECT body, status FROM edge_pending_controls WHERE "
+    forget = await pool.fetch("SELECT id, body, status FROM edge_pending_controls WHERE "
                               "device_id = $1 AND control_kind = 'forget_lineage'",
                               s.device.device_id)
     assert [(r["body"]["source_table"], r["status"]) for r in forget] == [
         ("device_state", "pending")]
+    assert data["forget_control_id"] == str(forget[0]["id"])
     r = await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}"), headers=tenant.reader())
     assert r.status_code == 404 and r.json()["error"]["code"] == "LINEAGE_NOT_FOUND"
     again = await client.delete(tenant.url(f"/edge/lineages/{s.lineage_id}"),

@@ -8,11 +8,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from edgesync.api._recovery_models import RecoveryState
+from edgesync import control
+from edgesync.api._recovery_models import RecoveryOfferOut, RecoveryState
 from edgesync.governance import LineageStatus
 
-__all__ = ["Binding", "DeletedLineage", "LineageDetail", "LineageOut", "MaterializationState",
-           "ReplayIntent", "ReplayProgress", "ResetResult", "SchemaVersion", "StagedRow"]
+__all__ = ["Binding", "DeletedLineage", "LineageDetail", "LineageOut",
+           "MaterializationState", "NextStep", "ReplayIntent", "ReplayProgress", "ResetResult",
+           "SchemaVersion", "StagedRow"]
 
 
 class LineageOut(BaseModel):
@@ -101,6 +103,9 @@ class LineageDetail(LineageOut):
     replay: ReplayProgress
     materialization: MaterializationState
     recovery: RecoveryState = Field(default_factory=RecoveryState)
+    recovery_offers: list[RecoveryOfferOut] = Field(
+        default_factory=list, description="re-snapshots or verifications offered now, and "
+                                          "why (docs/recovery.md); empty: nothing to do")
 
 
 class StagedRow(BaseModel):
@@ -141,6 +146,26 @@ class DiscardResult(BaseModel):
     discarded_rows: int
 
 
+class NextStep(BaseModel):
+    """What the operator should do next: the offer the re-created lineage's detail will
+    make (``recovery_offers``) once it is back and approved."""
+
+    action: control.RecoveryAction
+    reason: control.OfferReason
+    detail: str
+
+
 class DeletedLineage(BaseModel):
     id: uuid.UUID
     deleted: bool = True
+    device_id: uuid.UUID
+    source_table: str
+    forget_control_id: uuid.UUID = Field(
+        description="the forget_lineage control queued for the device")
+    device_will: control.AfterForget = Field(
+        description="resend_table: the device resumes the table and sends its schema and "
+                    "every current row again; its next batch re-creates the lineage (a new "
+                    "id, under review)")
+    next_step: NextStep | None = Field(
+        description="what to do once the table is back (null for a telemetry lineage)")
+    detail: str = Field(description="the same, in a sentence for a person")

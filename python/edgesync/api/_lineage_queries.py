@@ -8,16 +8,30 @@ from typing import Any
 from edgesync.api._errors import ApiError
 from edgesync.api._lineage_models import (
     Binding,
+    DeletedLineage,
     LineageDetail,
     LineageOut,
     MaterializationState,
+    NextStep,
     ReplayIntent,
     ReplayProgress,
     SchemaVersion,
 )
-from edgesync.api._recovery_models import RecoveryState, ResnapshotOut, VerificationOut
+from edgesync.api._recovery_models import (
+    RecoveryOfferOut,
+    RecoveryState,
+    ResnapshotOut,
+    VerificationOut,
+)
 from edgesync.api._values import json_value
-from edgesync.control import forget_on_device, recovery_jobs
+from edgesync.control import (
+    AfterForget,
+    OfferReason,
+    RecoveryAction,
+    forget_on_device,
+    recovery_jobs,
+    recovery_offers,
+)
 from edgesync.governance import delete_lineage_row, get_lineage_for_update
 from edgesync.materialize import quote_ident
 from edgesync.store import Conn
@@ -94,6 +108,7 @@ async def lineage_detail(conn: Conn, project_id: uuid.UUID,
     resnapshot = (await recovery_jobs(conn, "resnapshot", lineage_id, offset=0, limit=1))[0]
     verification = (await recovery_jobs(conn, "verification", lineage_id, offset=0,
                                         limit=1))[0]
+    offers = await recovery_offers(conn, lineage_id)
     return LineageDetail(
         **lineage.model_dump(),
         schema_versions=[SchemaVersion.model_validate(dict(v)) for v in versions],
@@ -110,6 +125,7 @@ async def lineage_detail(conn: Conn, project_id: uuid.UUID,
             resnapshot=ResnapshotOut.model_validate(resnapshot[0]) if resnapshot else None,
             verification=(VerificationOut.model_validate(verification[0])
                           if verification else None)),
+        recovery_offers=[RecoveryOfferOut.of(o) for o in offers],
     )
 
 
@@ -139,13 +155,27 @@ async def mirror_rows(conn: Conn, lineage: LineageOut, *, offset: int, limit: in
     return out, int(total)
 
 
-async def delete_lineage(conn: Conn, project_id: uuid.UUID, lineage_id: uuid.UUID) -> None:
+async def delete_lineage(conn: Conn, project_id: uuid.UUID, lineage_id: uuid.UUID
+                         ) -> DeletedLineage:
     """Remove the cloud's sync state for the (device, table): versions, reviews, bindings,
     staged rows, ledger entries and pending controls. The state table and its rows stay.
-    The device is told (``forget_lineage``) and starts the table over."""
+    The device is told (``forget_lineage``) and starts the table over; the answer says
+    so, and what to do once the table is back (verify it: docs/recovery.md)."""
     await get_lineage(conn, project_id, lineage_id)
     lineage = await get_lineage_for_update(conn, lineage_id)
     if lineage is None:
         raise lineage_not_found()
     await delete_lineage_row(conn, lineage)
-    await forget_on_device(conn, lineage.device_id, lineage.source_table)
+    control_id = await forget_on_device(conn, lineage.device_id, lineage.source_table)
+    # Verification is for state tables; a telemetry lineage has no next step.
+    step = NextStep(
+        action=RecoveryAction.VERIFY, reason=OfferReason.RECREATED_AFTER_DELETE,
+        detail="Once the table is back (a new lineage of this device and table, approved), "
+               "verify it: its state table kept the earlier rows, and the new lineage's "
+               "detail offers the verification.") if lineage.pipeline == "rows" else None
+    return DeletedLineage(
+        id=lineage_id, device_id=lineage.device_id, source_table=lineage.source_table,
+        forget_control_id=control_id, device_will=AfterForget.RESEND_TABLE, next_step=step,
+        detail=(f"The device is told to forget {lineage.source_table!r} "
+                "(forget_lineage): it resumes the table and sends its schema and every "
+                "current row again, and its next batch re-creates the lineage under review."))

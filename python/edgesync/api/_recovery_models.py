@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from edgesync import control
 
-__all__ = ["RecoveryState", "ResnapshotBody", "ResnapshotOut", "VerificationOut", "VerifyBody"]
+__all__ = ["RecoveryOfferOut", "RecoveryState", "ResnapshotBody", "ResnapshotOut",
+           "VerificationOut", "VerifyBody"]
 
 
 class ResnapshotBody(BaseModel):
@@ -74,3 +75,23 @@ class RecoveryState(BaseModel):
 
     resnapshot: ResnapshotOut | None = None
     verification: VerificationOut | None = None
+
+
+class RecoveryOfferOut(BaseModel):
+    """A re-snapshot or verification the lineage's detail offers, and why (rules:
+    docs/recovery.md, "Offered at the right moment"). Taken with ``POST
+    …/lineages/{id}/resnapshot`` (whole table: body ``{}``) or ``…/verify``."""
+
+    action: control.RecoveryAction
+    reason: control.OfferReason
+    detail: str = Field(description="why, in one sentence for a person")
+    since_ms: int = Field(description="offered since (epoch ms): when the first gap not "
+                                      "repaired yet was reported, or when the lineage was "
+                                      "re-created")
+    gap_id: int | None = Field(None, description="capture_gap: that gap's id "
+                                                 "(edge_capture_gaps)")
+
+    @classmethod
+    def of(cls, offer: control.RecoveryOffer) -> RecoveryOfferOut:
+        return cls(action=offer.action, reason=offer.reason, detail=offer.detail,
+                   since_ms=int(offer.since.timestamp() * 1000), gap_id=offer.gap_id)

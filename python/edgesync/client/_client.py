@@ -187,6 +187,15 @@ class ProjectApi:
     def delete_lineage(self, lineage_id: str) -> Any:
         return self.delete(f"/edge/lineages/{lineage_id}")
 
+    def resnapshot(self, lineage_id: str, filter_doc: dict[str, Any] | None = None) -> Any:
+        """Ask the device to send the table again (the whole table without a filter)."""
+        return self.post(f"/edge/lineages/{lineage_id}/resnapshot",
+                         {"filter": filter_doc} if filter_doc else None)
+
+    def verify(self, lineage_id: str, *, prefix: int = 2, repair: bool = False) -> Any:
+        return self.post(f"/edge/lineages/{lineage_id}/verify",
+                         {"prefix": prefix, "repair": repair})
+
     def telemetry(self, lineage_id: str, **params: Any) -> dict[str, Any]:
         return self.get_page(f"/edge/lineages/{lineage_id}/telemetry", **params)
 

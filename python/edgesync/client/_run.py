@@ -16,7 +16,13 @@ from edgesync.client._context import Ctx, flagged_actions, write_review_head
 from edgesync.client._format import print_fields, print_json
 from edgesync.client._run_governance import data_points_command, registry_command
 from edgesync.client._run_quarantine import quarantine_command
-from edgesync.client._run_recovery import RECOVERY_COMMANDS, recovery_command, write_recovery
+from edgesync.client._run_recovery import (
+    RECOVERY_COMMANDS,
+    offer_command,
+    recovery_command,
+    write_offers,
+    write_recovery,
+)
 from edgesync.client._run_sync_policies import sync_policies_command
 from edgesync.errors import ConfigError
 
@@ -127,6 +133,7 @@ def _write_lineage(ctx: Ctx, data: dict[str, Any]) -> None:
     print_fields(mat, ["error_count", "last_error", "failed_batches", "failed_rows",
                        "quarantined_rows"], ctx.out)
     write_recovery(ctx, data.get("recovery") or {})
+    write_offers(ctx, str(data["id"]), data.get("recovery_offers") or [])
 
 
 def _delete_lineage(ctx: Ctx, lid: str) -> None:
@@ -138,7 +145,14 @@ def _delete_lineage(ctx: Ctx, lid: str) -> None:
         answer = sys.stdin.readline().strip().lower()
         if answer not in ("y", "yes"):
             raise _Aborted()
-    ctx.item(ctx.api.delete_lineage(lid), ["id", "deleted"], "lineage deleted")
+    data = ctx.api.delete_lineage(lid)
+    ctx.item(data, ["id", "deleted", "device_id", "source_table", "forget_control_id",
+                    "device_will", "detail"], "lineage deleted")
+    step = data.get("next_step")
+    if step and not ctx.json:
+        ctx.out.write(f"\nnext: {step['action']} ({step['reason']})\n    {step['detail']}\n"
+                      f"    find it: edgesync lineages list --device-id {data['device_id']}\n"
+                      f"    then:    {offer_command(step['action'], 'NEW_LINEAGE_ID')}\n")
 
 
 def _replay_rejected(ctx: Ctx, lid: str) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -13,7 +14,8 @@ from edgesync.client._context import Ctx
 from edgesync.client._format import print_fields
 from edgesync.errors import ConfigError
 
-__all__ = ["RECOVERY_COMMANDS", "recovery_command", "write_recovery"]
+__all__ = ["RECOVERY_COMMANDS", "offer_command", "recovery_command", "write_offers",
+           "write_recovery"]
 
 RECOVERY_COMMANDS = ("resnapshot", "resnapshots", "verify", "verifications")
 _RES_COLUMNS = [("id", "id"), ("status", "status"), ("rows_sent", "rows"),
@@ -104,15 +106,34 @@ def recovery_command(ctx: Ctx, lid: str) -> None:
         return
     if cmd == "resnapshot":
         flt = _filter(ctx)
-        job = api.post(f"{base}/resnapshot", {"filter": flt} if flt else None)
+        job = api.resnapshot(lid, flt)
         if a.wait:
             job = _wait(ctx, f"{base}/resnapshots", job["id"], ("completed", "failed"))
         ctx.item(job, _RES_FIELDS, None if a.wait else "re-snapshot requested")
         return
-    job = api.post(f"{base}/verify", {"prefix": a.prefix, "repair": a.repair})
+    job = api.verify(lid, prefix=a.prefix, repair=a.repair)
     if a.wait:
         job = _wait(ctx, f"{base}/verifications", job["id"], ("equal", "different", "failed"))
     ctx.item(job, _VER_FIELDS, None if a.wait else "verification requested")
+
+
+def offer_command(action: str, lineage_id: str) -> str:
+    """The command that takes an offered action (a whole-table re-snapshot, a verify)."""
+    return f"edgesync lineages {action} {lineage_id}"
+
+
+def write_offers(ctx: Ctx, lineage_id: str, offers: list[dict[str, Any]]) -> None:
+    """The ``lineages show`` section of what the lineage's detail offers, each with the
+    command that takes it (docs/recovery.md, "Offered at the right moment")."""
+    if not offers:
+        return
+    ctx.out.write("\nrecovery offered\n")
+    for o in offers:
+        since = datetime.fromtimestamp(o["since_ms"] / 1000, UTC).isoformat(timespec="seconds")
+        gap = f", gap {o['gap_id']}" if o.get("gap_id") is not None else ""
+        ctx.out.write(f"  {o['action']} ({o['reason']}{gap}, since {since})\n"
+                      f"    {o['detail']}\n"
+                      f"    run: {offer_command(o['action'], lineage_id)}\n")
 
 
 def write_recovery(ctx: Ctx, recovery: dict[str, Any]) -> None:

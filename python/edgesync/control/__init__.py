@@ -9,8 +9,14 @@ from edgesync.control._flow import (
     reset_materialization,
     sweep_backpressure,
 )
-from edgesync.control._forget import FORGET_LINEAGE, forget_on_device
+from edgesync.control._forget import FORGET_LINEAGE, AfterForget, forget_on_device
 from edgesync.control._objects import MAX_OBJECT_BYTES, ObjectStore
+from edgesync.control._offers import (
+    OfferReason,
+    RecoveryAction,
+    RecoveryOffer,
+    recovery_offers,
+)
 from edgesync.control._outbox import CONTROL_CHANNEL, ack_control, enqueue_control
 from edgesync.control._progress import ProgressReporter
 from edgesync.control._publisher import MqttPublisher
@@ -51,12 +57,16 @@ __all__ = [
     "MAX_OBJECT_BYTES",
     "MAX_WRITE_ROWS",
     "SYNC_AUTHORITIES",
+    "AfterForget",
     "BackpressureSweeper",
     "ControlSender",
     "MqttPublisher",
     "ObjectStore",
+    "OfferReason",
     "ProgressReporter",
     "Publisher",
+    "RecoveryAction",
+    "RecoveryOffer",
     "ResnapshotStatus",
     "VerificationScheduler",
     "VerificationStatus",
@@ -74,6 +84,7 @@ __all__ = [
     "record_verify_digest",
     "recovery_job",
     "recovery_jobs",
+    "recovery_offers",
     "request_resnapshot",
     "request_verify",
     "resend_cloud_rows",

@@ -13,15 +13,22 @@ deleted in the same transaction (and its own pending controls with it).
 
 from __future__ import annotations
 
+import enum
 import uuid
 
 from edgesync.control._outbox import enqueue_control
 from edgesync.protocol import ControlKind
 from edgesync.store import Conn
 
-__all__ = ["FORGET_LINEAGE", "forget_on_device"]
+__all__ = ["FORGET_LINEAGE", "AfterForget", "forget_on_device"]
 
 FORGET_LINEAGE = ControlKind.FORGET_LINEAGE
+
+
+class AfterForget(enum.StrEnum):
+    """What ``forget_lineage`` makes the device do (the DELETE answer's ``device_will``)."""
+
+    RESEND_TABLE = "resend_table"  # resumed; its schema and every current row sent again
 
 
 async def forget_on_device(conn: Conn, device_id: uuid.UUID, source_table: str) -> uuid.UUID:

@@ -1,6 +1,7 @@
-"""One lineage: why it is paused, materialization errors and quarantined rows, schema
-versions, bindings and replay progress; from here the staged and written rows, the
-quarantine, its review, reset and delete."""
+"""One lineage: why it is paused, materialization errors and quarantined rows, the
+recovery offered (a re-snapshot, a verification), schema versions, bindings and replay
+progress; from here the staged and written rows, the quarantine, its review, the offered
+recovery, reset and delete."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from edgesync.client import ApiClientError
 from edgesync.tui._base import ApiScreen
 from edgesync.tui._confirm import ConfirmScreen
 from edgesync.tui._format import cell, pause_words, short_time, text
+from edgesync.tui._offers import recovery_text, take_offer
 
 __all__ = ["LineageDetailScreen", "freshness_line", "has_materialization_error",
            "replay_progress"]
@@ -56,6 +58,7 @@ class LineageDetailScreen(ApiScreen):
         Binding("Q", "quarantine", "quarantined rows"),
         Binding("o", "authority", "sync authority…"),
         Binding("R", "replay_rejected", "replay rejected versions' rows…"),
+        Binding("a", "take_offer", "take the offered recovery…"),
     ]
 
     def __init__(self, lineage_id: str) -> None:
@@ -69,6 +72,8 @@ class LineageDetailScreen(ApiScreen):
             yield Static("loading…", id="summary", classes="block", markup=False)
             yield Static("Materialization", classes="section")
             yield Static("", id="materialization", classes="block", markup=False)
+            yield Static("Recovery", classes="section")
+            yield Static("", id="recovery", classes="block", markup=False)
             yield Static("Replay", classes="section")
             yield ProgressBar(id="replay-bar", show_eta=False)
             yield Static("", id="replay", classes="block", markup=False)
@@ -103,6 +108,7 @@ class LineageDetailScreen(ApiScreen):
         self.sub_title = f"{lineage['device_name']} / {lineage['source_table']}"
         self.query_one("#summary", Static).update(_summary(lineage))
         self.query_one("#materialization", Static).update(_materialization(lineage))
+        self.query_one("#recovery", Static).update(recovery_text(lineage))
         done, total, state = replay_progress(lineage)
         self.query_one("#replay-bar", ProgressBar).update(total=max(total, 1),
                                                           progress=done if total else 1)
@@ -127,7 +133,9 @@ class LineageDetailScreen(ApiScreen):
         self.refresh_bindings()
 
     def feed_event(self, event: dict[str, Any]) -> None:
-        if str((event.get("body") or {}).get("lineage_id")) == self.lineage_id:
+        # (a capture gap names its lineage as the subject only)
+        if self.lineage_id in (str((event.get("body") or {}).get("lineage_id")),
+                               str(event.get("subject_id"))):
             self.action_refresh()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -137,6 +145,8 @@ class LineageDetailScreen(ApiScreen):
         if action == "authority":  # an approved state table
             return lineage is not None and lineage["pipeline"] == "rows" \
                 and lineage.get("approved_schema_hash") is not None
+        if action == "take_offer":
+            return lineage is not None and bool(lineage.get("recovery_offers"))
         if action == "replay_rejected":
             return lineage is not None and lineage.get("approved_schema_hash") is not None \
                 and any(v["status"] == "rejected" for v in lineage["schema_versions"])
@@ -158,6 +168,10 @@ class LineageDetailScreen(ApiScreen):
         else:
             self.say("no rejected schema version (or nothing approved to replay under)",
                      error=True)
+
+    def action_take_offer(self) -> None:
+        if self.lineage is not None:
+            take_offer(self, self.lineage)
 
     def action_rows(self, mode: str) -> None:
         from edgesync.tui._rows import RowsScreen

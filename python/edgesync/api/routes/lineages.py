@@ -174,7 +174,7 @@ async def reopen_review(access: CanManage, conn: Db, request: Request, lineage_i
 async def delete(access: CanManage, conn: Db, request: Request, lineage_id: LineageId,
                  idempotency_key: IdempotencyKey = None) -> Response:
     async def work(tx: Conn) -> tuple[int, Item[DeletedLineage]]:
-        await delete_lineage(tx, access.project_id, lineage_id)
-        return 200, Item[DeletedLineage](data=DeletedLineage(id=lineage_id))
+        deleted = await delete_lineage(tx, access.project_id, lineage_id)
+        return 200, Item[DeletedLineage](data=deleted)
 
     return await idempotent(conn, access, request, idempotency_key, work)
