@@ -108,6 +108,10 @@ class DiscardedRows(BaseModel):
 async def list_(access: CanRead, conn: Db, paging: Paging, lineage_id: LineageId,
                 status: Annotated[Status | None, Query(
                     description="only rows of this status (default: all)")] = None,
+                q: Annotated[str | None, Query(
+                    max_length=200, description="only rows whose reason code, reason, field, "
+                                                "op or row as sent (key and values, as JSON "
+                                                "text) contains this (any case)")] = None,
                 ) -> Page[QuarantinedRowOut]:
     lineage = await get_lineage(conn, access.project_id, lineage_id)
     # Rows a newer change overtook are marked so before they are shown (docs/recovery.md).
@@ -115,7 +119,7 @@ async def list_(access: CanRead, conn: Db, paging: Paging, lineage_id: LineageId
                            lineage.target_table if lineage.pipeline == "rows" else None)
     rows, total = await quarantine.list_rows(
         conn, lineage_id, status=quarantine.QuarantineStatus(status) if status else None,
-        offset=paging.offset, limit=paging.limit)
+        offset=paging.offset, limit=paging.limit, q=q)
     return paging.of([_out(r) for r in rows], total)
 
 
