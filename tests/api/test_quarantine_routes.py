@@ -176,5 +176,7 @@ async def test_search_every_page(client: httpx.AsyncClient, tenant, stage,
     assert await ids(q="eco", status="open") == ([5, 6], 2)
     assert await ids(q="eco", status="retried") == ([], 0)
     assert await ids(q="fine") == ([], 0)  # written, never quarantined
-    r = await client.get(base, headers=tenant.reader(), params={"q": "x" * 201})
-    assert r.status_code == 422 and r.json()["error"]["field"] == "q"
+    for bad in ("x" * 201, "eco\x00"):  # too long; a NUL PostgreSQL cannot hold
+        r = await client.get(base, headers=tenant.reader(), params={"q": bad})
+        assert r.status_code == 422 and r.json()["error"]["field"] == "q", r.text
+    assert "NUL" in r.json()["error"]["message"]

@@ -272,9 +272,6 @@ async def test_search_registry_reviews_and_mirrors_every_page(client: httpx.Asyn
     fleet = (await client.get(tenant.url("/edge/registry-reviews"), headers=tenant.reader(),
                               params={"q": "valve_x", "fleet_id": str(uuid.uuid4())})).json()
     assert fleet["data"] == []
-    r = await client.get(tenant.url("/edge/registry-reviews"), headers=tenant.reader(),
-                         params={"q": "x" * 201})
-    assert r.status_code == 422 and r.json()["error"]["field"] == "q"
 
     for rid in (r1, r2):
         url = tenant.url(f"/edge/registry-reviews/{rid}")
@@ -298,6 +295,7 @@ async def test_search_registry_reviews_and_mirrors_every_page(client: httpx.Asyn
     assert await mirrors(q="gw_north") == (["valve_x"], 1)  # a device writing to it
     assert await mirrors(q="%") == ([], 0)
     assert await mirrors(q="pumps") == ([], 0)  # rejected: no mirror
-    r = await client.get(tenant.url("/edge/coalesced-mirrors"), headers=tenant.reader(),
-                         params={"q": "x" * 201})
-    assert r.status_code == 422 and r.json()["error"]["field"] == "q"
+    for path in ("/edge/coalesced-mirrors", "/edge/registry-reviews"):
+        for bad in ("x" * 201, "valve\x00"):  # too long; a NUL PostgreSQL cannot hold
+            r = await client.get(tenant.url(path), headers=tenant.reader(), params={"q": bad})
+            assert r.status_code == 422 and r.json()["error"]["field"] == "q", r.text
