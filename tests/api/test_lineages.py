@@ -213,6 +213,9 @@ async def test_search_every_page_and_last_batch_time(client: httpx.AsyncClient, 
     assert await names(q="alarm") == (["gw-north-2/alarms"], 1)
     assert (await names(q="schema_rev"))[1] == 3
     assert await names(q="nowhere") == ([], 0)
+    r = await client.get(tenant.url("/edge/lineages"), headers=tenant.reader(),
+                         params={"q": "gw\x00"})  # a NUL PostgreSQL text cannot hold
+    assert r.status_code == 422 and r.json()["error"]["field"] == "q", r.text
     assert await names(q="") == (
         ["gw-north-1/device_state", "gw-north-2/alarms", "gw-south-1/device_state"], 3)
 

@@ -143,3 +143,40 @@ async def test_cli_lists_edits_retries_and_discards(run, tenant, stage, pool: as
     _, text, _ = run("lineages", "quarantine", "discard", lid, second, "--yes")
     assert "discarded_rows" in text
     assert run.json("lineages", "quarantine", "list", lid, "--status", "open")["data"] == []
+
+
+async def test_search_every_page(client: httpx.AsyncClient, tenant, stage,
+                                 pool: asyncpg.Pool, batches) -> None:
+    """``q`` filters quarantined rows on the server (reason code, reason, field, op, the
+    row as sent), any case, so a search reaches every page; ``%`` and ``_`` in values are
+    themselves, not wildcards."""
+    s, f, pipe = await live(pool, stage, tenant, batches)
+    out = await pipe.handle(f"{s.device.root_topic}/sync/rows/batch", f.payload(f.rows(
+        ("insert", {"id": 3, "mode": "50%", "setpoint": "hot"}),
+        ("insert", {"id": 4, "mode": "50x", "setpoint": "cold"}),
+        ("insert", {"id": 5, "mode": "eco_plus", "setpoint": "warm"}),
+        ("insert", {"id": 6, "mode": "ecoXplus", "setpoint": "cool"}),
+        ("insert", {"id": 7, "mode": "fine", "setpoint": 7.0}))))
+    assert (out.status, out.rows) == (OutcomeStatus.MATERIALIZED, 1)
+    base = tenant.url(f"/edge/lineages/{s.lineage_id}/quarantine")
+
+    async def ids(**params: str | int) -> tuple[list[int], int]:
+        r = await client.get(base, headers=tenant.reader(), params=params)
+        assert r.status_code == 200, r.text
+        return [q["row"]["pk"]["id"] for q in r.json()["data"]], r.json()["meta"]["total"]
+
+    assert await ids(q="VALUE_TYPE_MISMATCH") == ([3, 4, 5, 6], 4)
+    assert await ids(q="value_type", page=2, limit=3) == ([6], 4)
+    assert await ids(q="rows[0].row.SETPOINT") == ([3, 4, 5, 6], 4)  # the field
+    assert await ids(q="EXPECTS DOUBLE") == ([3, 4, 5, 6], 4)  # the reason
+    assert await ids(q="%") == ([3], 1)  # "%" is not "anything"
+    assert await ids(q="co_plus") == ([5], 1)  # "_" is not any character
+    assert await ids(q='"COLD"') == ([4], 1)  # a value, as the row was sent
+    assert await ids(q="insert") == ([3, 4, 5, 6], 4)  # the op
+    assert await ids(q="eco", status="open") == ([5, 6], 2)
+    assert await ids(q="eco", status="retried") == ([], 0)
+    assert await ids(q="fine") == ([], 0)  # written, never quarantined
+    for bad in ("x" * 201, "eco\x00"):  # too long; a NUL PostgreSQL cannot hold
+        r = await client.get(base, headers=tenant.reader(), params={"q": bad})
+        assert r.status_code == 422 and r.json()["error"]["field"] == "q", r.text
+    assert "NUL" in r.json()["error"]["message"]

@@ -230,3 +230,72 @@ async def test_registry_preview_names_the_coalesced_target(client: httpx.AsyncCl
     assert (review["status"], review["action_version"], review["target_table"]) == (
         "queued", 1, None)
     assert await pool.fetchval("SELECT to_regclass($1) IS NULL", p["target_table"])
+
+
+async def test_search_registry_reviews_and_mirrors_every_page(client: httpx.AsyncClient,
+                                                              tenant, stage_registry,
+                                                              pool: asyncpg.Pool) -> None:
+    """``q`` filters registry reviews (tables, hash, classification, claimer, decider,
+    reason, linked devices' names) and coalesced mirrors (tables, devices' names) on the
+    server, any case, so a search reaches every page; ``%`` and ``_`` are themselves, not
+    wildcards."""
+    r1, _ = await stage_registry(tenant, "gw_north_1", table="valve_x")
+    r2, _ = await stage_registry(tenant, "gw-north-2", table="valvesx")
+    r3, _ = await stage_registry(tenant, "gw-south-1", table="pumps")
+    r = await client.post(tenant.url(f"/edge/registry-reviews/{r3}/reject"),
+                          headers=tenant.headers(**idem()),
+                          json={"action_version": 1, "reason": "100% not ours"})
+    assert r.status_code == 200, r.text
+
+    async def found(path: str, **params: str | int) -> tuple[list[str], int]:
+        r = await client.get(tenant.url(path), headers=tenant.reader(), params=params)
+        assert r.status_code == 200, r.text
+        return [x["source_table"] for x in r.json()["data"]], r.json()["meta"]["total"]
+
+    async def reviews(**params: str | int) -> tuple[list[str], int]:
+        return await found("/edge/registry-reviews", **params)
+
+    assert await reviews(q="VALVE") == (["valve_x", "valvesx"], 2)
+    assert await reviews(q="valve", page=2, limit=1) == (["valvesx"], 2)
+    assert await reviews(q="e_x") == (["valve_x"], 1)  # "_" is not any character
+    assert await reviews(q="north_") == (["valve_x"], 1)  # a waiting device's name
+    assert await reviews(q="NORTH-2") == (["valvesx"], 1)
+    assert await reviews(q="%") == (["pumps"], 1)  # the reason; "%" is not "anything"
+    assert await reviews(q="100% NOT") == (["pumps"], 1)
+    assert await reviews(q="valve", status="rejected") == ([], 0)
+    assert await reviews(q="nothing like it") == ([], 0)
+    assert (await reviews(q=""))[1] == 3
+    hash_ = await pool.fetchval("SELECT r.schema_hash FROM edge_registry_reviews rr JOIN "
+                                "edge_schema_registry r ON r.id = rr.registry_id "
+                                "WHERE rr.id = $1", r2)
+    assert await reviews(q=hash_[:16].upper()) == (["valvesx"], 1)  # the table is hashed
+    fleet = (await client.get(tenant.url("/edge/registry-reviews"), headers=tenant.reader(),
+                              params={"q": "valve_x", "fleet_id": str(uuid.uuid4())})).json()
+    assert fleet["data"] == []
+
+    for rid in (r1, r2):
+        url = tenant.url(f"/edge/registry-reviews/{rid}")
+        r = await client.post(url + "/claim", headers=tenant.headers(**idem()),
+                              json={"action_version": 1})
+        assert r.status_code == 200, r.text
+        r = await client.post(url + "/approve", headers=tenant.headers(**idem()),
+                              json={"action_version": 2})
+        assert r.status_code == 200, r.text
+    assert await reviews(q="ADMIN", status="approved") == (["valve_x", "valvesx"], 2)
+    assert (await reviews(q="admin"))[1] == 3  # who claimed or decided
+    await Replayer(pool).drain_pending(project_id=tenant.project_id)
+
+    async def mirrors(**params: str | int) -> tuple[list[str], int]:
+        return await found("/edge/coalesced-mirrors", **params)
+
+    assert sorted((await mirrors(q="VALVE"))[0]) == ["valve_x", "valvesx"]
+    first, second = await mirrors(q="valve", limit=1), await mirrors(q="valve", page=2, limit=1)
+    assert first[1] == second[1] == 2 and sorted(first[0] + second[0]) == ["valve_x", "valvesx"]
+    assert await mirrors(q="e_x") == (["valve_x"], 1)
+    assert await mirrors(q="gw_north") == (["valve_x"], 1)  # a device writing to it
+    assert await mirrors(q="%") == ([], 0)
+    assert await mirrors(q="pumps") == ([], 0)  # rejected: no mirror
+    for path in ("/edge/coalesced-mirrors", "/edge/registry-reviews"):
+        for bad in ("x" * 201, "valve\x00"):  # too long; a NUL PostgreSQL cannot hold
+            r = await client.get(tenant.url(path), headers=tenant.reader(), params={"q": bad})
+            assert r.status_code == 422 and r.json()["error"]["field"] == "q", r.text

@@ -181,6 +181,7 @@ async def test_search_covers_every_page(client: httpx.AsyncClient, tenant, stage
     assert await tables(q="gw-", page=2, limit=1) == (["alarms"], 2)
     assert await tables(q="ambiguous") == (["device_state", "alarms"], 2)
     assert await tables(q="nothing like it") == ([], 0)
-    r = await client.get(tenant.url("/edge/schema-reviews"), headers=tenant.headers(),
-                         params={"q": "x" * 201})
-    assert r.status_code == 422 and r.json()["error"]["field"] == "q"
+    for bad in ("x" * 201, "gw\x00"):  # too long; a NUL PostgreSQL cannot hold
+        r = await client.get(tenant.url("/edge/schema-reviews"), headers=tenant.headers(),
+                             params={"q": bad})
+        assert r.status_code == 422 and r.json()["error"]["field"] == "q", r.text

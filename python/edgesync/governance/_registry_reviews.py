@@ -44,13 +44,28 @@ FROM edge_registry_reviews rr JOIN edge_schema_registry r ON r.id = rr.registry_
 """
 
 
+# ``q`` (``$4``): a case-insensitive substring of the source or target table, schema hash,
+# classification, who claimed or decided, the decision's reason, or the name of a device
+# linked to the entry (the waiting devices), so a console's search covers every page.
+# strpos, not LIKE: ``%`` and ``_`` in the text are themselves, never wildcards.
+_SEARCH = """
+AND ($4::text IS NULL OR strpos(lower(concat_ws(' ', r.source_table, r.target_table,
+       r.schema_hash, r.classification, rr.claimed_by, rr.decided_by, rr.decision_reason)),
+       lower($4)) > 0
+     OR EXISTS (SELECT 1 FROM edge_schema_versions v
+                JOIN edge_table_lineages l ON l.id = v.lineage_id
+                JOIN edge_devices d ON d.id = l.device_id
+                WHERE v.registry_id = r.id AND strpos(lower(d.name), lower($4)) > 0))
+"""
+
+
 async def list_registry_reviews(conn: Conn, project_id: uuid.UUID, *,
-                                status: str | None = None,
-                                fleet_id: uuid.UUID | None = None) -> list[dict[str, Any]]:
+                                status: str | None = None, fleet_id: uuid.UUID | None = None,
+                                q: str | None = None) -> list[dict[str, Any]]:
     rows = await conn.fetch(
         _SQL + "WHERE rr.project_id = $1 AND ($2::text IS NULL OR rr.status = $2) "
-        "AND ($3::uuid IS NULL OR r.fleet_id = $3) ORDER BY rr.created_at",
-        project_id, status, fleet_id)
+        "AND ($3::uuid IS NULL OR r.fleet_id = $3)" + _SEARCH + "ORDER BY rr.created_at, rr.id",
+        project_id, status, fleet_id, q or None)
     return [dict(r) for r in rows]
 
 

@@ -143,16 +143,25 @@ async def sweep(conn: Conn, lineage_id: uuid.UUID, target_table: str | None) -> 
     return total
 
 
+# ``q`` (``$3``): a case-insensitive substring of the reason code, reason, field, op or the
+# row as sent (its key and values, as JSON text), so a search covers every page. strpos,
+# not LIKE: ``%`` and ``_`` (common in values and column names) are themselves.
+_LISTED = """
+FROM edge_quarantined_rows WHERE lineage_id = $1 AND ($2::text IS NULL OR status = $2)
+  AND ($3::text IS NULL OR strpos(lower(concat_ws(' ', reason_code, reason, reason_field,
+       op, row_json)), lower($3)) > 0)
+"""
+
+
 async def list_rows(conn: Conn, lineage_id: uuid.UUID, *, status: QuarantineStatus | None,
-                    offset: int, limit: int) -> tuple[list[QuarantinedRow], int]:
-    """A lineage's quarantined rows, oldest first (all, or of one ``status``)."""
-    rows = await conn.fetch(
-        "SELECT * FROM edge_quarantined_rows WHERE lineage_id = $1 "
-        "AND ($2::text IS NULL OR status = $2) ORDER BY id OFFSET $3 LIMIT $4",
-        lineage_id, status, offset, limit)
-    total = await conn.fetchval(
-        "SELECT count(*) FROM edge_quarantined_rows WHERE lineage_id = $1 "
-        "AND ($2::text IS NULL OR status = $2)", lineage_id, status)
+                    offset: int, limit: int,
+                    q: str | None = None) -> tuple[list[QuarantinedRow], int]:
+    """A lineage's quarantined rows, oldest first (all, or of one ``status``; only those
+    matching ``q``, if given)."""
+    args = (lineage_id, status, q or None)
+    rows = await conn.fetch("SELECT *" + _LISTED + "ORDER BY id OFFSET $4 LIMIT $5",
+                            *args, offset, limit)
+    total = await conn.fetchval("SELECT count(*)" + _LISTED, *args)
     return [QuarantinedRow.from_record(r) for r in rows], int(total)
 
 

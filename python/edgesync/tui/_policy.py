@@ -1,5 +1,7 @@
 """Policy: the project's edge policy, one field a row; Enter changes the selected field
-(``PATCH …/edge/policy``), and the API's validation message shows when it refuses."""
+(``PATCH …/edge/policy``), and the API's validation message shows when it refuses. ``/``
+keeps the fields whose name or description contains the text (the policy is one object,
+so the console filters it itself)."""
 
 from __future__ import annotations
 
@@ -13,9 +15,9 @@ from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
-from edgesync.tui._base import ApiScreen
 from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell
+from edgesync.tui._search import SearchScreen
 
 __all__ = ["PolicyScreen", "policy_value"]
 
@@ -44,8 +46,13 @@ def policy_value(text: str) -> Any:
         return text
 
 
-class PolicyScreen(ApiScreen):
+def _matches(name: str, text: str) -> bool:
+    return not text or text.lower() in f"{name} {_ABOUT.get(name, '')}".lower()
+
+
+class PolicyScreen(SearchScreen):
     TITLE = "Policy"
+    SEARCH_HINT = "keep the fields whose name or description contains this; Enter applies"
     BINDINGS = [
         Binding("enter", "edit", "change…", show=False),
         Binding("e", "edit", "change…"),
@@ -57,8 +64,8 @@ class PolicyScreen(ApiScreen):
         self.policy: dict[str, Any] = {}
 
     def body(self) -> Iterable[Widget]:
-        yield Static("The project's edge policy (docs/api.md); e or Enter changes the "
-                     "selected field, 'default' resets it.", classes="head", markup=False)
+        yield self.search_box()
+        yield Static("", id="head", classes="head", markup=False)
         table: DataTable[Text] = DataTable(id="main-table", cursor_type="row")
         table.add_columns("field", "value", "what it does")
         yield table
@@ -73,11 +80,17 @@ class PolicyScreen(ApiScreen):
         table = self.query_one("#main-table", DataTable)
         row = table.cursor_row
         table.clear()
-        for name in sorted(policy):
+        names = [n for n in sorted(policy) if _matches(n, self.query_text)]
+        for name in names:
             table.add_row(cell(name), Text(str(cell(policy[name])), style="bold"),
                           cell(_ABOUT.get(name, ""), 80), key=name)
-        if policy:
-            table.move_cursor(row=min(row, len(policy) - 1))
+        if names:
+            table.move_cursor(row=min(row, len(names) - 1))
+        head = ("The project's edge policy (docs/api.md); e or Enter changes the selected "
+                "field, 'default' resets it.")
+        if self.query_text:
+            head += f" · {len(names)} of {len(policy)} fields · search: {self.query_text!r}"
+        self.query_one("#head", Static).update(head)
 
     @property
     def selected(self) -> str | None:

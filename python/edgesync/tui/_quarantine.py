@@ -1,6 +1,7 @@
 """Quarantined rows of one lineage (``…/quarantine``, docs/recovery.md): rows the cloud
 could not write, with why; retry one as it is or with values edited, retry all, discard
-one or all."""
+one or all. ``/`` searches them on the server (``q=``: reason, field, op, the row's key and
+values), so it covers every page."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
-from edgesync.tui._base import ApiScreen
 from edgesync.tui._confirm import AskScreen, ConfirmScreen
 from edgesync.tui._format import cell, short_time
+from edgesync.tui._search import SearchScreen
 
 __all__ = ["STATUS_FILTERS", "QuarantineScreen", "editable_values"]
 
@@ -39,8 +40,10 @@ def editable_values(row: dict[str, Any]) -> dict[str, Any] | None:
     return {k: v for k, v in values.items() if k not in key}
 
 
-class QuarantineScreen(ApiScreen):
+class QuarantineScreen(SearchScreen):
     TITLE = "Quarantine"
+    SEARCH_HINT = ("search reason code, reason, field, op or the row's key and values; "
+                   "Enter applies, Esc closes")
     BINDINGS = [
         Binding("f", "cycle_filter", "status filter"),
         Binding("t", "retry", "retry row"),
@@ -56,7 +59,6 @@ class QuarantineScreen(ApiScreen):
         super().__init__()
         self.lineage = lineage
         self.filter_index = 0
-        self.page = 1
         self.total = 0
         self.shown: list[dict[str, Any]] = []
 
@@ -69,6 +71,7 @@ class QuarantineScreen(ApiScreen):
         return STATUS_FILTERS[self.filter_index][1]
 
     def body(self) -> Iterable[Widget]:
+        yield self.search_box()
         yield Static("", id="head", classes="head", markup=False)
         table: DataTable[Text] = DataTable(id="main-table", cursor_type="row",
                                            zebra_stripes=True)
@@ -79,7 +82,7 @@ class QuarantineScreen(ApiScreen):
     async def reload(self) -> None:
         status = STATUS_FILTERS[self.filter_index][0]
         doc = await self.call(self.api.quarantine, self.lineage_id, status=status,
-                              page=self.page, limit=PAGE_SIZE)
+                              page=self.page, limit=PAGE_SIZE, q=self.query_text or None)
         if doc is None:
             return
         self.total = int(doc["meta"]["total"])
@@ -100,11 +103,12 @@ class QuarantineScreen(ApiScreen):
         name = f"{self.lineage['device_name']} / {self.lineage['source_table']}"
         self.query_one("#head", Static).update(
             f"{name} · quarantined rows · filter: {self.filter_label} · {self.total} rows · "
-            f"page {self.page} of {pages}")
+            f"page {self.page} of {pages}"
+            + (f" · search: {self.query_text!r}" if self.query_text else ""))
 
     def feed_event(self, event: dict[str, Any]) -> None:
         if str((event.get("body") or {}).get("lineage_id")) == self.lineage_id and \
-                "quarantine" in str(event.get("type", "")):
+                "quarantine" in str(event.get("type", "")) and not self.searching:
             self.action_refresh()
 
     def action_cycle_filter(self) -> None:
@@ -189,6 +193,8 @@ class QuarantineScreen(ApiScreen):
             return
         what = (f"every quarantined row of {self.lineage['source_table']}" if every
                 else f"quarantined row {row['id'] if row else ''}")
+        if every and self.query_text:
+            what += f" (any status, not only those matching the search {self.query_text!r})"
         self.app.push_screen(
             ConfirmScreen(f"Discard {what} for good?\n\nThe batch's ledger row stays, so a "
                           "redelivery is still a duplicate."),

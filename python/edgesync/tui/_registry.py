@@ -1,6 +1,7 @@
 """Registry coalescing: registry reviews (one schema decision for every device of the
 project or fleet that sends it), each with its waiting devices, and the coalesced mirrors
-with consolidation of device tables into them."""
+with consolidation of device tables into them. ``/`` searches both lists on the server
+(``q=``), so it covers every page."""
 
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
-from edgesync.tui._base import ApiScreen
 from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell, short_time
 from edgesync.tui._review_detail import ReviewDetailScreen
 from edgesync.tui._reviews import FILTERS
+from edgesync.tui._search import SearchScreen
 
 __all__ = ["RegistryReviewScreen", "RegistryScreen", "consolidation_words"]
 
@@ -37,18 +38,24 @@ def consolidation_words(result: dict[str, Any]) -> str:
     return words
 
 
-class RegistryScreen(ApiScreen):
+class RegistryScreen(SearchScreen):
     TITLE = "Registry"
+    SEARCH_HINT = ("search table, schema hash, classification, claimer, decider, reason or "
+                   "device; Enter applies, Esc closes")
     BINDINGS = [
-        Binding("f", "cycle_filter", "filter"),
+        Binding("f", "cycle_filter", "status filter"),
         Binding("C", "consolidate", "consolidate…"),
+        Binding("n", "page(1)", "next page"),
+        Binding("p", "page(-1)", "prev page"),
     ]
 
     def __init__(self) -> None:
         super().__init__()
         self.filter_index = 0
+        self.total = 0
 
     def body(self) -> Iterable[Widget]:
+        yield self.search_box()
         yield Static("", id="head", classes="head", markup=False)
         reviews: DataTable[Text] = DataTable(id="main-table", cursor_type="row",
                                              zebra_stripes=True)
@@ -65,19 +72,21 @@ class RegistryScreen(ApiScreen):
         self.action_refresh()
 
     def feed_event(self, event: dict[str, Any]) -> None:
-        if "registry" in str(event.get("type", "")):
+        if "registry" in str(event.get("type", "")) and not self.searching:
             self.action_refresh()
 
     def _fetch(self) -> tuple[dict[str, Any], dict[str, Any]]:
         status = FILTERS[self.filter_index][0]
-        return (self.api.registry_reviews(status=status, limit=PAGE_SIZE),
-                self.api.coalesced_mirrors(limit=PAGE_SIZE))
+        q = self.query_text or None
+        return (self.api.registry_reviews(status=status, page=self.page, limit=PAGE_SIZE, q=q),
+                self.api.coalesced_mirrors(limit=PAGE_SIZE, q=q))
 
     async def reload(self) -> None:
         got = await self.call(self._fetch)
         if got is None:
             return
         reviews, mirrors = got
+        self.total = int(reviews["meta"]["total"])
         table = self.query_one("#main-table", DataTable)
         table.clear()
         for r in reversed(reviews["data"]):
@@ -92,13 +101,24 @@ class RegistryScreen(ApiScreen):
                            cell(m["pipeline"]), cell(m["device_count"]),
                            cell(", ".join(h[:12] for h in m["schema_hashes"])),
                            key=m["source_table"])
+        pages = max(1, -(-self.total // PAGE_SIZE))
         self.query_one("#head", Static).update(
             f"registry reviews · filter: {FILTERS[self.filter_index][1]} (f cycles) · "
-            f"{reviews['meta']['total']} reviews · {mirrors['meta']['total']} coalesced mirrors")
+            f"page {self.page} of {pages} · {len(reviews['data'])} of {self.total} reviews · "
+            f"{mirrors['meta']['total']} coalesced mirrors"
+            + (f" · search: {self.query_text!r}" if self.query_text else ""))
 
     def action_cycle_filter(self) -> None:
         self.filter_index = (self.filter_index + 1) % len(FILTERS)
+        self.page = 1
         self.action_refresh()
+
+    def action_page(self, step: int) -> None:
+        pages = max(1, -(-self.total // PAGE_SIZE))
+        page = min(max(1, self.page + step), pages)
+        if page != self.page:
+            self.page = page
+            self.action_refresh()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "main-table" and event.row_key.value is not None:

@@ -27,7 +27,7 @@ class ReviewsScreen(SearchScreen):
     TITLE = "Schema reviews"
     SEARCH_HINT = "search device, table, classification, claimer or decider; Enter applies"
     BINDINGS = [
-        Binding("f", "cycle_filter", "filter"),
+        Binding("f", "cycle_filter", "status filter"),
         Binding("n", "page(1)", "next page"),
         Binding("p", "page(-1)", "prev page"),
         Binding("1", "app.lineages", "lineages"),

@@ -34,6 +34,7 @@ from edgesync.api._lineage_queries import (
 from edgesync.api._pagination import Pagination, Paging
 from edgesync.api._review_models import ReviewOut
 from edgesync.api._review_queries import review_out
+from edgesync.api._search import MAX_SEARCH, SearchText
 from edgesync.api._telemetry_queries import MAX_TELEMETRY_LIMIT, TelemetryQuery, telemetry_rows
 from edgesync.store import Conn
 
@@ -53,9 +54,10 @@ async def list_(
     device_id: Annotated[uuid.UUID | None, Query()] = None,
     fleet_id: Annotated[uuid.UUID | None, Query()] = None,
     status: Annotated[governance.LineageStatus | None, Query()] = None,
-    q: Annotated[str | None, Query(
-        max_length=200, description="only lineages whose device name, source table, target "
-                                    "table or pause reason contains this (any case)")] = None,
+    q: Annotated[SearchText, Query(
+        max_length=MAX_SEARCH,
+        description="only lineages whose device name, source table, target "
+                    "table or pause reason contains this (any case)")] = None,
 ) -> Page[LineageOut]:
     items, total = await list_lineages(conn, access.project_id, device_id=device_id,
                                        fleet_id=fleet_id, status=status,

@@ -19,6 +19,7 @@ from edgesync.api._errors import error_responses
 from edgesync.api._idempotency import IdempotencyKey, idempotent
 from edgesync.api._lineage_queries import get_lineage
 from edgesync.api._pagination import Paging
+from edgesync.api._search import MAX_SEARCH, SearchText
 from edgesync.errors import NotFoundError
 from edgesync.store import Conn
 
@@ -108,6 +109,11 @@ class DiscardedRows(BaseModel):
 async def list_(access: CanRead, conn: Db, paging: Paging, lineage_id: LineageId,
                 status: Annotated[Status | None, Query(
                     description="only rows of this status (default: all)")] = None,
+                q: Annotated[SearchText, Query(
+                    max_length=MAX_SEARCH,
+                    description="only rows whose reason code, reason, field, "
+                                "op or row as sent (key and values, as JSON "
+                                "text) contains this (any case)")] = None,
                 ) -> Page[QuarantinedRowOut]:
     lineage = await get_lineage(conn, access.project_id, lineage_id)
     # Rows a newer change overtook are marked so before they are shown (docs/recovery.md).
@@ -115,7 +121,7 @@ async def list_(access: CanRead, conn: Db, paging: Paging, lineage_id: LineageId
                            lineage.target_table if lineage.pipeline == "rows" else None)
     rows, total = await quarantine.list_rows(
         conn, lineage_id, status=quarantine.QuarantineStatus(status) if status else None,
-        offset=paging.offset, limit=paging.limit)
+        offset=paging.offset, limit=paging.limit, q=q)
     return paging.of([_out(r) for r in rows], total)
 
 

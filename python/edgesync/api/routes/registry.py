@@ -31,6 +31,7 @@ from edgesync.api._registry_models import (
 )
 from edgesync.api._review_models import ClaimBody, PreviewBody
 from edgesync.api._review_queries import check_action_version
+from edgesync.api._search import MAX_SEARCH, SearchText
 from edgesync.errors import NotFoundError
 from edgesync.store import Conn
 
@@ -169,9 +170,15 @@ def _make_router(prefix: str, tag: str, read: _ScopeDep, manage: _ScopeDep,
     async def list_reviews(
         scope: Read, conn: Db, paging: Paging, only: Only,
         status: Annotated[governance.ReviewStatus | None, Query()] = None,
+        q: Annotated[SearchText, Query(
+            max_length=MAX_SEARCH,
+            description="only registry reviews whose source or target table, "
+                        "schema hash, classification, claimer, decider, "
+                        "decision reason or linked device's name contains "
+                        "this (any case)")] = None,
     ) -> Page[RegistryReviewOut]:
         items = await governance.list_registry_reviews(
-            conn, scope.access.project_id, status=status, fleet_id=scope.fleet_id or only)
+            conn, scope.access.project_id, status=status, fleet_id=scope.fleet_id or only, q=q)
         page = items[paging.offset:paging.offset + paging.limit]
         return paging.of([RegistryReviewOut.model_validate(x) for x in page], len(items))
 
@@ -259,9 +266,14 @@ def _make_router(prefix: str, tag: str, read: _ScopeDep, manage: _ScopeDep,
            responses=_READ_ERRORS, summary="List coalesced mirrors (shared targets)")
     async def list_mirrors(
         scope: Read, conn: Db, paging: Paging, only: Only,
+        q: Annotated[SearchText, Query(
+            max_length=MAX_SEARCH,
+            description="only mirrors whose target or source table, or the "
+                        "name of a device writing to it, contains this "
+                        "(any case)")] = None,
     ) -> Page[CoalescedMirrorOut]:
         items = await governance.list_coalesced_mirrors(conn, scope.access.project_id,
-                                                        fleet_id=scope.fleet_id or only)
+                                                        fleet_id=scope.fleet_id or only, q=q)
         page = items[paging.offset:paging.offset + paging.limit]
         return paging.of([_mirror_out(m) for m in page], len(items))
 

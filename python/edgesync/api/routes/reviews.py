@@ -28,6 +28,7 @@ from edgesync.api._review_queries import (
     list_reviews,
     review_out,
 )
+from edgesync.api._search import MAX_SEARCH, SearchText
 from edgesync.store import Conn
 
 __all__ = ["router"]
@@ -48,10 +49,11 @@ async def list_(
     device_id: Annotated[uuid.UUID | None, Query(description="only this device's")] = None,
     device_name: Annotated[str | None, Query(
         min_length=1, max_length=128, description="only the device of this name's")] = None,
-    q: Annotated[str | None, Query(
-        max_length=200, description="only reviews whose device name, source table, "
-                                    "classification, claimer or decider contains this "
-                                    "(any case)")] = None,
+    q: Annotated[SearchText, Query(
+        max_length=MAX_SEARCH,
+        description="only reviews whose device name, source table, "
+                    "classification, claimer or decider contains this "
+                    "(any case)")] = None,
 ) -> Page[ReviewOut]:
     items, total = await list_reviews(conn, access.project_id, status=status,
                                       lineage_id=lineage_id, device_id=device_id,
