@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 SECTION = "## Your own database in 8 commands"
 ROWS = [(1, "boiler", 71.5), (2, "pump", 3.25), (3, "valve", None)]
 

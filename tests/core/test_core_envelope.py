@@ -16,7 +16,7 @@ from edgesync.errors import BatchRejected, SchemaError
 
 BATCH_ID = "019693e0-7c4a-7b2e-9a1d-3f5e6d7c8b9a"
 EPOCH = "019693d0-0000-7000-8000-000000000001"
-# Same table as tests/test_core_fingerprint.py.
+# Same table as tests/core/test_core_fingerprint.py.
 SCHEMA_HASH = "fb11433b0f7b3151834b13e114332fb1ee31a2333f36376737b962f0c926bada"
 SCHEMA_JSON = (
     '{"columns":['

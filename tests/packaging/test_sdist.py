@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 MATURIN = shutil.which("maturin", path=str(Path(sys.executable).parent)) or shutil.which("maturin")
 
 
