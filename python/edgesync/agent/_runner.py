@@ -3,9 +3,10 @@
     async with Agent(config) as agent:   # open DBs, install triggers, start MQTT link
         await agent.run()                 # flush every flush_interval, forever
 
-The agent is an async shell: the MQTT link, the flush order and the upload PUTs. The
-device's databases and every store over them are one ``DeviceDatabase`` (``_device_db``),
-built whole when the agent is entered. All SQLite work happens on one dedicated thread
+The agent is an async shell: its lifecycle (one ``AgentLifecycle`` state, ``_lifecycle``),
+the MQTT link, the flush order and the upload PUTs. The device's databases and every
+store over them are one ``DeviceDatabase`` (``_device_db``), built whole when the agent
+is entered. All SQLite work happens on one dedicated thread
 (the connections are used nowhere else), so a busy application database never blocks
 the event loop.
 """
@@ -18,7 +19,7 @@ import functools
 import http.client
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Concatenate, NoReturn, ParamSpec, Self, TypeVar
@@ -30,6 +31,7 @@ from edgesync.agent._device_db import DeviceDatabase
 from edgesync.agent._freshness import SeenMarks
 from edgesync.agent._http_put import put_file
 from edgesync.agent._inbox import Accepted
+from edgesync.agent._lifecycle import AgentLifecycle, misuse, require
 from edgesync.agent._lock import InstanceLock
 from edgesync.agent._publisher import MqttLink
 from edgesync.agent._status import will_payload
@@ -61,13 +63,19 @@ class Agent:
                               will=(self._topics[TopicKind.INGEST_REQUEST], will_payload()))
         # The database thread; it starts at the first call (none before __aenter__).
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="edgesync-agent-db")
-        self._device: DeviceDatabase | None = None  # from __aenter__ until closed
+        self._lifecycle = AgentLifecycle.NEW
+        self._device: DeviceDatabase | None = None  # set while OPEN, RUNNING, STOPPING
+        self._run_task: asyncio.Task[object] | None = None  # set while RUNNING
         # When each journaled change was first seen (first_seen_at_ms), see _freshness.
         self._marks = SeenMarks()
         self._flush_lock = asyncio.Lock()
         self._stack = contextlib.AsyncExitStack()
         rep = config.replication
         self._lock = InstanceLock(rep.source_db_path, rep.state_db_path)
+
+    @property
+    def lifecycle(self) -> AgentLifecycle:
+        return self._lifecycle
 
     @property
     def config(self) -> AgentConfig:
@@ -78,22 +86,29 @@ class Agent:
     # ------------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> Self:
-        self._lock.acquire()  # before anything is opened: a second agent changes nothing
+        require(self._lifecycle, "async with Agent(config)", AgentLifecycle.NEW)
+        self._lifecycle = AgentLifecycle.OPENING
+        opening: Future[DeviceDatabase] | None = None
         try:
-            self._device = await asyncio.get_running_loop().run_in_executor(
-                self._executor, functools.partial(
-                    DeviceDatabase, self._config, signing_key=self._signing_key,
-                    marks=self._marks))
+            self._lock.acquire()  # before anything is opened: a second agent changes nothing
+            opening = self._executor.submit(DeviceDatabase, self._config,
+                                            signing_key=self._signing_key, marks=self._marks)
+            self._device = await asyncio.wrap_future(opening)
             tasks = await self._stack.enter_async_context(asyncio.TaskGroup())
             link = tasks.create_task(self._link.run(), name="edgesync-agent-mqtt")
             self._stack.callback(link.cancel)  # runs first: the task group then ends
         except BaseException:
-            await self._close()
+            await self._close(opening)
             raise
+        self._lifecycle = AgentLifecycle.OPEN
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
+        run_task, self._run_task = self._run_task, None
+        self._lifecycle = AgentLifecycle.STOPPING
+        if run_task is not None and run_task is not asyncio.current_task():
+            run_task.cancel()  # a run() left going in another task stops with the agent
         await self._goodbye()
         try:
             await self._stack.__aexit__(exc_type, exc, tb)
@@ -112,20 +127,24 @@ class Agent:
         except Exception as exc:  # stopping anyway (a timeout included)
             log.debug("final status report not sent: %s", exc)
 
-    async def _close(self) -> None:
-        if self._device is not None:
-            with contextlib.suppress(Exception):
-                await self._db(DeviceDatabase.close)
-            self._device = None
+    async def _close(self, opening: Future[DeviceDatabase] | None = None) -> None:
+        device, self._device = self._device, None
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(Exception):
+            if device is not None:
+                await loop.run_in_executor(self._executor, device.close)
+            elif opening is not None:  # entering was cancelled while the thread built it
+                await loop.run_in_executor(self._executor, _close_built, opening)
         self._executor.shutdown(wait=True)
         self._lock.release()
+        self._lifecycle = AgentLifecycle.CLOSED
 
     async def _db(self, fn: Callable[Concatenate[DeviceDatabase, P], T],
                   *args: P.args, **kwargs: P.kwargs) -> T:
-        """``fn(device, …)`` on the database thread."""
+        """``fn(device, …)`` on the database thread, while the agent is open."""
         device = self._device
-        if device is None:
-            raise RuntimeError("use `async with Agent(config) as agent:` first")
+        if device is None:  # not open (yet, or any more): say so, and what to do
+            raise misuse(self._lifecycle, "Agent")
         return await asyncio.get_running_loop().run_in_executor(
             self._executor, functools.partial(fn, device, *args, **kwargs))
 
@@ -141,9 +160,18 @@ class Agent:
     async def run(self) -> NoReturn:
         """Flush every ``flush_interval`` until cancelled; a failed flush (broker trouble,
         a busy or failing database) is logged and retried with backoff (pending batches
-        keep their ``batch_id``)."""
-        await periodic_loop("agent flush", self.flush,
-                            interval=self.config.replication.flush_interval_s, logger=log)
+        keep their ``batch_id``). One ``run()`` at a time, inside ``async with``; leaving
+        the block stops it."""
+        require(self._lifecycle, "Agent.run()", AgentLifecycle.OPEN)
+        self._lifecycle = AgentLifecycle.RUNNING
+        self._run_task = asyncio.current_task()
+        try:
+            await periodic_loop("agent flush", self.flush,
+                                interval=self.config.replication.flush_interval_s, logger=log)
+        finally:
+            if self._lifecycle is AgentLifecycle.RUNNING:  # not stopping: open, as before
+                self._lifecycle = AgentLifecycle.OPEN
+                self._run_task = None
 
     async def flush(self) -> int:
         """Publish everything captured so far; returns how many rows were sent.
@@ -155,6 +183,7 @@ class Agent:
         and telemetry batches stay until the cloud's progress control says they are
         committed.
         """
+        require(self._lifecycle, "Agent.flush()", AgentLifecycle.OPEN, AgentLifecycle.RUNNING)
         async with self._flush_lock:
             for accepted in await self._db(DeviceDatabase.unfinished_controls):
                 await self._ack_and_execute(accepted)
@@ -264,3 +293,10 @@ class Agent:
             {"format_version": 1, "control_id": accepted.control_id}))
         if accepted.execute:
             await self._db(DeviceDatabase.execute, accepted)
+
+
+def _close_built(opening: Future[DeviceDatabase]) -> None:
+    """On the database thread, after the build (one thread: it ran first): close what
+    it built, if it got that far."""
+    if not opening.cancelled() and opening.exception() is None:
+        opening.result().close()
