@@ -29,8 +29,10 @@ against this tree.
     └── DeviceError                the device side: the agent
         ├── DeviceStateError       the agent's state.db cannot be opened or prepared
         ├── OversizedRowError      one journal row alone is larger than a batch may be
-        └── ControlRejected        a downlink control failed signature, expiry or replay
-                                   checks; ``reason`` says which
+        ├── ControlRejected        a downlink control failed signature, expiry or replay
+        │                          checks; ``reason`` says which
+        └── AgentLifecycleError    an ``Agent`` used out of order (``flush()`` outside its
+                                   ``async with``, entered twice, two ``run()``)
 
 ``ConfigError`` and ``InvalidRequestError`` share their body (``field``, ``reason``) but
 stay two classes: a configuration problem stops a command or service at start, a bad
@@ -40,6 +42,7 @@ request is answered (HTTP 422) and the service goes on.
 from __future__ import annotations
 
 __all__ = [
+    "AgentLifecycleError",
     "ApiClientError",
     "ApiError",
     "BatchRejected",
@@ -230,3 +233,13 @@ class ControlRejected(DeviceError):
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+
+
+class AgentLifecycleError(DeviceError, RuntimeError):
+    """An ``Agent`` used out of order; ``action`` names the call, the message the fix.
+    Also a ``RuntimeError``, as asyncio and httpx raise for the same misuse."""
+
+    def __init__(self, action: str, reason: str) -> None:
+        super().__init__(f"{action}: {reason}")
+        self.action = action
+        self.reason = reason

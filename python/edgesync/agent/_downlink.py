@@ -29,24 +29,17 @@ cloud must not resend it forever).
 from __future__ import annotations
 
 import logging
-import sqlite3
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from edgesync.agent._discovery import TableInfo
 from edgesync.agent._progress import rows_progress, telemetry_progress
-from edgesync.agent._resnapshot import Resnapshots
-from edgesync.agent._retention import JournalBudget
-from edgesync.agent._state import StateStore
-from edgesync.agent._telemetry_state import TelemetryState
 from edgesync.agent._triggers import snapshot_sql
-from edgesync.agent._uploads import Uploads
-from edgesync.agent._verify import Verifications
-from edgesync.agent._writeback import CloudVersions, apply_state_write
+from edgesync.agent._writeback import apply_state_write
 from edgesync.protocol import ControlKind
 
-__all__ = ["Extras", "execute_control"]
+if TYPE_CHECKING:  # the device database calls this module; it is only a type here
+    from edgesync.agent._device_db import DeviceDatabase
+
+__all__ = ["execute_control"]
 
 log = logging.getLogger("edgesync.agent")
 
@@ -58,62 +51,41 @@ def _int(doc: dict[str, Any], key: str) -> int | None:
 
 # A tuple, not a set: ``control_kind`` comes from JSON and may be unhashable (a list).
 _KINDS = tuple(ControlKind)
-_NEEDS_EXTRAS = (ControlKind.STATE_WRITE, ControlKind.URL_GRANT, ControlKind.FORGET_LINEAGE,
-                 ControlKind.RESNAPSHOT, ControlKind.VERIFY_TABLE, ControlKind.SYNC_POLICY)
 
 
-@dataclass(frozen=True, slots=True)
-class Extras:
-    """What the write-back and upload controls need besides the state stores."""
-
-    tables: Callable[[str], TableInfo | None]
-    versions: CloudVersions
-    uploads: Uploads
-    resnapshots: Resnapshots | None = None
-    verifications: Verifications | None = None
-    sync_policy: Callable[[dict[str, Any]], None] | None = None
-
-
-def execute_control(doc: dict[str, Any], source: sqlite3.Connection, state: StateStore,
-                    telemetry: TelemetryState, budget: JournalBudget | None = None,
-                    extras: Extras | None = None) -> None:
+def execute_control(doc: dict[str, Any], device: DeviceDatabase) -> None:
     cid, kind, table = doc.get("control_id"), doc.get("control_kind"), doc.get("source_table")
-    if kind not in _KINDS or (extras is None and kind in _NEEDS_EXTRAS):
+    if kind not in _KINDS:
         log.info("control %s (%s) acknowledged; kind not supported", cid, kind)
         return
     if kind == ControlKind.SYNC_POLICY:  # names no table: about the whole configuration
-        assert extras is not None
-        if extras.sync_policy is not None:
-            extras.sync_policy(doc)
+        device.apply_policy(doc)
         return
     if not isinstance(table, str) or not table:
         log.warning("control %s (%s) has no source_table; ignored", cid, kind)
         return
     if kind == ControlKind.STATE_WRITE:
-        assert extras is not None
-        apply_state_write(doc, source, extras.tables(table), extras.versions)
+        apply_state_write(doc, device.source, device.table_info(table), device.versions)
         return
     if kind == ControlKind.URL_GRANT:
-        assert extras is not None
-        extras.uploads.granted(doc)
+        device.uploads.granted(doc)
         return
-    if kind in (ControlKind.RESNAPSHOT, ControlKind.VERIFY_TABLE):
-        assert extras is not None
-        if kind == ControlKind.RESNAPSHOT and extras.resnapshots is not None:
-            extras.resnapshots.requested(doc, extras.tables(table))
-        elif kind == ControlKind.VERIFY_TABLE and extras.verifications is not None:
-            extras.verifications.requested(doc)
+    if kind == ControlKind.RESNAPSHOT:
+        device.resnapshots.requested(doc, device.table_info(table))
         return
+    if kind == ControlKind.VERIFY_TABLE:
+        device.verifications.requested(doc)
+        return
+    state, telemetry = device.state, device.telemetry_state
     is_telemetry = telemetry.table(table) is not None
     if kind == ControlKind.FORGET_LINEAGE:
-        assert extras is not None
-        _forget(cid, table, is_telemetry, source, state, telemetry, extras)
+        _forget(cid, table, is_telemetry, device)
         return
     if kind == ControlKind.PROGRESS:
         if is_telemetry:
             telemetry_progress(doc, table, telemetry)
         else:
-            rows_progress(doc, table, source, state, budget)
+            rows_progress(doc, table, device.source, state, device.budget)
         return
     watermark = _int(doc, "server_watermark")
     if doc.get("server_watermark") is not None and watermark is None:
@@ -136,13 +108,13 @@ def execute_control(doc: dict[str, Any], source: sqlite3.Connection, state: Stat
                     cid, kind, table)
 
 
-def _forget(cid: object, table: str, is_telemetry: bool, source: sqlite3.Connection,
-            state: StateStore, telemetry: TelemetryState, extras: Extras) -> None:
+def _forget(cid: object, table: str, is_telemetry: bool, device: DeviceDatabase) -> None:
+    source = device.source
     if is_telemetry:
-        ok = telemetry.forget(table)
+        ok = device.telemetry_state.forget(table)
     else:
-        info = extras.tables(table)
-        ok = info is not None and state.forget(table)
+        info = device.table_info(table)
+        ok = info is not None and device.state.forget(table)
         if info is not None and ok:
             # Re-journal before anything else is published: the new lineage's first
             # batches then carry the table's whole current content.
@@ -154,7 +126,7 @@ def _forget(cid: object, table: str, is_telemetry: bool, source: sqlite3.Connect
                 source.execute("ROLLBACK")
                 raise
             log.info("forget_lineage source_table=%s: %d row(s) journaled again", table, n)
-    extras.versions.forget(table)
+    device.versions.forget(table)
     if ok:
         log.warning("forget_lineage source_table=%s: the cloud deleted its lineage; the "
                     "table is sent again from the start", table)

@@ -48,23 +48,6 @@ CHUNK_ROWS = 20_000
 MAX_OPEN = 3
 _J = quote_ident(JOURNAL_TABLE)
 _KIND = "bootstrap_snapshot"
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS resnapshots (
-    job_id            TEXT PRIMARY KEY,
-    source_table      TEXT NOT NULL,
-    filter            TEXT NOT NULL,
-    status            TEXT NOT NULL DEFAULT 'running',   -- running, completed, failed
-    reading           INTEGER NOT NULL DEFAULT 1,        -- chunks still to read
-    cursor            TEXT,                              -- the last key read (JSON)
-    journal_epoch     TEXT,
-    first_commit_seq  INTEGER,
-    last_commit_seq   INTEGER,
-    rows              INTEGER NOT NULL DEFAULT 0,
-    chunks            INTEGER NOT NULL DEFAULT 0,
-    error             TEXT,
-    reported          TEXT                               -- the last report published
-)
-"""
 _SQL_OP = {FilterOp.EQ: "=", FilterOp.NE: "<>", FilterOp.LT: "<", FilterOp.LE: "<=",
            FilterOp.GT: ">", FilterOp.GE: ">="}
 
@@ -120,8 +103,6 @@ class Resnapshots:
         self._src, self._state, self._db, self._uploads = source, state, state.db, uploads
         self._chunk = chunk_rows or CHUNK_ROWS
         self._max_open = max_open or MAX_OPEN
-        with state.tx():
-            self._db.execute(_SCHEMA)
 
     def requested(self, doc: dict[str, Any], info: TableInfo | None) -> None:
         """A ``resnapshot`` control (executing it twice changes nothing)."""

@@ -7,7 +7,8 @@ and its ``sync/schema/observe`` have been sent, and the pause state
 journal range are written here before it is published, so a restart re-sends the same
 ``batch_id`` for the same rows. Also: journal ranges lost to ``local_retention_bytes``
 (until reported). Other modules keep their own tables in the same file (the control
-inbox, telemetry cursors); every table is created here, in one place.
+inbox, telemetry cursors, uploads, …); every table of the file is created by the one
+versioned list of steps in ``_state_schema``, which opening the store runs.
 
 The store is synchronous; the agent calls it from its single database thread.
 """
@@ -18,99 +19,11 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from edgesync.agent._state_schema import migrate
 from edgesync.errors import DeviceStateError
 from edgesync.protocol import uuid7
 
 __all__ = ["PendingBatch", "PublishedBatch", "StateStore", "TableState"]
-
-_STATE_FORMAT = "3"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (
-    key   TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS tables (
-    source_table              TEXT PRIMARY KEY,
-    journal_epoch             TEXT NOT NULL,
-    last_published_commit_seq INTEGER NOT NULL DEFAULT 0,
-    schema_hash               TEXT,
-    schema_json               TEXT,
-    schema_sent               INTEGER NOT NULL DEFAULT 0,
-    paused                    INTEGER NOT NULL DEFAULT 0,
-    server_watermark          INTEGER,
-    observed_hash             TEXT     -- schema_hash last published on sync/schema/observe
-);
-CREATE TABLE IF NOT EXISTS pending_batches (
-    source_table        TEXT PRIMARY KEY,
-    batch_id            TEXT NOT NULL,
-    journal_epoch       TEXT NOT NULL,
-    first_commit_seq    INTEGER NOT NULL,
-    last_commit_seq     INTEGER NOT NULL,
-    schema_hash         TEXT NOT NULL,
-    schema_columns_json TEXT
-);
-CREATE TABLE IF NOT EXISTS gaps (
-    gap_id           INTEGER PRIMARY KEY,
-    source_table     TEXT NOT NULL,
-    journal_epoch    TEXT NOT NULL,
-    first_commit_seq INTEGER NOT NULL,
-    last_commit_seq  INTEGER NOT NULL,
-    recorded_at      TEXT NOT NULL,
-    reported         INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS controls (
-    control_id  TEXT PRIMARY KEY,
-    doc         BLOB NOT NULL,
-    received_at TEXT NOT NULL,
-    executed    INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS telemetry (
-    source_table     TEXT PRIMARY KEY,
-    next_batch_seq   INTEGER NOT NULL DEFAULT 1,
-    cursor_ts_us     INTEGER,
-    cursor_key       TEXT,
-    schema_hash      TEXT,
-    schema_json      TEXT,
-    schema_sent      INTEGER NOT NULL DEFAULT 0,
-    observed_hash    TEXT,
-    paused           INTEGER NOT NULL DEFAULT 0,
-    server_watermark INTEGER
-);
-CREATE TABLE IF NOT EXISTS telemetry_sent (
-    source_table TEXT NOT NULL,
-    row_key      TEXT NOT NULL,
-    ts_us        INTEGER NOT NULL,
-    PRIMARY KEY (source_table, row_key)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS telemetry_outbox (
-    source_table TEXT NOT NULL,
-    batch_seq    INTEGER NOT NULL,
-    batch_id     TEXT NOT NULL,
-    payload      BLOB NOT NULL,
-    row_count    INTEGER NOT NULL,
-    published    INTEGER NOT NULL DEFAULT 0,
-    published_at REAL,      -- wall clock of the last publish (for confirm_timeout)
-    PRIMARY KEY (source_table, batch_seq)
-);
-CREATE TABLE IF NOT EXISTS published_batches (
-    batch_id         TEXT PRIMARY KEY,  -- row batches the broker took, awaiting progress
-    source_table     TEXT NOT NULL,
-    journal_epoch    TEXT NOT NULL,
-    first_commit_seq INTEGER NOT NULL,
-    last_commit_seq  INTEGER NOT NULL,
-    published_at     REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS published_batches_table
-    ON published_batches (source_table, first_commit_seq)
-"""
-
-# Columns added to existing tables by later formats (table, column, declaration); new
-# tables are CREATE IF NOT EXISTS. Formats 1 and 2 are upgraded in place.
-_ADDED_COLUMNS = (("tables", "observed_hash", "TEXT"),
-                  ("telemetry_outbox", "published_at", "REAL"))
-_UPGRADABLE = ("1", "2")
-
 
 @dataclass(frozen=True, slots=True)
 class TableState:
@@ -167,36 +80,12 @@ class StateStore:
             self._db.execute("PRAGMA synchronous = FULL")
         except sqlite3.Error as exc:
             raise DeviceStateError(f"cannot prepare state database {str(path)!r}: {exc}") from exc
-        self._migrate()
+        migrate(self._db, path)
 
     # -- plumbing
 
     def _tx(self) -> _Tx:
         return _Tx(self._db)
-
-    def _migrate(self) -> None:
-        try:
-            with self._tx():
-                for stmt in _SCHEMA.split(";"):
-                    if stmt.strip():
-                        self._db.execute(stmt)
-                row = self._db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
-                if row is not None and row[0] in _UPGRADABLE:
-                    for table, column, decl in _ADDED_COLUMNS:
-                        have = {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
-                        if column not in have:
-                            self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
-                    self._db.execute("UPDATE meta SET value=? WHERE key='format'",
-                                     (_STATE_FORMAT,))
-                elif row is None:
-                    self._db.execute("INSERT INTO meta VALUES ('format', ?)", (_STATE_FORMAT,))
-                elif row[0] != _STATE_FORMAT:
-                    raise DeviceStateError(
-                        f"state database {str(self.path)!r} has format {row[0]}, "
-                        f"this agent understands {_STATE_FORMAT}")
-        except sqlite3.Error as exc:
-            raise DeviceStateError(
-                f"cannot prepare state database {str(self.path)!r}: {exc}") from exc
 
     def close(self) -> None:
         self._db.close()

@@ -47,20 +47,10 @@ class OutboxBatch:
     row_count: int
 
 
-_ROWID_SCHEMA = """
-CREATE TABLE IF NOT EXISTS telemetry_rowid (
-    source_table TEXT PRIMARY KEY,
-    high_water   INTEGER          -- NULL: no rowid covered yet
-)
-"""
-
-
 class TelemetryState:
     def __init__(self, state: StateStore) -> None:
         self._state = state
         self._db = state.db
-        with state.tx():
-            self._db.execute(_ROWID_SCHEMA)
 
     def table(self, name: str) -> TelemetryTableState | None:
         row = self._db.execute(

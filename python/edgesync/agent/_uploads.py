@@ -50,21 +50,6 @@ _J = quote_ident(JOURNAL_TABLE)
 # Journal rows per backlog upload: a few hundred MB of JSON at most before zstd, far
 # below the 1 GiB object limit for ordinary rows.
 BACKLOG_MAX_ROWS = 500_000
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS uploads (
-    upload_key       INTEGER PRIMARY KEY,
-    source_table     TEXT NOT NULL,
-    segment_kind     TEXT NOT NULL,
-    journal_epoch    TEXT NOT NULL,
-    first_commit_seq INTEGER NOT NULL,   -- the reserved journal range
-    last_commit_seq  INTEGER NOT NULL,
-    status           TEXT NOT NULL DEFAULT 'wanted',
-    batch_id         TEXT,               -- from the url_grant
-    presigned_url    TEXT,
-    expires_at       TEXT,
-    gone_rows        INTEGER             -- journal rows of the range not in the object
-)
-"""
 
 # (table info, first, last) -> pages of journal rows of the range, lkcv applied
 RangeReader = Callable[[TableInfo, int, int], Iterator[list[JournalRow]]]
@@ -116,8 +101,6 @@ class Uploads:
         self._state = state
         self._db = state.db
         self.spool = spool
-        with state.tx():
-            self._db.execute(_SCHEMA)
 
     def _rows(self, where: str, args: tuple[Any, ...] = ()) -> list[Upload]:
         return [Upload(*r) for r in self._db.execute(

@@ -32,16 +32,6 @@ log = logging.getLogger("edgesync.agent")
 
 MAX_WAIT_S = 60.0
 _J = quote_ident(JOURNAL_TABLE)
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS verifications (
-    job_id        TEXT PRIMARY KEY,
-    source_table  TEXT NOT NULL,
-    control       TEXT NOT NULL,
-    requested_at  REAL NOT NULL,
-    report        TEXT,              -- the digest, once taken
-    sent          INTEGER NOT NULL DEFAULT 0
-)
-"""
 
 
 def table_digest(source: sqlite3.Connection, info: TableInfo, columns: list[dict[str, Any]],
@@ -73,8 +63,6 @@ class Verifications:
 
     def __init__(self, source: sqlite3.Connection, state: StateStore) -> None:
         self._src, self._state, self._db = source, state, state.db
-        with state.tx():
-            self._db.execute(_SCHEMA)
 
     def requested(self, doc: dict[str, Any]) -> None:
         job_id = str(doc.get("job_id") or "")

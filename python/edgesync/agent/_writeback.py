@@ -34,15 +34,6 @@ log = logging.getLogger("edgesync.agent")
 
 _J = quote_ident(JOURNAL_TABLE)
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS cloud_versions (
-    source_table  TEXT NOT NULL,
-    pk            TEXT NOT NULL,   -- key_text(): JSON list of the key values, pk order
-    cloud_version INTEGER NOT NULL,
-    PRIMARY KEY (source_table, pk)
-) WITHOUT ROWID
-"""
-
 
 def _norm(v: Any) -> Any:
     if isinstance(v, dict) and isinstance(v.get("$blob"), str):
@@ -75,8 +66,6 @@ class CloudVersions:
     def __init__(self, state: StateStore) -> None:
         self._state = state
         self._db = state.db
-        with state.tx():
-            self._db.execute(_SCHEMA)
         self._tables = {r[0] for r in self._db.execute(
             "SELECT DISTINCT source_table FROM cloud_versions")}
 
