@@ -127,7 +127,7 @@ async def credentials(args: argparse.Namespace) -> Any:
 
 
 async def admin(args: argparse.Namespace) -> Any:
-    from edgesync import governance, registry
+    from edgesync import governance, registry, staging
     from edgesync.store import open_database
 
     async with open_database(*_database(args)) as pool, pool.acquire() as conn:
@@ -165,9 +165,13 @@ async def admin(args: argparse.Namespace) -> Any:
                                                  await _db_actions(conn, args),
                                                  args.sync_authority))
         review = await governance.get_review(conn, args.review_id)
-        return _review_summary(await governance.reject_review(
-            conn, args.review_id, actor=args.actor, action_version=review["action_version"],
-            reason=args.reason))
+        async with conn.transaction():
+            rejected = await governance.reject_review(
+                conn, args.review_id, actor=args.actor,
+                action_version=review["action_version"], reason=args.reason)
+            await staging.label_schema_rejected(conn, rejected["lineage_id"],
+                                                rejected["schema_hash"])
+        return _review_summary(rejected)
 
 
 async def approve(conn: Any, review_id: Any, actor: str,

@@ -126,16 +126,13 @@ async def approve_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
 
 async def reject_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
                         action_version: int, reason: str | None) -> dict[str, Any]:
-    """Reject: the lineage stays paused; its rows staged under the rejected version stay
-    staged, labelled ``schema_rejected`` (discardable by schema version or reason)."""
+    """Reject: the lineage stays paused. Its rows staged under the rejected version stay
+    staged; the caller labels them ``schema_rejected`` in the same transaction
+    (``staging.label_schema_rejected``: staging owns them and sits above governance)."""
     async with conn.transaction():
         review = await get_review(conn, review_id, for_update=True)
         _check(review, action_version, (ReviewStatus.QUEUED, ReviewStatus.IN_REVIEW))
         await set_status(conn, review["schema_version_id"], SchemaStatus.REJECTED)
-        await conn.execute(
-            "UPDATE edge_staged_rows SET staging_reason = 'schema_rejected' WHERE lineage_id = $1 "
-            "AND schema_hash = $2 AND staging_reason = 'schema_review'",
-            review["lineage_id"], review["schema_hash"])
         result = await _transition(conn, review, ReviewStatus.REJECTED, actor,
                                    decision_reason=reason)
         await emit(conn, review["project_id"], EventType.SCHEMA_REVIEW_REJECTED,
