@@ -111,7 +111,7 @@ async def reject(access: CanManage, conn: Db, request: Request, review_id: Revie
         result = await governance.reject_review(tx, review_id, actor=access.actor,
                                                 action_version=body.action_version,
                                                 reason=body.reason)
-        await staging.label_schema_rejected(tx, result["lineage_id"], result["schema_hash"])
+        await staging.label_schema_rejected(tx, result.lineage_id, result.schema_hash)
         return 200, Item[ReviewOut](data=review_out(result))
 
     return await idempotent(conn, access, request, idempotency_key, work)
