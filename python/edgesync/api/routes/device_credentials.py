@@ -115,8 +115,8 @@ async def _tell_broker(request: Request, conn: Conn) -> str:
 async def list_credentials(access: CanRead, conn: Db, device_id: uuid.UUID
                            ) -> Item[list[Credential]]:
     scope = await _scope(conn, access.project_id, device_id)
-    rows = await credentials.list_credentials(conn, scope.device_id)
-    return Item[list[Credential]](data=[Credential.model_validate(r) for r in rows])
+    found = await credentials.list_credentials(conn, scope.device_id)
+    return Item[list[Credential]](data=[model_of(Credential, c) for c in found])
 
 
 @router.post("/{device_id}/credentials", status_code=201,
