@@ -298,9 +298,9 @@ async def seed_and_approve(pool: asyncpg.Pool, seed: Device) -> dict[str, str]:
         assert len(reviews) == 2, reviews
         for r in reviews:
             claimed = await governance.claim_registry_review(
-                conn, r["id"], actor="bench", action_version=r["action_version"])
+                conn, r.id, actor="bench", action_version=r.action_version)
             await governance.approve_registry_review(
-                conn, r["id"], actor="bench", action_version=claimed["action_version"],
+                conn, r.id, actor="bench", action_version=claimed.action_version,
                 column_actions=None)
     await Replayer(pool).drain_pending()
     rows = await pool.fetch("SELECT source_table, target_table FROM edge_table_lineages "

@@ -138,11 +138,11 @@ async def approve_first(pool: asyncpg.Pool, pipe: IngestPipeline, topic: str,
     assert out.lineage_id is not None, out
     async with pool.acquire() as conn:
         (review,) = [r for r in await governance.list_reviews(conn, status="queued")
-                     if r["lineage_id"] == out.lineage_id]
-        claimed = await governance.claim_review(conn, review["id"], actor="bench",
-                                                action_version=review["action_version"])
-        await governance.approve_review(conn, review["id"], actor="bench",
-                                        action_version=claimed["action_version"],
+                     if r.lineage_id == out.lineage_id]
+        claimed = await governance.claim_review(conn, review.id, actor="bench",
+                                                action_version=review.action_version)
+        await governance.approve_review(conn, review.id, actor="bench",
+                                        action_version=claimed.action_version,
                                         column_actions=None)
     await Replayer(pool).drain_pending()
     table: str = await pool.fetchval(

@@ -231,22 +231,22 @@ async def target_of(pool: asyncpg.Pool, device: Device, table: str) -> str:
 # ------------------------------------------------------------------ reviews
 
 async def reviews(pool: asyncpg.Pool, device: Device, *, status: str | None = None
-                  ) -> dict[str, dict[str, Any]]:
+                  ) -> dict[str, governance.Review]:
     """Reviews of the device by source table (the newest when several)."""
     async with pool.acquire() as conn:
         found = await governance.list_reviews(conn, project_id=device.scope.project_id,
                                               status=status)
-    return {r["source_table"]: r for r in found if r["device_id"] == device.id}
+    return {r.source_table: r for r in found if r.device_id == device.id}
 
 
 async def wait_reviews(pool: asyncpg.Pool, device: Device, tables: set[str],
                        status: str = "queued", limit: float = 30.0
-                       ) -> dict[str, dict[str, Any]]:
-    async def probe() -> dict[str, dict[str, Any]] | None:
+                       ) -> dict[str, governance.Review]:
+    async def probe() -> dict[str, governance.Review] | None:
         found = await reviews(pool, device, status=status)
         return found if tables <= set(found) else None
 
-    found: dict[str, dict[str, Any]] = await eventually(probe, limit,
+    found: dict[str, governance.Review] = await eventually(probe, limit,
                                                         f"{status} reviews {tables}")
     return found
 

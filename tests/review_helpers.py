@@ -12,30 +12,30 @@ import asyncpg
 from edgesync import governance
 
 
-async def queued_review(pool: asyncpg.Pool, lineage_id: uuid.UUID) -> dict[str, Any]:
+async def queued_review(pool: asyncpg.Pool, lineage_id: uuid.UUID) -> governance.Review:
     """The lineage's one queued review."""
     async with pool.acquire() as conn:
         (review,) = [r for r in await governance.list_reviews(conn, status="queued")
-                     if r["lineage_id"] == lineage_id]
+                     if r.lineage_id == lineage_id]
     return review
 
 
-async def claim_and_approve(pool: asyncpg.Pool, review: dict[str, Any],
+async def claim_and_approve(pool: asyncpg.Pool, review: governance.Review,
                             actions: list[dict[str, Any]] | None, *,
-                            sync_authority: str | None = None) -> dict[str, Any]:
+                            sync_authority: str | None = None) -> governance.Review:
     """Claim ``review`` and approve it (``actions`` None: mirror every column)."""
     async with pool.acquire() as conn:
-        claimed = await governance.claim_review(conn, review["id"], actor="op",
-                                                action_version=review["action_version"])
-        return await governance.approve_review(conn, review["id"], actor="op",
-                                               action_version=claimed["action_version"],
+        claimed = await governance.claim_review(conn, review.id, actor="op",
+                                                action_version=review.action_version)
+        return await governance.approve_review(conn, review.id, actor="op",
+                                               action_version=claimed.action_version,
                                                column_actions=actions,
                                                sync_authority=sync_authority)
 
 
 async def approve(pool: asyncpg.Pool, lineage_id: uuid.UUID,
                   actions: list[dict[str, Any]] | None = None, *,
-                  sync_authority: str | None = None) -> dict[str, Any]:
+                  sync_authority: str | None = None) -> governance.Review:
     """Claim the lineage's queued review and approve it."""
     return await claim_and_approve(pool, await queued_review(pool, lineage_id), actions,
                                    sync_authority=sync_authority)

@@ -6,10 +6,13 @@ import argparse
 import gc
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgesync.errors import ConfigError
 from edgesync.protocol import TlsFiles
+
+if TYPE_CHECKING:
+    from edgesync import governance
 
 __all__ = ["admin", "agent_run", "agent_status", "agent_validate", "credentials",
            "events_watch", "print_table_of", "serve"]
@@ -127,7 +130,7 @@ async def credentials(args: argparse.Namespace) -> Any:
 
 
 async def admin(args: argparse.Namespace) -> Any:
-    from edgesync import governance, registry
+    from edgesync import governance, registry, staging
     from edgesync.store import open_database
 
     async with open_database(*_database(args)) as pool, pool.acquire() as conn:
@@ -165,23 +168,26 @@ async def admin(args: argparse.Namespace) -> Any:
                                                  await _db_actions(conn, args),
                                                  args.sync_authority))
         review = await governance.get_review(conn, args.review_id)
-        return _review_summary(await governance.reject_review(
-            conn, args.review_id, actor=args.actor, action_version=review["action_version"],
-            reason=args.reason))
+        async with conn.transaction():
+            rejected = await governance.reject_review(
+                conn, args.review_id, actor=args.actor,
+                action_version=review.action_version, reason=args.reason)
+            await staging.label_schema_rejected(conn, rejected.lineage_id, rejected.schema_hash)
+        return _review_summary(rejected)
 
 
 async def approve(conn: Any, review_id: Any, actor: str,
                   actions: list[dict[str, Any]] | None,
-                  sync_authority: str | None = None) -> dict[str, Any]:
+                  sync_authority: str | None = None) -> governance.Review:
     """Claim a queued review, then approve it (the CLI's one-step approval)."""
     from edgesync import governance
 
     review = await governance.get_review(conn, review_id)
-    if review["status"] == "queued":
+    if review.status == governance.ReviewStatus.QUEUED:
         review = await governance.claim_review(conn, review_id, actor=actor,
-                                               action_version=review["action_version"])
+                                               action_version=review.action_version)
     return await governance.approve_review(conn, review_id, actor=actor,
-                                           action_version=review["action_version"],
+                                           action_version=review.action_version,
                                            column_actions=actions, sync_authority=sync_authority)
 
 
@@ -194,7 +200,7 @@ async def _db_actions(conn: Any, args: argparse.Namespace) -> list[dict[str, Any
                                      or args.auto_map):
         return None
     review = await governance.get_review(conn, args.review_id)
-    names = [str(c["name"]) for c in (review.get("schema_columns") or {}).get("columns", [])]
+    names = [str(c["name"]) for c in review.columns]
     return column_actions(names, actions_file=args.actions, mirror=args.mirror,
                           ignore=args.ignore, defer=args.defer, map_=args.map,
                           auto_map=args.auto_map)
@@ -213,9 +219,10 @@ def print_table_of(result: Any) -> None:
         print_fields(result, [k for k in result if k != "diff"], sys.stdout)
 
 
-def _review_summary(r: dict[str, Any]) -> dict[str, Any]:
+def _review_summary(r: governance.Review) -> dict[str, Any]:
+    """The review as the database-direct commands print it (a JSON document)."""
     keys = ("id", "lineage_id", "device_name", "source_table", "schema_hash",
             "classification", "status", "action_version", "claimed_by", "decided_by", "created_at")
-    out = {k: r.get(k) for k in keys}
-    out["diff"] = r.get("diff")
+    out = {k: getattr(r, k) for k in keys}
+    out["diff"] = r.diff
     return out

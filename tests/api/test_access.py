@@ -47,7 +47,7 @@ async def _world(tenant, stage, stage_registry, pool: asyncpg.Pool) -> World:
         policy = await syncpolicy.create_policy(conn, tenant.project_id, name="floor",
                                                 table_strategies={"t": {"strategy": "rows"}})
     return World(s.lineage_id, s.review_id, s.device.device_id, registry_review_id,
-                 r.device.fleet_id, dp["id"], policy["id"])
+                 r.device.fleet_id, dp.id, policy.id)
 
 
 # A quarantined row id in the listed paths.

@@ -88,3 +88,18 @@ async def test_serve_runs_the_api_and_stops_with_a_stream_open(
                 worker.cancel()
                 with pytest.raises(asyncio.CancelledError):
                     await worker
+
+
+async def test_reviews_reject_on_the_database_labels_the_staged_rows(
+        database_url: str, tenant, stage, pool) -> None:
+    """The database-direct reject is the API's: the review rejected and, in the same
+    transaction, its staged batches labelled ``schema_rejected`` (staging's step)."""
+    s = await stage(tenant)
+    out = run_json("reviews", "reject", str(s.review_id), "--reason", "not this one",
+                   "--actor", "ops", "--database-url", database_url)
+    assert (out["id"], out["status"]) == (str(s.review_id), "rejected")
+    reasons = await pool.fetch(
+        "SELECT staging_reason FROM edge_staged_rows WHERE lineage_id = $1", s.lineage_id)
+    assert [r["staging_reason"] for r in reasons] == ["schema_rejected"]
+    again = run("reviews", "reject", str(s.review_id), "--database-url", database_url)
+    assert again.returncode != 0 and "rejected" in again.stderr

@@ -21,7 +21,7 @@ async def approve_device_review(pool: asyncpg.Pool, review_id: uuid.UUID) -> Non
     async with pool.acquire() as conn:
         claimed = await governance.claim_review(conn, review_id, actor="t", action_version=1)
         await governance.approve_review(conn, review_id, actor="t",
-                                        action_version=claimed["action_version"],
+                                        action_version=claimed.action_version,
                                         column_actions=None)
 
 

@@ -85,12 +85,7 @@ JOINT: dict[tuple[str, str], str] = {
         "loads the target (live admission: no extra round trip)",
 }
 
-NOT_YET: dict[tuple[str, str], str] = {
-    # staging sits above governance and control (it imports both): these relabel staged
-    # batches from below it.
-    ("governance._reviews", "edge_staged_rows"): "reject_review relabels schema_rejected",
-    ("control._flow", "edge_staged_rows"): "reset_materialization requeues failed batches",
-}
+NOT_YET: dict[tuple[str, str], str] = {}
 
 _WRITE = re.compile(
     r"(?<!\bDO )(?<!\bFOR )(?<!\bNO KEY )\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM|COPY"

@@ -105,8 +105,8 @@ async def test_console_story(console_server: Server, browser: Browser, tmp_path:
         review_id = browser.driver.current_url.rsplit("/", 1)[1]
         async with pool.acquire() as conn:
             review = await governance.get_review(conn, uuid.UUID(review_id))
-            await governance.claim_review(conn, review["id"], actor="someone-else",
-                                          action_version=review["action_version"])
+            await governance.claim_review(conn, review.id, actor="someone-else",
+                                          action_version=review.action_version)
         await browser.click("#claim")
         await browser.until(lambda d: "changed since you loaded it" in browser.text("#conflict"),
                             "the stale action_version's conflict")

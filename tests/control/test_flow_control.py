@@ -24,7 +24,7 @@ from edgesync.errors import ControlRejected
 from edgesync.ingest import IngestPipeline, OutcomeStatus
 from edgesync.materialize import quote_ident
 from edgesync.protocol import verify_control
-from edgesync.staging import Replayer
+from edgesync.staging import Replayer, requeue_failed
 
 
 class Recorder:
@@ -164,8 +164,10 @@ async def test_breaker_opens_after_five_permanent_errors_and_reset_resumes(pool,
         f.rows(("insert", {"id": 99, "mode": "good", "setpoint": 3.0}))))
     assert (out.status, out.code) == (OutcomeStatus.STAGED, "lineage_paused")
     async with pool.acquire() as conn, conn.transaction():
-        result = await reset_materialization(conn, first.lineage_id)
-    assert result["requeued_batches"] == 5
+        reset = await reset_materialization(conn, first.lineage_id)
+        requeued = await requeue_failed(conn, first.lineage_id)
+    # The six quarantined rows stay quarantined; the five failed batches replay.
+    assert (reset.quarantined_rows, requeued) == (6, 5)
     state = await lineage(pool, first.lineage_id)
     assert (state["status"], state["materialization_errors"]) == ("active", 0)
     await ControlSender(pool, rec).send_due()

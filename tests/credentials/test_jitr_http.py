@@ -143,7 +143,7 @@ async def test_revoked_bootstrap_is_refused(client: httpx.AsyncClient, pool: asy
         live = await conn.fetchval(
             "SELECT count(*) FROM edge_device_credentials WHERE bootstrap_id = $1 "
             "AND revoked_at IS NULL", boot.id)
-    assert [b["status"] for b in listed if b["id"] == boot.id] == ["revoked"]
+    assert [b.status for b in listed if b.id == boot.id] == ["revoked"]
     assert live == 1
     assert _code(await _enroll(client, project, boot.cert_pem, "after")) == (
         400, "BOOTSTRAP_CERT_REVOKED")

@@ -33,6 +33,7 @@ from e2e_kit import (
 
 from edgesync.control import reset_materialization
 from edgesync.materialize import quote_ident
+from edgesync.staging import requeue_failed
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -78,8 +79,9 @@ async def test_poisoned_target_trips_the_breaker_and_reset_drains(
             await pool.execute(f"ALTER TABLE {quote_ident(target)} RENAME COLUMN poison "
                                "TO score")
             async with pool.acquire() as conn, conn.transaction():
-                result = await reset_materialization(conn, rec["id"])
-            assert result["requeued_batches"] >= 5
+                await reset_materialization(conn, rec["id"])
+                requeued = await requeue_failed(conn, rec["id"])
+            assert requeued >= 5
             await eventually(lambda: device_resumed(dev.state_db, "t"), what="device resumed")
             rows = await wait_equal(pool, dev, "t", COLS)
             assert len(rows) == 10 + 5 + 30 - 1

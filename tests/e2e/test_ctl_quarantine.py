@@ -44,6 +44,7 @@ from edgesync import quarantine
 from edgesync.control import reset_materialization
 from edgesync.governance import get_lineage_for_update
 from edgesync.materialize import quote_ident
+from edgesync.staging import requeue_failed
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 
@@ -156,8 +157,9 @@ async def test_reset_after_a_real_fix_drains_everything_with_no_retrip(
         await pool.execute(f"ALTER TABLE {quote_ident(target[:50] + '_away')} RENAME TO "
                            f"{quote_ident(target)}")
         async with pool.acquire() as conn, conn.transaction():
-            result = await reset_materialization(conn, rec["id"])
-        assert result["requeued_batches"] >= 5
+            await reset_materialization(conn, rec["id"])
+            requeued = await requeue_failed(conn, rec["id"])
+        assert requeued >= 5
         await eventually(lambda: device_resumed(dev.state_db, "t"), what="device resumed")
         app(dev.db, ("INSERT INTO t VALUES (?, ?, ?)",
                      [(i, f"after{i}", i) for i in range(300, 320)]))

@@ -130,9 +130,9 @@ async def test_a_policy_change_reaches_the_agent_that_opted_in_and_not_the_other
                 for dev in (yes, no):
                     p = await syncpolicy.create_policy(conn, dev.scope.project_id,
                                                        name="floor", table_strategies=FIRST)
-                    await syncpolicy.attach_policy(conn, dev.scope.project_id, p["id"],
+                    await syncpolicy.attach_policy(conn, dev.scope.project_id, p.id,
                                                    device_id=dev.id)
-                    policies[dev.id] = p["id"]
+                    policies[dev.id] = p.id
                 for dev in (yes, no):
                     await syncpolicy.update_policy(conn, dev.scope.project_id,
                                                    policies[dev.id],

@@ -80,23 +80,23 @@ async def test_skeleton_through_mosquitto_and_postgres(tmp_path: Path, database_
             async def queued() -> Any:
                 async with pool.acquire() as conn:
                     rs = [r for r in await governance.list_reviews(conn, status="queued")
-                          if r["device_id"] == scope.device_id]
+                          if r.device_id == scope.device_id]
                     return rs[0] if rs else None
 
             review = await eventually(queued)
-            lineage_id = review["lineage_id"]
+            lineage_id = review.lineage_id
             await eventually(lambda: pool.fetchval(
                 "SELECT staged_rows = 201 FROM edge_table_lineages WHERE id = $1", lineage_id))
             status = await pool.fetchrow(
                 "SELECT status, pause_reason FROM edge_table_lineages WHERE id = $1", lineage_id)
             assert tuple(status) == ("paused", "schema_review")
-            assert review["classification"] == "ambiguous"
+            assert review.classification == "ambiguous"
 
             async with pool.acquire() as conn:
-                claimed = await governance.claim_review(conn, review["id"], actor="op",
+                claimed = await governance.claim_review(conn, review.id, actor="op",
                                                         action_version=1)
-                await governance.approve_review(conn, review["id"], actor="op",
-                                                action_version=claimed["action_version"],
+                await governance.approve_review(conn, review.id, actor="op",
+                                                action_version=claimed.action_version,
                                                 column_actions=None)
             table = await pool.fetchval(
                 "SELECT target_table FROM edge_table_lineages WHERE id = $1", lineage_id)

@@ -39,17 +39,17 @@ async def test_odd_table_and_column_names_materialize(pool, batches, unique):
     assert out.status is OutcomeStatus.STAGED
     review = await queued_review(pool, out.lineage_id)
     async with pool.acquire() as conn:
-        c = await governance.claim_review(conn, review["id"], actor="t", action_version=1)
+        c = await governance.claim_review(conn, review.id, actor="t", action_version=1)
         actions = [{"source_column_name": name, "action": "mirror"} for name, *_ in columns[:3]]
         too_long = [*actions, {"source_column_name": "c" * 70, "action": "mirror"}]
         with pytest.raises(InvalidRequestError, match="63 bytes"):
-            await governance.approve_review(conn, review["id"], actor="t",
-                                            action_version=c["action_version"],
+            await governance.approve_review(conn, review.id, actor="t",
+                                            action_version=c.action_version,
                                             column_actions=too_long)
         actions.append({"source_column_name": "c" * 70, "action": "mirror",
                         "mirror_column_name": "long_c"})
-        await governance.approve_review(conn, review["id"], actor="t",
-                                        action_version=c["action_version"],
+        await governance.approve_review(conn, review.id, actor="t",
+                                        action_version=c.action_version,
                                         column_actions=actions)
     await Replayer(pool).drain_pending(project_id=scope.project_id)
     table = await pool.fetchval("SELECT target_table FROM edge_table_lineages WHERE id = $1",

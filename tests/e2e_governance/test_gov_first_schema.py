@@ -125,12 +125,12 @@ async def _run(pool: asyncpg.Pool, dev: Device, agent: Agent) -> None:
 
     queued = await wait_reviews(pool, dev, {"events", "settings", "readings"})
     for table, review in queued.items():
-        assert review["classification"] == "ambiguous", table
+        assert review.classification == "ambiguous", table
         rec = await lineage(pool, dev, table)
         assert rec is not None
         assert (rec["status"], rec["pause_reason"]) == ("paused", "schema_review")
         assert rec["target_table"] is None
-    ids = {t: r["lineage_id"] for t, r in queued.items()}
+    ids = {t: r.lineage_id for t, r in queued.items()}
 
     # ---- staged rows are visible, decoded, and are exactly what SQLite holds
     async def staged_events() -> list[dict[str, Any]] | None:
@@ -220,7 +220,7 @@ async def _run(pool: asyncpg.Pool, dev: Device, agent: Agent) -> None:
     # ---- the second approval decides the deferred column: replay, active, all equal
     async with pool.acquire() as conn:
         review = await governance.reopen_review(conn, ids["settings"], actor="op")
-    assert review["status"] == "queued"
+    assert review.status == "queued"
     await claim_and_approve(pool, review, None)
     await wait_rows(cloud_settings, expected_settings(db, with_ratio=True), "settings replayed")
     rec = await wait_lineage(pool, dev, "settings", lambda r: r["status"] == "active",

@@ -92,7 +92,7 @@ async def test_worker_killed_mid_replay_resumes(tmp_path: Path, database_url: st
                                f"{sent} rows staged", limit=60)
     staged = [r["id"] for r in await pool.fetch(
         "SELECT id FROM edge_staged_rows WHERE lineage_id = $1 ORDER BY id",
-        review["lineage_id"])]
+        review.lineage_id)]
     assert len(staged) > 3 * REPLAY_CHUNK
 
     # ---- approve with no worker running; hold one staged batch of the third chunk
@@ -108,7 +108,7 @@ async def test_worker_killed_mid_replay_resumes(tmp_path: Path, database_url: st
         async def mid_replay() -> bool:
             done = await pool.fetchval(
                 "SELECT rows_replayed FROM edge_replay_intents WHERE lineage_id = $1 "
-                "AND status = 'pending'", review["lineage_id"])
+                "AND status = 'pending'", review.lineage_id)
             waiting = await pool.fetchval(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                 "AND wait_event_type = 'Lock' AND query LIKE '%DELETE FROM edge_staged_rows%'")
@@ -125,14 +125,14 @@ async def test_worker_killed_mid_replay_resumes(tmp_path: Path, database_url: st
     assert rec is not None and rec["staged_rows"] > 0, "killed before the replay ended"
     committed = await pool.fetchval(
         "SELECT rows_replayed FROM edge_replay_intents WHERE lineage_id = $1",
-        review["lineage_id"])
+        review.lineage_id)
     assert 0 < committed < sent
 
     # ---- a fresh worker resumes the replay
     second = serve(workers, tmp_path, database_url, mqtt_url)
     rec = await wait_lineage(pool, dev, "log", lambda r: r["staged_rows"] == 0,
                              "replay resumed and drained", limit=90)
-    await _check(pool, dev, review["lineage_id"], sent)
+    await _check(pool, dev, review.lineage_id, sent)
     second.send_signal(signal.SIGTERM)
     assert second.wait(timeout=60) == 0
 

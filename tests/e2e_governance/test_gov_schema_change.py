@@ -35,7 +35,7 @@ from e2e_kit import (
 )
 from review_helpers import claim_and_approve
 
-from edgesync import errors
+from edgesync import errors, governance
 from edgesync.agent import Agent, load_config
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
@@ -105,8 +105,8 @@ async def _run(pool: asyncpg.Pool, dev: Device, agent: Agent, additive_continue:
         assert rec is not None and rec["status"] == "active" and rec["staged_rows"] == 0
     else:
         second = (await wait_reviews(pool, dev, {"gauges"}))["gauges"]
-        assert second["classification"] == "compatible_additive"
-        assert second["id"] != first["id"]
+        assert second.classification == "compatible_additive"
+        assert second.id != first.id
         rec = await wait_lineage(pool, dev, "gauges", lambda r: r["staged_rows"] > 0,
                                  "v2 rows staged under review")
         assert (rec["status"], rec["pause_reason"]) == ("paused", "schema_review")
@@ -129,10 +129,10 @@ async def _run(pool: asyncpg.Pool, dev: Device, agent: Agent, additive_continue:
     app(db, "UPDATE gauges SET level = 'high' WHERE id = 5",
         "INSERT INTO gauges VALUES (500, 'after', 'low', NULL, 'm')")
     await agent.flush()
-    third = await eventually(lambda: _open_review(pool, dev, {first["id"]}),
+    third = await eventually(lambda: _open_review(pool, dev, {first.id}),
                              what="review of the type change")
-    assert third["classification"] == "breaking"
-    assert third["diff"]["type_changed"] == ["level"]
+    assert third.classification == "breaking"
+    assert third.diff["type_changed"] == ["level"]
     rec = await wait_lineage(pool, dev, "gauges", lambda r: r["staged_rows"] > 0,
                              "v3 rows staged under review")
     assert (rec["status"], rec["pause_reason"]) == ("paused", "schema_review")
@@ -141,12 +141,10 @@ async def _run(pool: asyncpg.Pool, dev: Device, agent: Agent, additive_continue:
     with pytest.raises(errors.ConflictError, match="level"):
         await claim_and_approve(pool, third, None)
     async with pool.acquire() as conn:
-        from edgesync import governance
-
-        claimed = await governance.get_review(conn, third["id"])
-        assert claimed["status"] == "in_review"
+        claimed = await governance.get_review(conn, third.id)
+        assert claimed.status == "in_review"
         await governance.approve_review(
-            conn, third["id"], actor="op", action_version=claimed["action_version"],
+            conn, third.id, actor="op", action_version=claimed.action_version,
             column_actions=actions(id="mirror", name="mirror", level=("mirror", "level_text"),
                                    note="mirror", unit="mirror"))
     v3 = ("id", "name", "level_text", "note", "unit")
@@ -168,9 +166,9 @@ async def _run(pool: asyncpg.Pool, dev: Device, agent: Agent, additive_continue:
 
 
 async def _open_review(pool: asyncpg.Pool, dev: Device, not_ids: set[Any]
-                       ) -> dict[str, Any] | None:
+                       ) -> governance.Review | None:
     for status in ("queued",):
         found = (await reviews(pool, dev, status=status)).get("gauges")
-        if found is not None and found["id"] not in not_ids:
+        if found is not None and found.id not in not_ids:
             return found
     return None

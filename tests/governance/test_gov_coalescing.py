@@ -30,9 +30,9 @@ async def registry_reviews(pool, project_id, status=None):
 async def approve_registry(pool, review, actions=None):
     async with pool.acquire() as conn:
         claimed = await governance.claim_registry_review(
-            conn, review["id"], actor="t", action_version=review["action_version"])
+            conn, review.id, actor="t", action_version=review.action_version)
         return await governance.approve_registry_review(
-            conn, review["id"], actor="t", action_version=claimed["action_version"],
+            conn, review.id, actor="t", action_version=claimed.action_version,
             column_actions=actions)
 
 
@@ -47,13 +47,13 @@ async def test_project_scope_one_review_one_table_later_device_auto_approved(
     assert out_a.status is out_b.status is OutcomeStatus.STAGED
     assert out_a.code == out_b.code == "schema_review"
     (review,) = await registry_reviews(pool, a.project_id)
-    assert (review["status"], review["source_table"]) == ("queued", "device_state")
+    assert (review.status, review.source_table) == ("queued", "device_state")
     async with pool.acquire() as conn:  # no device review in coalesced mode
         assert not [r for r in await governance.list_reviews(conn, project_id=a.project_id)]
 
     approved = await approve_registry(pool, review)
     table = f"edge_state_p{a.project_id.hex[:8]}_device_state"
-    assert (approved["status"], approved["target_table"]) == ("approved", table)
+    assert (approved.status, approved.target_table) == ("approved", table)
     assert await Replayer(pool).drain_pending(project_id=a.project_id) == 2
     targets = await pool.fetch("SELECT target_table, status FROM edge_table_lineages "
                                "WHERE id = ANY($1)", [out_a.lineage_id, out_b.lineage_id])
@@ -76,10 +76,10 @@ async def test_project_scope_one_review_one_table_later_device_auto_approved(
     async with pool.acquire() as conn:
         (mirror,) = await governance.list_coalesced_mirrors(conn, a.project_id)
         (entry,) = await governance.list_registry_entries(conn, a.project_id)
-        detail = await governance.get_registry_entry(conn, a.project_id, entry["id"])
-    assert (mirror["target_table"], mirror["scope"], mirror["device_count"]) == (table,
+        detail = await governance.get_registry_entry(conn, a.project_id, entry.id)
+    assert (mirror.target_table, mirror.scope, mirror.device_count) == (table,
                                                                                  "project", 3)
-    assert len(detail["devices"]) == 3
+    assert len(detail.devices) == 3
 
 
 async def test_fleet_scope_separates_fleets(pool, batches, unique):
@@ -90,9 +90,9 @@ async def test_fleet_scope_separates_fleets(pool, batches, unique):
     outs = [await pipe.handle(rows_topic(d), insert(batches(), 1, d.device_name))
             for d in (north1, north2, south)]
     reviews = await registry_reviews(pool, north1.project_id)
-    assert sorted(str(r["fleet_id"]) for r in reviews) == sorted(
+    assert sorted(str(r.fleet_id) for r in reviews) == sorted(
         [str(north1.fleet_id), str(south.fleet_id)])
-    (north_review,) = [r for r in reviews if r["fleet_id"] == north1.fleet_id]
+    (north_review,) = [r for r in reviews if r.fleet_id == north1.fleet_id]
     await approve_registry(pool, north_review)
     await Replayer(pool).drain_pending()
     table = f"edge_state_f{north1.fleet_id.hex[:8]}_device_state"
@@ -124,7 +124,7 @@ async def test_fleet_telemetry_with_mapping_and_abandon(pool, unique):
     review = (await registry_reviews(pool, d1.project_id))[0]
     async with pool.acquire() as conn:
         await governance.approve_registry_review(
-            conn, review["id"], actor="t", action_version=review["action_version"],
+            conn, review.id, actor="t", action_version=review.action_version,
             column_actions=[{"source_column_name": "ts", "action": "ignore"},
                             {"source_column_name": "value_c", "action": "auto_create_and_map"},
                             {"source_column_name": "sensor", "action": "mirror"}])
@@ -134,8 +134,8 @@ async def test_fleet_telemetry_with_mapping_and_abandon(pool, unique):
     assert sorted(r["device_id"] for r in rows) == sorted([d1.device_id, d2.device_id])
     async with pool.acquire() as conn:
         (dp,) = await governance.list_data_points(conn, d1.project_id)
-        got = await governance.read_data_point_values(conn, d1.project_id, dp["id"])
-    assert sorted((r["device_id"], r["value"]) for r in got) == sorted(
+        got = await governance.read_data_point_values(conn, d1.project_id, dp.id)
+    assert sorted((r.device_id, r.value) for r in got) == sorted(
         [(d1.device_id, 1.0), (d2.device_id, 1.0)])
 
     # A second table: abandon its registry review → per-device reviews instead.
@@ -144,15 +144,15 @@ async def test_fleet_telemetry_with_mapping_and_abandon(pool, unique):
     (other,) = await registry_reviews(pool, d1.project_id, status="queued")
     async with pool.acquire() as conn:
         with pytest.raises(ConflictError, match="action_version"):
-            await governance.abandon_registry_review(conn, other["id"], actor="t",
+            await governance.abandon_registry_review(conn, other.id, actor="t",
                                                      action_version=7)
         done = await governance.abandon_registry_review(
-            conn, other["id"], actor="t", action_version=other["action_version"],
+            conn, other.id, actor="t", action_version=other.action_version,
             reason="heterogeneous")
         device_reviews = await governance.list_reviews(conn, project_id=d1.project_id,
                                                        status="queued")
-    assert done["status"] == "abandoned"
-    assert sorted(r["device_id"] for r in device_reviews) == sorted(
+    assert done.status == "abandoned"
+    assert sorted(r.device_id for r in device_reviews) == sorted(
         [d1.device_id, d2.device_id])
     # A later device with the abandoned hash gets a device review too.
     d3 = await add_device(pool, unique, "t3", fleet="f")
@@ -170,10 +170,10 @@ async def test_registry_reject_keeps_devices_paused(pool, batches, unique):
     (review,) = await registry_reviews(pool, a.project_id)
     async with pool.acquire() as conn:
         rejected = await governance.reject_registry_review(
-            conn, review["id"], actor="t", action_version=1, reason="no")
+            conn, review.id, actor="t", action_version=1, reason="no")
         with pytest.raises(ConflictError):
-            await governance.claim_registry_review(conn, review["id"], actor="t",
-                                                   action_version=rejected["action_version"])
+            await governance.claim_registry_review(conn, review.id, actor="t",
+                                                   action_version=rejected.action_version)
     b = await add_device(pool, unique, "b")
     later = await pipe.handle(rows_topic(b), insert(batches(), 1, "y"))
     assert (later.status, later.code) == (OutcomeStatus.STAGED, "schema_review")
@@ -181,7 +181,7 @@ async def test_registry_reject_keeps_devices_paused(pool, batches, unique):
         "SELECT l.status, v.status AS v FROM edge_table_lineages l JOIN edge_schema_versions v "
         "ON v.lineage_id = l.id WHERE l.id = ANY($1)", [out.lineage_id, later.lineage_id])
     assert {tuple(r) for r in statuses} == {("paused", "rejected")}
-    assert uuid.UUID(str(review["registry_id"]))
+    assert uuid.UUID(str(review.registry_id))
 
 
 async def test_lineage_busy_during_registry_approval_follows_on_its_next_batch(

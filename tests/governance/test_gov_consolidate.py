@@ -31,13 +31,14 @@ async def approve_registry(pool, project_id: uuid.UUID, actions=None) -> dict:
     async with pool.acquire() as conn:
         (review,) = await governance.list_registry_reviews(conn, project_id, status="queued")
         claimed = await governance.claim_registry_review(
-            conn, review["id"], actor="t", action_version=review["action_version"])
+            conn, review.id, actor="t", action_version=review.action_version)
         return await governance.approve_registry_review(
-            conn, review["id"], actor="t", action_version=claimed["action_version"],
+            conn, review.id, actor="t", action_version=claimed.action_version,
             column_actions=actions)
 
 
-async def run_consolidate(pool, project_id: uuid.UUID, table: str, **kw) -> dict:
+async def run_consolidate(pool, project_id: uuid.UUID, table: str,
+                          **kw) -> governance.Consolidation:
     async with pool.acquire() as conn:
         return await governance.consolidate(conn, project_id, table, actor="op", **kw)
 
@@ -82,13 +83,13 @@ async def test_consolidate_moves_device_tables_into_the_coalesced_table(
     table = f"edge_state_p{a.project_id.hex[:8]}_device_state"
 
     done = await run_consolidate(pool, a.project_id, "device_state")
-    assert done["skipped"] == []
-    by_lineage = {d["lineage_id"]: d for d in done["consolidated"]}
+    assert done.skipped == ()
+    by_lineage = {d.lineage_id: d for d in done.consolidated}
     assert set(by_lineage) == {out_a.lineage_id, out_b.lineage_id}
     got_a, got_b = by_lineage[out_a.lineage_id], by_lineage[out_b.lineage_id]
-    assert (got_a["from_table"], got_a["to_table"], got_a["old_table_kept"],
-            got_a["rows_copied"], got_a["tombstones_copied"]) == (old_a, table, old_a, 1, 1)
-    assert (got_b["from_table"], got_b["rows_copied"], got_b["tombstones_copied"]) == (
+    assert (got_a.from_table, got_a.to_table, got_a.old_table_kept,
+            got_a.rows_copied, got_a.tombstones_copied) == (old_a, table, old_a, 1, 1)
+    assert (got_b.from_table, got_b.rows_copied, got_b.tombstones_copied) == (
         old_b, 1, 0)
     rows = await pool.fetch(f"SELECT device_id, id, mode, _edge_deleted, _edge_commit_seq "
                             f"FROM {quote_ident(table)}")
@@ -123,7 +124,7 @@ async def test_consolidate_moves_device_tables_into_the_coalesced_table(
     before = await pool.fetchval("SELECT count(*) FROM edge_events WHERE project_id = $1",
                                  a.project_id)
     again = await run_consolidate(pool, a.project_id, "device_state")
-    assert (again["consolidated"], again["skipped"]) == ([], [])
+    assert (again.consolidated, again.skipped) == ((), ())
     assert await pool.fetchval("SELECT count(*) FROM edge_events WHERE project_id = $1",
                                a.project_id) == before
     events = await pool.fetch("SELECT subject_id, body FROM edge_events WHERE project_id = $1 "
@@ -132,9 +133,9 @@ async def test_consolidate_moves_device_tables_into_the_coalesced_table(
     async with pool.acquire() as conn:
         (mirror,) = await governance.list_coalesced_mirrors(conn, a.project_id)
         (entry,) = await governance.list_registry_entries(conn, a.project_id)
-        detail = await governance.get_registry_entry(conn, a.project_id, entry["id"])
-    assert mirror["device_count"] == 3
-    assert {d["device_id"] for d in detail["devices"]} == {a.device_id, b.device_id,
+        detail = await governance.get_registry_entry(conn, a.project_id, entry.id)
+    assert mirror.device_count == 3
+    assert {d.device_id for d in detail.devices} == {a.device_id, b.device_id,
                                                            c.device_id}
 
 
@@ -167,11 +168,11 @@ async def test_newer_row_in_coalesced_table_wins_and_other_schema_is_skipped(
         f"{quote_ident(f'edge_state_{a.device_id.hex[:8]}_device_state')}")
 
     done = await run_consolidate(pool, a.project_id, "device_state")
-    ((moved,), (skipped,)) = done["consolidated"], done["skipped"]
-    assert (moved["lineage_id"], moved["rows_copied"]) == (out_a.lineage_id, 0)
-    assert (skipped["lineage_id"], skipped["reason"]) == (out_o.lineage_id,
+    ((moved,), (skipped,)) = done.consolidated, done.skipped
+    assert (moved.lineage_id, moved.rows_copied) == (out_a.lineage_id, 0)
+    assert (skipped.lineage_id, skipped.reason) == (out_o.lineage_id,
                                                           "schema_not_in_registry")
-    assert fo.schema_hash in skipped["detail"]
+    assert fo.schema_hash in skipped.detail
     assert await pool.fetchval(f"SELECT mode FROM {quote_ident(table)} WHERE device_id = $1",
                                a.device_id) == "newer"
     target = await pool.fetchval("SELECT target_table FROM edge_table_lineages WHERE id = $1",
@@ -179,8 +180,8 @@ async def test_newer_row_in_coalesced_table_wins_and_other_schema_is_skipped(
     assert target == f"edge_state_{odd.device_id.hex[:8]}_device_state"
     # Skipped again (reported), nothing else happens.
     again = await run_consolidate(pool, a.project_id, "device_state")
-    assert (again["consolidated"], [s["reason"] for s in again["skipped"]]) == (
-        [], ["schema_not_in_registry"])
+    assert (again.consolidated, [s.reason for s in again.skipped]) == (
+        (), ["schema_not_in_registry"])
 
 
 async def test_fleet_telemetry_consolidation(pool, unique):
@@ -202,10 +203,10 @@ async def test_fleet_telemetry_consolidation(pool, unique):
     fleet_table = f"edge_ts_f{d1.fleet_id.hex[:8]}_temps"
 
     done = await run_consolidate(pool, d1.project_id, "temps", fleet_id=d1.fleet_id)
-    ((moved,),) = (done["consolidated"],)
-    assert (moved["lineage_id"], moved["from_table"], moved["to_table"],
-            moved["rows_copied"]) == (outs[0].lineage_id, project_table, fleet_table, 1)
-    assert done["skipped"] == []  # the loner is in no fleet: not in this fleet's scope
+    ((moved,),) = (done.consolidated,)
+    assert (moved.lineage_id, moved.from_table, moved.to_table,
+            moved.rows_copied) == (outs[0].lineage_id, project_table, fleet_table, 1)
+    assert done.skipped == ()  # the loner is in no fleet: not in this fleet's scope
     later = await pipe.handle(tm_topic(d1), t1.samples((T0, 3.0)))
     assert later.status is OutcomeStatus.MATERIALIZED
     rows = await pool.fetch(f"SELECT device_id, value_c FROM {quote_ident(fleet_table)}")
@@ -216,6 +217,6 @@ async def test_fleet_telemetry_consolidation(pool, unique):
 
     # Without a fleet: every fleet of the project; the loner is reported.
     whole = await run_consolidate(pool, d1.project_id, "temps")
-    assert whole["consolidated"] == []
-    assert [(s["device_id"], s["reason"]) for s in whole["skipped"]] == [
+    assert whole.consolidated == ()
+    assert [(s.device_id, s.reason) for s in whole.skipped] == [
         (loner.device_id, "device_in_no_fleet")]

@@ -25,7 +25,7 @@ async def values(pool, project_id, dp_id, device_id=None):
     async with pool.acquire() as conn:
         got = await governance.read_data_point_values(conn, project_id, dp_id,
                                                       device_id=device_id, limit=1000)
-    return [(r["source_key"], r["value"]) for r in got]
+    return [(r.source_key, r.value) for r in got]
 
 
 async def test_map_state_column_live_replayed_and_redelivered(pool, batches, unique):
@@ -42,18 +42,18 @@ async def test_map_state_column_live_replayed_and_redelivered(pool, batches, uni
     await approve(pool, staged.lineage_id, [
         {"source_column_name": "id", "action": "mirror"},
         {"source_column_name": "mode", "action": "mirror"},
-        {"source_column_name": "setpoint", "action": "map", "device_data_point_id": dp["id"]},
+        {"source_column_name": "setpoint", "action": "map", "device_data_point_id": dp.id},
     ])
     assert await Replayer(pool).drain_pending(project_id=dev.project_id) == 2
     # The mapped column is not a column of the target.
     assert await target_rows(pool, staged.lineage_id, "id, mode") == [(1, "heat"), (2, "cool")]
-    replayed = await values(pool, dev.project_id, dp["id"])
+    replayed = await values(pool, dev.project_id, dp.id)
     assert sorted(v for _, v in replayed if v is not None) == [20.5] and len(replayed) == 2
 
     live = f.payload(f.rows(("update", {"id": 1, "mode": "heat", "setpoint": 21.0})))
     assert (await pipe.handle(rows_topic(dev), live)).status is OutcomeStatus.MATERIALIZED
     assert (await pipe.handle(rows_topic(dev), live)).status is OutcomeStatus.DUPLICATE
-    got = await values(pool, dev.project_id, dp["id"], dev.device_id)
+    got = await values(pool, dev.project_id, dp.id, dev.device_id)
     assert len(got) == 3 and got[-1][1] == 21.0
 
     # An older change arriving late loses the upsert: no value either.
@@ -61,7 +61,7 @@ async def test_map_state_column_live_replayed_and_redelivered(pool, batches, uni
     late[0]["commit_seq"] = 1
     assert (await pipe.handle(rows_topic(dev), f.payload(late))).status is \
         OutcomeStatus.MATERIALIZED
-    assert len(await values(pool, dev.project_id, dp["id"])) == 3
+    assert len(await values(pool, dev.project_id, dp.id)) == 3
     # Re-applying the same change (a replay after a crash) writes no second value.
     from edgesync import _core
     from edgesync.governance import load_state_target
@@ -73,7 +73,7 @@ async def test_map_state_column_live_replayed_and_redelivered(pool, batches, uni
         await conn.execute(f"UPDATE {target.table} SET _edge_commit_seq = 0 "
                            "WHERE device_id = $1", dev.device_id)
         await target.apply(conn, dev.device_id, _core.decode_row_batch(live))
-    assert len(await values(pool, dev.project_id, dp["id"])) == 3
+    assert len(await values(pool, dev.project_id, dp.id)) == 3
 
 
 async def test_auto_create_and_map_telemetry_live_and_replayed(pool, unique):
@@ -91,18 +91,18 @@ async def test_auto_create_and_map_telemetry_live_and_replayed(pool, unique):
     await Replayer(pool).drain_pending()
     async with pool.acquire() as conn:
         (dp,) = await governance.list_data_points(conn, dev.project_id)
-    assert (dp["name"], dp["value_type"]) == ("temperature", "real")
+    assert (dp.name, dp.value_type) == ("temperature", "real")
     later = T0.replace(minute=5)
     live = tm.samples((later, 2.5))
     assert (await pipe.handle(tm_topic(dev), live)).status is OutcomeStatus.MATERIALIZED
     assert (await pipe.handle(tm_topic(dev), live)).status is OutcomeStatus.DUPLICATE
     async with pool.acquire() as conn:
-        got = await governance.read_data_point_values(conn, dev.project_id, dp["id"],
+        got = await governance.read_data_point_values(conn, dev.project_id, dp.id,
                                                       device_id=dev.device_id)
-        windowed = await governance.read_data_point_values(conn, dev.project_id, dp["id"],
+        windowed = await governance.read_data_point_values(conn, dev.project_id, dp.id,
                                                            since=later, limit=10)
-    assert [(r["ts"], r["value"]) for r in got] == [(T0, 1.5), (later, 2.5)]
-    assert [r["value"] for r in windowed] == [2.5]
+    assert [(r.ts, r.value) for r in got] == [(T0, 1.5), (later, 2.5)]
+    assert [r.value for r in windowed] == [2.5]
 
 
 async def test_auto_create_needs_the_policy(pool, batches, unique):
@@ -120,7 +120,7 @@ async def test_auto_create_needs_the_policy(pool, batches, unique):
     async with pool.acquire() as conn:
         assert await governance.list_data_points(conn, dev.project_id) == []
         review = (await governance.list_reviews(conn, status="in_review"))
-    assert any(r["lineage_id"] == out.lineage_id for r in review)
+    assert any(r.lineage_id == out.lineage_id for r in review)
 
 
 async def test_map_refuses_another_projects_data_point(pool, batches, unique):
@@ -133,7 +133,7 @@ async def test_map_refuses_another_projects_data_point(pool, batches, unique):
             await governance.create_data_point(conn, other.project_id, name="setpoint",
                                                value_type="text")
         with pytest.raises(NotFoundError):
-            await governance.read_data_point_values(conn, dev.project_id, foreign["id"])
+            await governance.read_data_point_values(conn, dev.project_id, foreign.id)
     pipe = IngestPipeline(pool)
     f = batches()
     out = await pipe.handle(rows_topic(dev), f.payload(
@@ -141,14 +141,14 @@ async def test_map_refuses_another_projects_data_point(pool, batches, unique):
     actions = [{"source_column_name": "id", "action": "mirror"},
                {"source_column_name": "mode", "action": "mirror"},
                {"source_column_name": "setpoint", "action": "map",
-                "device_data_point_id": str(foreign["id"])}]
+                "device_data_point_id": str(foreign.id)}]
     with pytest.raises(InvalidRequestError, match="in this project"):
         await approve(pool, out.lineage_id, actions)
     review = await queued_review_or_claimed(pool, out.lineage_id)
     with pytest.raises(InvalidRequestError, match="required for action map"):
         async with pool.acquire() as conn:
             await governance.approve_review(
-                conn, review["id"], actor="t", action_version=review["action_version"],
+                conn, review.id, actor="t", action_version=review.action_version,
                 column_actions=[*actions[:2], {"source_column_name": "setpoint",
                                                "action": "map"}])
 
@@ -156,6 +156,6 @@ async def test_map_refuses_another_projects_data_point(pool, batches, unique):
 async def queued_review_or_claimed(pool, lineage_id):
     async with pool.acquire() as conn:
         (review,) = [r for r in await governance.list_reviews(conn)
-                     if r["lineage_id"] == lineage_id]
+                     if r.lineage_id == lineage_id]
     return review
 

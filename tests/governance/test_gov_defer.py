@@ -24,7 +24,7 @@ async def test_defer_keeps_the_lineage_paused_until_a_reopened_review(pool, batc
         {"source_column_name": "id", "action": "mirror"},
         {"source_column_name": "mode", "action": "mirror"},
         {"source_column_name": "setpoint", "action": "defer"}])
-    assert approved["status"] == "approved"
+    assert approved.status == "approved"
     row = await pool.fetchrow("SELECT status, pause_reason, staged_rows FROM "
                               "edge_table_lineages WHERE id = $1", lineage_id)
     assert tuple(row) == ("paused", "deferred_columns", 1)
@@ -38,7 +38,7 @@ async def test_defer_keeps_the_lineage_paused_until_a_reopened_review(pool, batc
         reopened = await governance.reopen_review(conn, lineage_id, actor="t")
         with pytest.raises(ConflictError, match="open review"):
             await governance.reopen_review(conn, lineage_id, actor="t")
-    assert reopened["status"] == "queued"
+    assert reopened.status == "queued"
     await approve(pool, lineage_id)  # mirror every column
     assert await Replayer(pool).drain_pending(project_id=dev.project_id) == 2
     assert await target_rows(pool, lineage_id, "id, mode, setpoint") == [(1, "b", 2.0)]

@@ -35,9 +35,9 @@ async def fleet(pool: asyncpg.Pool, batches: Any, unique: str, n: int, *,
     async with pool.acquire() as conn:
         for review in await governance.list_registry_reviews(conn, scopes[0].project_id):
             claimed = await governance.claim_registry_review(
-                conn, review["id"], actor="t", action_version=review["action_version"])
+                conn, review.id, actor="t", action_version=review.action_version)
             await governance.approve_registry_review(
-                conn, review["id"], actor="t", action_version=claimed["action_version"],
+                conn, review.id, actor="t", action_version=claimed.action_version,
                 column_actions=None)
     await Replayer(pool).drain_pending(project_id=scopes[0].project_id)
     table = await pool.fetchval("SELECT target_table FROM edge_table_lineages WHERE id = $1",

@@ -61,7 +61,7 @@ async def test_first_batch_is_staged_under_review_then_replayed(pool, device, ba
     assert out2.status is OutcomeStatus.STAGED
 
     approved = await approve(pool, out.lineage_id)
-    assert approved["status"] == "approved"
+    assert approved.status == "approved"
     # A schema-review pause never reached the device, so approval sends it nothing either.
     assert await pool.fetchval("SELECT count(*) FROM edge_pending_controls WHERE device_id = $1",
                                device.device_id) == 0
@@ -192,19 +192,19 @@ async def test_review_conflicts_and_bad_actions(pool, device, batches):
     review = await queued_review(pool, out.lineage_id)
     async with pool.acquire() as conn:
         with pytest.raises(ConflictError, match="in_review"):
-            await governance.approve_review(conn, review["id"], actor="t", action_version=1,
+            await governance.approve_review(conn, review.id, actor="t", action_version=1,
                                             column_actions=None)
-        await governance.claim_review(conn, review["id"], actor="t", action_version=1)
+        await governance.claim_review(conn, review.id, actor="t", action_version=1)
         with pytest.raises(ConflictError, match="action_version"):
-            await governance.claim_review(conn, review["id"], actor="u", action_version=1)
+            await governance.claim_review(conn, review.id, actor="u", action_version=1)
         with pytest.raises(InvalidRequestError, match="setpoint"):
-            await governance.approve_review(conn, review["id"], actor="t", action_version=2,
+            await governance.approve_review(conn, review.id, actor="t", action_version=2,
                                             column_actions=[
                                                 {"source_column_name": "id", "action": "mirror"},
                                                 {"source_column_name": "mode", "action": "mirror"},
                                             ])
         with pytest.raises(InvalidRequestError, match="reserved"):
-            await governance.approve_review(conn, review["id"], actor="t", action_version=2,
+            await governance.approve_review(conn, review.id, actor="t", action_version=2,
                                             column_actions=[
                                                 {"source_column_name": "id", "action": "mirror",
                                                  "mirror_column_name": "_edge_pk_hash"},

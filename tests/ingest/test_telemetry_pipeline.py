@@ -232,9 +232,9 @@ async def test_value_that_does_not_fit_is_quarantined_and_reserved_names_refused
             {"source_column_name": "sensor", "action": "ignore"}])
     async with pool.acquire() as conn:
         (review,) = [r for r in await governance.list_reviews(conn, status="in_review")
-                     if r["lineage_id"] == first.lineage_id]
-        await governance.approve_review(conn, review["id"], actor="t",
-                                        action_version=review["action_version"],
+                     if r.lineage_id == first.lineage_id]
+        await governance.approve_review(conn, review.id, actor="t",
+                                        action_version=review.action_version,
                                         column_actions=[
             {"source_column_name": "ts", "action": "ignore"},
             {"source_column_name": "value_c", "action": "mirror"},

@@ -225,7 +225,7 @@ async def test_two_workers_on_a_shared_subscription_with_duplicated_shuffled_bat
                                    r["status"] == "active", f"seed {seed}: replayed", 60)
             await wait_match(pool, twin, src.db, telemetry)
         except AssertionError as exc:  # say what the cloud refused, and the reviews
-            states = {t: r["status"] for t, r in (await reviews(pool, twin)).items()}
+            states = {t: r.status for t, r in (await reviews(pool, twin)).items()}
             raise AssertionError(f"{exc}; batches rejected: {await rejected(pool, twin)}; "
                                  f"approved {sorted(approved)}; reviews {states}") from None
         twice = await pool.fetchval(

@@ -39,7 +39,7 @@ async def test_map_and_auto_create_data_points(tui_server: Server, tmp_path: Pat
         app(dev.db, ("INSERT INTO m VALUES (?, ?, ?, ?)",
                      [(i, 20 + i, 40 + i, f"n{i}") for i in range(1, 4)]))
         queued = await wait_reviews(pool, dev, {"m"})
-        review_id = str(queued["m"]["id"])
+        review_id = str(queued["m"].id)
         tui = console.app()
         async with tui.run_test(size=(150, 45)) as pilot:
             await pilot.press("2")
@@ -85,7 +85,7 @@ async def test_map_and_auto_create_data_points(tui_server: Server, tmp_path: Pat
         bindings = {r["source_column_name"]: (r["action"], r["device_data_point_id"])
                     for r in await pool.fetch(
                         "SELECT source_column_name, action, device_data_point_id FROM "
-                        "edge_column_bindings WHERE lineage_id = $1", queued["m"]["lineage_id"])}
+                        "edge_column_bindings WHERE lineage_id = $1", queued["m"].lineage_id)}
         assert bindings["temp"] == ("map", uuid.UUID(point["id"]))
         assert bindings["hum"][0] == "auto_create_and_map" and bindings["hum"][1] is not None
         points = await asyncio.to_thread(api.data_points, limit=100)

@@ -45,7 +45,7 @@ async def test_stale_review_reload_prompt_and_reject_reason(
             await pilot.press("2")
             reviews = await until(pilot, lambda: on(pilot, ReviewsScreen), "reviews")
             table = reviews.query_one("#main-table", DataTable)
-            modes = str(queued["modes"]["id"])
+            modes = str(queued["modes"].id)
             await until(pilot, lambda: modes in rows(table), "the modes review")
             await open_row(pilot, table, modes)
             detail = await until(pilot, lambda: on(pilot, ReviewDetailScreen), "detail")
@@ -77,7 +77,7 @@ async def test_stale_review_reload_prompt_and_reject_reason(
             # reject the other one with a reason
             await pilot.press("escape")
             await until(pilot, lambda: on(pilot, ReviewsScreen), "reviews")
-            junk = str(queued["junk"]["id"])
+            junk = str(queued["junk"].id)
             await open_row(pilot, table, junk)
             detail = await until(pilot, lambda: on(pilot, ReviewDetailScreen)
                                  and pilot.app.screen is not detail and pilot.app.screen,

@@ -139,14 +139,14 @@ async def _approve_registry(pool: asyncpg.Pool, project_id: uuid.UUID, table: st
     async with pool.acquire() as conn:
         (review,) = [r for r in await governance.list_registry_reviews(conn, project_id,
                                                                        status="queued")
-                     if r["source_table"] == table]
+                     if r.source_table == table]
         claimed = await governance.claim_registry_review(
-            conn, review["id"], actor="op", action_version=review["action_version"],
+            conn, review.id, actor="op", action_version=review.action_version,
             project_id=project_id)
         done = await governance.approve_registry_review(
-            conn, review["id"], actor="op", action_version=claimed["action_version"],
+            conn, review.id, actor="op", action_version=claimed.action_version,
             column_actions=None, project_id=project_id)
-    return bool(done["status"] == "approved")
+    return bool(done.status == "approved")
 
 
 async def test_search_quarantine(tui_server: Server, tmp_path: Path, mqtt_url: str,

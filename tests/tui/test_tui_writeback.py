@@ -33,7 +33,7 @@ async def test_edit_and_add_rows_reach_sqlite(tui_server: Server, tmp_path: Path
         app(dev.db, ("INSERT INTO device_state VALUES (?, ?, ?)",
                      [(i, f"m{i}", i * 0.5) for i in range(1, 6)]))
         queued = await wait_reviews(console.pool, dev, {"device_state"})
-        review_id = str(queued["device_state"]["id"])
+        review_id = str(queued["device_state"].id)
         tui = console.app()
         async with tui.run_test(size=(140, 45)) as pilot:
             await pilot.press("2")

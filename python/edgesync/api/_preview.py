@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from edgesync.api._lineage_queries import get_lineage
 from edgesync.errors import ConflictError, InvalidRequestError
+from edgesync.governance import RegistryReview, Review
 from edgesync.governance._bindings import plan_columns, state_prefix
 from edgesync.governance._column_actions import MAP_ACTIONS, ColumnAction, mirror_all_actions
 from edgesync.governance._registry import coalesced_table_name, registry_columns
@@ -44,11 +45,11 @@ class ApprovalPreview(BaseModel):
     deferred: list[str] = Field(description="decided later: the lineage stays paused")
 
 
-async def preview_review(conn: Conn, project_id: uuid.UUID, review: dict[str, Any],
+async def preview_review(conn: Conn, project_id: uuid.UUID, review: Review,
                          column_actions: list[dict[str, Any]] | None) -> ApprovalPreview:
     """A device review: the lineage's own target (or the one approval would create)."""
-    columns: list[dict[str, Any]] = (review.get("schema_columns") or {}).get("columns") or []
-    lineage = await get_lineage(conn, project_id, review["lineage_id"])
+    columns = review.columns
+    lineage = await get_lineage(conn, project_id, review.lineage_id)
     if lineage.pipeline == "telemetry":
         table = lineage.target_table or ts_table_name(project_id, lineage.source_table)
     else:
@@ -57,19 +58,18 @@ async def preview_review(conn: Conn, project_id: uuid.UUID, review: dict[str, An
     return _describe(columns, column_actions, lineage.pipeline, table)
 
 
-async def preview_registry_review(conn: Conn, review: dict[str, Any],
+async def preview_registry_review(conn: Conn, review: RegistryReview,
                                   column_actions: list[dict[str, Any]] | None
                                   ) -> ApprovalPreview:
     """A registry review: the coalesced target of its scope; defer is refused, as by
     the approval."""
-    columns = await registry_columns(conn, review["registry_id"])
+    columns = await registry_columns(conn, review.registry_id)
     if not columns:
         raise ConflictError("no device has sent this schema's columns yet (schema_columns); "
                             "there is nothing to preview until a batch carrying them arrives")
-    table = coalesced_table_name(review["pipeline"], review["scope"],
-                                 review["fleet_id"] or review["project_id"],
-                                 review["source_table"])
-    preview = _describe(columns, column_actions, review["pipeline"], table)
+    table = coalesced_table_name(review.pipeline, review.scope,
+                                 review.fleet_id or review.project_id, review.source_table)
+    preview = _describe(columns, column_actions, review.pipeline, table)
     if preview.deferred:
         i = next(i for i, a in enumerate(column_actions or []) if a["action"] == "defer")
         raise InvalidRequestError(f"column_actions[{i}].action", "defer is for device "

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from edgesync import governance
+from edgesync.api._domain import model_of
 from edgesync.api._errors import ApiError
 from edgesync.api._review_models import ReviewOut
 from edgesync.errors import NotFoundError
@@ -28,8 +28,8 @@ WHERE l.project_id = $1 AND ($2::text IS NULL OR r.status = $2)
 """
 
 
-def review_out(r: dict[str, Any]) -> ReviewOut:
-    return ReviewOut.model_validate(r)
+def review_out(review: governance.Review) -> ReviewOut:
+    return model_of(ReviewOut, review)
 
 
 def review_not_found() -> ApiError:
@@ -46,24 +46,25 @@ async def list_reviews(conn: Conn, project_id: uuid.UUID, *, status: str | None,
         "SELECT r.*, l.project_id, l.device_id, d.name AS device_name, l.source_table, "
         "v.schema_columns, v.diff" + _FROM + "ORDER BY r.created_at, r.id OFFSET $7 LIMIT $8",
         *args, offset, limit)
-    return [review_out(dict(r)) for r in rows], int(total)
+    return [review_out(governance.Review.from_record(r)) for r in rows], int(total)
 
 
 async def get_review(conn: Conn, project_id: uuid.UUID, review_id: uuid.UUID
-                     ) -> dict[str, Any]:
+                     ) -> governance.Review:
     try:
         review = await governance.get_review(conn, review_id)
     except NotFoundError:
         raise review_not_found() from None
-    if review["project_id"] != project_id:
+    if review.project_id != project_id:
         raise review_not_found()
     return review
 
 
-def check_action_version(review: dict[str, Any], action_version: int) -> None:
+def check_action_version(review: governance.Review | governance.RegistryReview,
+                         action_version: int) -> None:
     """Answer a stale action_version with its own code before governance re-checks it
     under the row lock (where a lost race is still a 409)."""
-    if review["action_version"] != action_version:
+    if review.action_version != action_version:
         raise ApiError(409, "ACTION_VERSION_CONFLICT",
-                       f"the review is at action_version {review['action_version']}, not "
+                       f"the review is at action_version {review.action_version}, not "
                        f"{action_version}: reload it and try again", "action_version")

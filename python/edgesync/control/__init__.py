@@ -4,6 +4,7 @@ presigned uploads is in ``edgesync.api.routes.uploads``: nothing here imports Fa
 
 from edgesync.control._authority import SYNC_AUTHORITIES, change_sync_authority
 from edgesync.control._flow import (
+    MaterializationReset,
     check_backpressure,
     record_materialization_failure,
     reset_materialization,
@@ -60,6 +61,7 @@ __all__ = [
     "AfterForget",
     "BackpressureSweeper",
     "ControlSender",
+    "MaterializationReset",
     "MqttPublisher",
     "ObjectStore",
     "OfferReason",

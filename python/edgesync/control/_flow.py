@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
+from dataclasses import dataclass
 
 import asyncpg
 
 from edgesync.control._outbox import enqueue_control
+from edgesync.errors import NotFoundError
 from edgesync.governance import (
     EventType,
     Lineage,
@@ -31,8 +32,8 @@ from edgesync.protocol import ControlKind
 from edgesync.registry import ProjectPolicy
 from edgesync.store import Conn
 
-__all__ = ["check_backpressure", "record_materialization_failure", "reset_materialization",
-           "sweep_backpressure"]
+__all__ = ["MaterializationReset", "check_backpressure", "record_materialization_failure",
+           "reset_materialization", "sweep_backpressure"]
 
 _log = logging.getLogger(__name__)
 
@@ -141,27 +142,32 @@ async def record_materialization_failure(conn: Conn, lineage_id: uuid.UUID, erro
     return True
 
 
-async def reset_materialization(conn: Conn, lineage_id: uuid.UUID) -> dict[str, Any]:
-    """Operator reset after fixing the cause: clear the breaker, make failed staged rows
-    replayable again, schedule replay, and resume the device if it had been paused.
+@dataclass(frozen=True, slots=True)
+class MaterializationReset:
+    """What ``reset_materialization`` did to a lineage (its staged batches are the
+    caller's next step, ``staging.requeue_failed``)."""
+
+    lineage_id: uuid.UUID
+    quarantined_rows: int  # open quarantined rows, left as they are
+
+
+async def reset_materialization(conn: Conn, lineage_id: uuid.UUID) -> MaterializationReset:
+    """Operator reset after fixing the cause: clear the breaker, schedule replay, and
+    resume the device if it had been paused. The caller, in the same transaction, then
+    makes the failed staged batches replayable again (``staging.requeue_failed``: staging
+    owns them and sits above control); the replay scheduled here runs after the commit.
 
     Quarantined rows stay quarantined (they are retried only on an operator's word), so
     a reset never trips the breaker again on them; a replayed batch's row that is still
     refused is quarantined too, not counted."""
     lineage = await conn.fetchrow(_LINEAGE, lineage_id)
     if lineage is None:
-        from edgesync.errors import NotFoundError
-
         raise NotFoundError(f"lineage {lineage_id} not found")
     await reset_materialization_errors(conn, lineage_id)
-    requeued = await conn.execute(
-        "UPDATE edge_staged_rows SET staging_reason = 'lineage_paused' "
-        "WHERE lineage_id = $1 AND staging_reason = 'materialization_failed'", lineage_id)
     if lineage["pause_reason"] == PauseReason.CIRCUIT_BREAKER:
         await _resume_device(conn, lineage)
     await schedule_replay(conn, lineage_id)
     quarantined = await conn.fetchval(
         "SELECT count(*) FROM edge_quarantined_rows WHERE lineage_id = $1 AND status = 'open'",
         lineage_id)
-    return {"lineage_id": lineage_id, "requeued_batches": int(requeued.rsplit(" ", 1)[-1]),
-            "quarantined_rows": int(quarantined)}
+    return MaterializationReset(lineage_id, int(quarantined))

@@ -5,6 +5,7 @@ configuration that enforces them. See docs/security.md."""
 from edgesync.credentials._authorities import get_ca, server_ca
 from edgesync.credentials._bootstrap import (
     BOOTSTRAP_DAYS,
+    BootstrapCertificate,
     BootstrapSecret,
     issue_bootstrap,
     list_bootstraps,
@@ -22,6 +23,7 @@ from edgesync.credentials._control_token import ensure_control_token
 from edgesync.credentials._device_credentials import (
     DEVICE_CERT_DAYS,
     CertificateSecret,
+    DeviceCredential,
     PasswordSecret,
     find_device,
     issue_certificate,
@@ -38,6 +40,7 @@ __all__ = [
     "BOOTSTRAP_DAYS",
     "DEVICE_CERT_DAYS",
     "WORKER_USERNAME",
+    "BootstrapCertificate",
     "BootstrapSecret",
     "BrokerConfigOptions",
     "BrokerConfigResult",
@@ -45,6 +48,7 @@ __all__ = [
     "BundleFiles",
     "CaMaterial",
     "CertificateSecret",
+    "DeviceCredential",
     "Enrollment",
     "EnrollmentError",
     "IssuedBundle",

@@ -7,17 +7,15 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from edgesync._defaults import BOOTSTRAP_DAYS
 from edgesync.credentials._authorities import get_ca
 from edgesync.credentials._x509 import issue_leaf, new_key, private_key_pem
 from edgesync.errors import InvalidRequestError, NotFoundError
-from edgesync.store import Conn
+from edgesync.store import Conn, from_record
 
-__all__ = ["BOOTSTRAP_DAYS", "BootstrapSecret", "count_enrollment", "issue_bootstrap",
-           "list_bootstraps",
-           "revoke_bootstrap"]
+__all__ = ["BOOTSTRAP_DAYS", "BootstrapCertificate", "BootstrapSecret", "count_enrollment",
+           "issue_bootstrap", "list_bootstraps", "revoke_bootstrap"]
 
 MAX_QUOTA = 1000
 
@@ -33,6 +31,22 @@ class BootstrapSecret:
     ca_pem: str
     max_devices: int
     not_after: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class BootstrapCertificate:
+    """A bootstrap certificate as listed (no key: it was shown once)."""
+
+    id: uuid.UUID
+    serial: str
+    fleet: str  # the fleet's name
+    fleet_id: uuid.UUID
+    max_devices: int
+    enrolled_devices: int
+    not_after: datetime
+    created_at: datetime
+    revoked_at: datetime | None
+    status: str  # active | expired | revoked
 
 
 async def issue_bootstrap(conn: Conn, project_id: uuid.UUID, fleet_id: uuid.UUID, *,
@@ -60,7 +74,7 @@ async def issue_bootstrap(conn: Conn, project_id: uuid.UUID, fleet_id: uuid.UUID
                            private_key_pem(key), ca.cert_pem, max_devices, issued.not_after)
 
 
-async def list_bootstraps(conn: Conn, project_id: uuid.UUID) -> list[dict[str, Any]]:
+async def list_bootstraps(conn: Conn, project_id: uuid.UUID) -> list[BootstrapCertificate]:
     rows = await conn.fetch(
         "SELECT b.id, b.serial, f.name AS fleet, b.fleet_id, b.max_devices, b.enrolled_devices, "
         "b.not_after, b.created_at, b.revoked_at, "
@@ -68,7 +82,7 @@ async def list_bootstraps(conn: Conn, project_id: uuid.UUID) -> list[dict[str, A
         "THEN 'expired' ELSE 'active' END AS status "
         "FROM edge_bootstrap_certificates b JOIN edge_fleets f ON f.id = b.fleet_id "
         "WHERE b.project_id = $1 ORDER BY b.created_at, b.id", project_id)
-    return [dict(r) for r in rows]
+    return [from_record(BootstrapCertificate, r) for r in rows]
 
 
 async def revoke_bootstrap(conn: Conn, project_id: uuid.UUID, ref: str) -> uuid.UUID:

@@ -20,6 +20,7 @@ from edgesync.credentials._device_credentials import CertificateSecret, Password
 from edgesync.errors import ConfigError
 from edgesync.protocol import parse_broker_url
 from edgesync.registry import DeviceScope
+from edgesync.syncpolicy import EffectivePolicy
 
 __all__ = ["BundleFiles", "render_agent_yaml", "write_bundle"]
 
@@ -42,10 +43,10 @@ def _url_with_password(url: str, secret: PasswordSecret) -> str:
 
 def render_agent_yaml(scope: DeviceScope, *, mqtt_url: str, install_dir: Path,
                       has_ca: bool, has_cert: bool, url_in_env: bool,
-                      sync_policy: dict[str, Any] | None = None) -> str:
-    """The device's agent YAML. With ``sync_policy`` (the device's effective policy:
-    ``name``, ``version``, ``table_strategies``) its strategies are written in and
-    ``remote_policy: true`` lets later changes of it reach the running agent."""
+                      sync_policy: EffectivePolicy | None = None) -> str:
+    """The device's agent YAML. With ``sync_policy`` (the device's effective policy) its
+    strategies are written in and ``remote_policy: true`` lets later changes of it reach
+    the running agent."""
     tls: dict[str, str] = {}
     if has_ca:
         tls["ca_cert_path"] = str(install_dir / CA_FILE)
@@ -78,9 +79,9 @@ def render_agent_yaml(scope: DeviceScope, *, mqtt_url: str, install_dir: Path,
     if sync_policy is not None:
         replication: dict[str, Any] = doc["sqlite-replication"]  # type: ignore[assignment]
         replication["remote_policy"] = True
-        replication["table_strategies"] = dict(sync_policy["table_strategies"])
-        head += (f"# table_strategies: sync policy {sync_policy['name']!r} version "
-                 f"{sync_policy['version']}; remote_policy: true applies its later changes "
+        replication["table_strategies"] = dict(sync_policy.table_strategies)
+        head += (f"# table_strategies: sync policy {sync_policy.name!r} version "
+                 f"{sync_policy.version}; remote_policy: true applies its later changes "
                  f"without a restart (set it false to keep these; docs/agent.md).\n")
     return head + yaml.safe_dump(doc, sort_keys=False)
 
@@ -98,7 +99,7 @@ def write_bundle(out: Path, scope: DeviceScope, *, mqtt_url: str, control_token:
                  install_dir: Path = Path("/etc/edgesync"),
                  source_db_path: str = "/var/lib/myapp/data.db",
                  state_db_path: str = "/var/lib/edgesync/state.db",
-                 sync_policy: dict[str, Any] | None = None) -> BundleFiles:
+                 sync_policy: EffectivePolicy | None = None) -> BundleFiles:
     if (certificate is None) == (password is None):
         raise ConfigError("bundle", "needs exactly one of a certificate or a password")
     if certificate is not None and certificate.key_pem is None:

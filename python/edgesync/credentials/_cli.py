@@ -97,9 +97,9 @@ async def _bundle(conn: Conn, scope: registry.DeviceScope, args: argparse.Namesp
             "credential_id": issued.credential_id,
             "broker_ca": ("included" if issued.broker_ca_included
                           else "none: the device uses its system CAs"),
-            "sync_policy": (f"{issued.sync_policy['name']} version "
-                            f"{issued.sync_policy['version']} (attached to the "
-                            f"{issued.sync_policy['attached_via']})" if issued.sync_policy
+            "sync_policy": (f"{issued.sync_policy.name} version "
+                            f"{issued.sync_policy.version} (attached to the "
+                            f"{issued.sync_policy.attached_via})" if issued.sync_policy
                             else "none attached: the agent replicates every table as rows"),
             "next": _RELOAD}
 

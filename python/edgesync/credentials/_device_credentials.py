@@ -24,11 +24,12 @@ from edgesync.credentials._x509 import (
 )
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
 from edgesync.registry import DeviceScope
-from edgesync.store import Conn
+from edgesync.store import Conn, from_record
 
 __all__ = [
     "DEVICE_CERT_DAYS",
     "CertificateSecret",
+    "DeviceCredential",
     "PasswordSecret",
     "find_device",
     "find_project",
@@ -54,6 +55,21 @@ class CertificateSecret:
     device_ca_pem: str
     serial: str
     not_after: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceCredential:
+    """A device's credential as listed (no secret: the database keeps none)."""
+
+    id: uuid.UUID
+    kind: str  # password | certificate
+    cert_serial: str | None
+    cert_fingerprint: str | None
+    not_after: datetime | None
+    bootstrap_id: uuid.UUID | None  # the bootstrap certificate it enrolled with (JITR)
+    created_at: datetime
+    revoked_at: datetime | None
+    revoke_reason: str | None
 
 
 async def find_project(conn: Conn, project: str) -> Any:
@@ -127,12 +143,12 @@ async def issue_certificate(conn: Conn, scope: DeviceScope, *, csr_pem: str | No
                              ca.cert_pem, issued.serial_hex, issued.not_after)
 
 
-async def list_credentials(conn: Conn, device_id: uuid.UUID) -> list[dict[str, Any]]:
+async def list_credentials(conn: Conn, device_id: uuid.UUID) -> list[DeviceCredential]:
     rows = await conn.fetch(
         "SELECT id, kind, cert_serial, cert_fingerprint, not_after, bootstrap_id, created_at, "
         "revoked_at, revoke_reason FROM edge_device_credentials WHERE device_id = $1 "
         "ORDER BY created_at, id", device_id)
-    return [dict(r) for r in rows]
+    return [from_record(DeviceCredential, r) for r in rows]
 
 
 async def revoke_credentials(conn: Conn, device_id: uuid.UUID, *,

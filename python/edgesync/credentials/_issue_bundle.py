@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from edgesync import syncpolicy
 from edgesync.credentials._authorities import server_ca
@@ -26,7 +26,7 @@ class IssuedBundle:
     files: BundleFiles
     credential_id: uuid.UUID
     broker_ca_included: bool
-    sync_policy: dict[str, Any] | None  # policy_id, name, version, attached_via
+    sync_policy: syncpolicy.EffectivePolicy | None  # the one written into agent.yaml
 
 
 async def issue_bundle(conn: Conn, scope: DeviceScope, out: Path, *, mqtt_url: str | None,
@@ -55,6 +55,4 @@ async def issue_bundle(conn: Conn, scope: DeviceScope, out: Path, *, mqtt_url: s
                              certificate=cert, password=pw, broker_ca_pem=ca_pem,
                              install_dir=install_dir, source_db_path=source_db_path,
                              sync_policy=policy)
-    summary = None if policy is None else {
-        k: policy[k] for k in ("policy_id", "name", "version", "attached_via")}
-    return IssuedBundle(files, credential_id, bool(ca_pem), summary)
+    return IssuedBundle(files, credential_id, bool(ca_pem), policy)

@@ -140,23 +140,23 @@ async def _story(pool: asyncpg.Pool, broker: str, workdir: Path, agent_cls: Any,
 
             review = await wait_for("the schema review", lambda: _queued_review(pool, scope))
             lineage = await pool.fetchrow(
-                "SELECT * FROM edge_table_lineages WHERE id = $1", review["lineage_id"])
+                "SELECT * FROM edge_table_lineages WHERE id = $1", review.lineage_id)
             assert lineage is not None
-            say("5. Governance", f"first schema of {TABLE} classified {review['classification']}:"
+            say("5. Governance", f"first schema of {TABLE} classified {review.classification}:"
                 f" lineage {lineage['status']} ({lineage['pause_reason']}), review "
-                f"{review['id']} {review['status']}")
-            await wait_for("staged rows", lambda: _staged_count(pool, review["lineage_id"], 5))
+                f"{review.id} {review.status}")
+            await wait_for("staged rows", lambda: _staged_count(pool, review.lineage_id, 5))
             async with pool.acquire() as conn:
-                staged = await list_staged_rows(conn, review["lineage_id"])
+                staged = await list_staged_rows(conn, review.lineage_id)
             print(f"   {len(staged)} row(s) held in edge_staged_rows (zstd blobs):")
             show([(r["commit_seq"], r["op"], r["row"]) for r in staged], "     ")
 
             from edgesync._commands import approve
 
             async with pool.acquire() as conn:
-                approved = await approve(conn, review["id"], "demo-operator", None)
-            say("6. Review", f"operator approved it ({approved['status']}); mirroring every column")
-            table = await wait_for("replay", lambda: _replayed(pool, review["lineage_id"]))
+                approved = await approve(conn, review.id, "demo-operator", None)
+            say("6. Review", f"operator approved it ({approved.status}); mirroring every column")
+            table = await wait_for("replay", lambda: _replayed(pool, review.lineage_id))
             print(f"   replayed into {table}:")
             show(await _cloud_rows(pool, table), "     ")
 
@@ -190,11 +190,11 @@ async def _story(pool: asyncpg.Pool, broker: str, workdir: Path, agent_cls: Any,
 
 
 async def _queued_review(pool: asyncpg.Pool, scope: registry.DeviceScope
-                         ) -> dict[str, Any] | None:
+                         ) -> governance.Review | None:
     async with pool.acquire() as conn:
         reviews = await governance.list_reviews(conn, project_id=scope.project_id,
                                                 status="queued")
-    mine = [r for r in reviews if r["device_id"] == scope.device_id and r["source_table"] == TABLE]
+    mine = [r for r in reviews if r.device_id == scope.device_id and r.source_table == TABLE]
     return mine[-1] if mine else None
 
 

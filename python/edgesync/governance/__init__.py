@@ -5,13 +5,25 @@ from edgesync.governance._arrivals import Arrival, admit_arrivals
 from edgesync.governance._bindings import load_state_target, load_state_targets
 from edgesync.governance._classify import SchemaDiff, classify
 from edgesync.governance._coalesced import (
+    CoalescedMirror,
+    RegistryDevice,
+    RegistryEntry,
+    RegistryEntryDetail,
     get_coalesced_mirror,
     get_registry_entry,
     list_coalesced_mirrors,
     list_registry_entries,
 )
-from edgesync.governance._consolidate import CONSOLIDATED_EVENT, consolidate
+from edgesync.governance._consolidate import (
+    CONSOLIDATED_EVENT,
+    ConsolidatedLineage,
+    Consolidation,
+    SkippedLineage,
+    consolidate,
+)
 from edgesync.governance._data_points import (
+    DataPoint,
+    DataPointValue,
     create_data_point,
     get_data_point,
     list_data_points,
@@ -44,6 +56,7 @@ from edgesync.governance._rebind import (
 )
 from edgesync.governance._registry import COALESCING_MODES
 from edgesync.governance._registry_reviews import (
+    RegistryReview,
     abandon_registry_review,
     approve_registry_review,
     claim_registry_review,
@@ -58,6 +71,7 @@ from edgesync.governance._replay import (
     schedule_replay,
 )
 from edgesync.governance._reviews import (
+    Review,
     approve_review,
     claim_review,
     get_review,
@@ -75,15 +89,26 @@ __all__ = [
     "REPLAY_CHANNEL",
     "Admission",
     "Arrival",
+    "CoalescedMirror",
+    "ConsolidatedLineage",
+    "Consolidation",
+    "DataPoint",
+    "DataPointValue",
     "EventType",
     "Lineage",
     "LineageStatus",
     "PauseReason",
     "RebindOutcome",
+    "RegistryDevice",
+    "RegistryEntry",
+    "RegistryEntryDetail",
+    "RegistryReview",
     "RejectedVersion",
+    "Review",
     "ReviewStatus",
     "SchemaDiff",
     "SchemaStatus",
+    "SkippedLineage",
     "StagingReason",
     "abandon_registry_review",
     "add_staged",

@@ -21,8 +21,9 @@ is not a candidate again, so a second call changes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
-from typing import Any
+from dataclasses import dataclass
 
 import asyncpg
 
@@ -36,9 +37,10 @@ from edgesync.governance._statuses import SchemaStatus
 from edgesync.governance._versions import set_registry_id
 from edgesync.materialize import MirrorColumn, copy_state_rows, copy_ts_rows
 from edgesync.registry import ProjectPolicy
-from edgesync.store import Conn
+from edgesync.store import Conn, from_record
 
-__all__ = ["CONSOLIDATED_EVENT", "consolidate"]
+__all__ = ["CONSOLIDATED_EVENT", "ConsolidatedLineage", "Consolidation", "SkippedLineage",
+           "consolidate"]
 
 CONSOLIDATED_EVENT = EventType.LINEAGE_CONSOLIDATED
 
@@ -49,6 +51,44 @@ WHERE l.project_id = $1 AND l.source_table = $2 AND l.target_table IS NOT NULL
   AND ($3::uuid IS NULL OR d.fleet_id = $3)
 ORDER BY l.created_at, l.id
 """
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidatedLineage:
+    """A lineage moved into its coalesced target by this call."""
+
+    lineage_id: uuid.UUID
+    device_id: uuid.UUID
+    pipeline: str
+    schema_hash: str  # its approved schema, now bound to the registry's column actions
+    registry_id: uuid.UUID
+    from_table: str
+    to_table: str
+    rows_copied: int
+    tombstones_copied: int
+    old_table_kept: str | None  # None: it already wrote to the coalesced table
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedLineage:
+    """A lineage left where it is, and why (``reason``: the API's vocabulary of skips)."""
+
+    lineage_id: uuid.UUID
+    device_id: uuid.UUID
+    pipeline: str
+    schema_hash: str | None
+    target_table: str | None
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Consolidation:
+    source_table: str
+    mode: str  # the project's coalescing mode: project | fleet
+    fleet_id: uuid.UUID | None  # the fleet consolidated, or None: the whole project
+    consolidated: tuple[ConsolidatedLineage, ...]  # empty on a repeated call
+    skipped: tuple[SkippedLineage, ...]  # reported again on every call
 
 
 class _Skip(Exception):
@@ -67,13 +107,13 @@ async def _mode(conn: Conn, project_id: uuid.UUID) -> str:
 
 
 async def consolidate(conn: Conn, project_id: uuid.UUID, source_table: str, *,
-                      fleet_id: uuid.UUID | None = None, actor: str) -> dict[str, Any]:
+                      fleet_id: uuid.UUID | None = None, actor: str) -> Consolidation:
     """Move every device lineage of ``source_table`` (of ``fleet_id``'s devices, when given)
     that still writes to a device-scoped target into its coalesced target.
 
     ``ConflictError`` when the project does not coalesce, or has no approved registry entry
-    for the table in scope. Returns ``{"consolidated": [...], "skipped": [...]}`` (plus the
-    mode and scope); lineages already in their coalesced target are in neither list."""
+    for the table in scope. Lineages already in their coalesced target are in neither of
+    the answer's lists."""
     mode = await _mode(conn, project_id)
     if mode not in ("project", "fleet"):
         raise ConflictError(f"project schema_coalescing_mode is {mode!r}: consolidation needs "
@@ -89,8 +129,8 @@ async def consolidate(conn: Conn, project_id: uuid.UUID, source_table: str, *,
     if not approved:
         raise ConflictError(f"no approved registry entry for table {source_table!r} in "
                             f"{mode} scope: approve a registry review of it first")
-    consolidated: list[dict[str, Any]] = []
-    skipped: list[dict[str, Any]] = []
+    consolidated: list[ConsolidatedLineage] = []
+    skipped: list[SkippedLineage] = []
     for cand in await conn.fetch(_CANDIDATES, project_id, source_table, fleet_id):
         try:
             async with conn.transaction():
@@ -105,17 +145,16 @@ async def consolidate(conn: Conn, project_id: uuid.UUID, source_table: str, *,
             continue
         if done is not None:
             consolidated.append(done)
-    return {"source_table": source_table, "mode": mode, "fleet_id": fleet_id,
-            "consolidated": consolidated, "skipped": skipped}
+    return Consolidation(source_table, mode, fleet_id, tuple(consolidated), tuple(skipped))
 
 
 async def _skipped(conn: Conn, lineage_id: uuid.UUID, reason: str,
-                   detail: str) -> dict[str, Any]:
+                   detail: str) -> SkippedLineage:
     row = await conn.fetchrow(
         "SELECT id AS lineage_id, device_id, pipeline, approved_schema_hash AS schema_hash, "
         "target_table FROM edge_table_lineages WHERE id = $1", lineage_id)
     assert row is not None
-    return {**dict(row), "reason": reason, "detail": detail}
+    return from_record(SkippedLineage, row, reason=reason, detail=detail)
 
 
 def _key(mode: str, lineage: Lineage, device_fleet_id: uuid.UUID | None) -> RegistryKey:
@@ -131,7 +170,7 @@ def _key(mode: str, lineage: Lineage, device_fleet_id: uuid.UUID | None) -> Regi
 
 async def _consolidate_one(conn: Conn, lineage_id: uuid.UUID, mode: str,
                            device_fleet_id: uuid.UUID | None,
-                           actor: str) -> dict[str, Any] | None:
+                           actor: str) -> ConsolidatedLineage | None:
     """One lineage, in the caller's transaction: the consolidation done, or None when it is
     already in its coalesced target. Raises ``_Skip`` (nothing written)."""
     row = await conn.fetchrow("SELECT * FROM edge_table_lineages WHERE id = $1 FOR UPDATE",
@@ -195,13 +234,12 @@ async def _consolidate_one(conn: Conn, lineage_id: uuid.UUID, mode: str,
         else:
             live, tombstones = await copy_state_rows(conn, lineage.device_id, old_table,
                                                      new_table, copy_map)
-    result = {"lineage_id": lineage.id, "device_id": lineage.device_id,
-              "pipeline": lineage.pipeline, "schema_hash": schema_hash,
-              "registry_id": entry["id"], "from_table": old_table, "to_table": new_table,
-              "rows_copied": live, "tombstones_copied": tombstones,
-              "old_table_kept": old_table if old_table != new_table else None}
+    result = ConsolidatedLineage(
+        lineage.id, lineage.device_id, lineage.pipeline, schema_hash, entry["id"], old_table,
+        new_table, live, tombstones, old_table if old_table != new_table else None)
+    fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
     await emit(conn, lineage.project_id, CONSOLIDATED_EVENT, lineage.id,
-               {**{k: str(v) if isinstance(v, uuid.UUID) else v for k, v in result.items()},
+               {**{k: str(v) if isinstance(v, uuid.UUID) else v for k, v in fields.items()},
                 "source_table": lineage.source_table, "actor": actor})
     return result
 

@@ -7,6 +7,7 @@ Values arrive through columns approved with ``map`` / ``auto_create_and_map`` (s
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -14,9 +15,11 @@ import asyncpg
 
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
 from edgesync.materialize import DATA_POINT_TYPES
-from edgesync.store import Conn
+from edgesync.store import Conn, from_record
 
 __all__ = [
+    "DataPoint",
+    "DataPointValue",
     "create_data_point",
     "ensure_data_point",
     "get_data_point",
@@ -27,8 +30,32 @@ __all__ = [
 _MAX_LIMIT = 10_000
 
 
+@dataclass(frozen=True, slots=True)
+class DataPoint:
+    """A project's named, typed value (``value_type``: a key of ``DATA_POINT_TYPES``)."""
+
+    id: uuid.UUID
+    project_id: uuid.UUID
+    name: str
+    value_type: str
+    unit: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class DataPointValue:
+    """One value a device reported for a data point."""
+
+    device_id: uuid.UUID
+    ts: datetime  # telemetry: the row's event_ts; state: when the cloud applied the change
+    # The JSON value as stored (None for a NULL): its type is the data point's value_type.
+    value: Any
+    source_key: str
+    source_version: str
+
+
 async def create_data_point(conn: Conn, project_id: uuid.UUID, *, name: str, value_type: str,
-                            unit: str | None = None) -> dict[str, Any]:
+                            unit: str | None = None) -> DataPoint:
     if not isinstance(name, str) or not 1 <= len(name) <= 200:
         raise InvalidRequestError("name", "a string of 1 to 200 characters")
     if value_type not in DATA_POINT_TYPES:
@@ -44,31 +71,31 @@ async def create_data_point(conn: Conn, project_id: uuid.UUID, *, name: str, val
     except asyncpg.ForeignKeyViolationError as exc:
         raise NotFoundError(f"project {project_id} not found") from exc
     assert row is not None
-    return dict(row)
+    return from_record(DataPoint, row)
 
 
-async def list_data_points(conn: Conn, project_id: uuid.UUID) -> list[dict[str, Any]]:
+async def list_data_points(conn: Conn, project_id: uuid.UUID) -> list[DataPoint]:
     rows = await conn.fetch(
         "SELECT * FROM edge_device_data_points WHERE project_id = $1 ORDER BY name", project_id)
-    return [dict(r) for r in rows]
+    return [from_record(DataPoint, r) for r in rows]
 
 
 async def get_data_point(conn: Conn, project_id: uuid.UUID,
-                         data_point_id: uuid.UUID) -> dict[str, Any]:
+                         data_point_id: uuid.UUID) -> DataPoint:
     row = await conn.fetchrow(
         "SELECT * FROM edge_device_data_points WHERE id = $1 AND project_id = $2",
         data_point_id, project_id)
     if row is None:
         raise NotFoundError(f"data point {data_point_id} not found")
-    return dict(row)
+    return from_record(DataPoint, row)
 
 
 async def read_data_point_values(conn: Conn, project_id: uuid.UUID, data_point_id: uuid.UUID,
                                  *, device_id: uuid.UUID | None = None,
                                  since: datetime | None = None, until: datetime | None = None,
-                                 limit: int = 100) -> list[dict[str, Any]]:
+                                 limit: int = 100) -> list[DataPointValue]:
     """Values of one data point, oldest first: ``since <= ts < until``, optionally of one
-    device; ``value`` is the JSON value (None for a NULL)."""
+    device."""
     if not 1 <= limit <= _MAX_LIMIT:
         raise InvalidRequestError("limit", f"between 1 and {_MAX_LIMIT}")
     await get_data_point(conn, project_id, data_point_id)
@@ -78,7 +105,7 @@ async def read_data_point_values(conn: Conn, project_id: uuid.UUID, data_point_i
         "AND ($3::timestamptz IS NULL OR ts >= $3) AND ($4::timestamptz IS NULL OR ts < $4) "
         "ORDER BY ts, device_id, source_key, source_version LIMIT $5",
         data_point_id, device_id, since, until, limit)
-    return [dict(r) for r in rows]
+    return [from_record(DataPointValue, r) for r in rows]
 
 
 async def ensure_data_point(conn: Conn, project_id: uuid.UUID, name: str,

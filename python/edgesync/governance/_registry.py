@@ -24,6 +24,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
+
 from edgesync.governance._bindings import approve_schema
 from edgesync.governance._column_actions import ColumnAction
 from edgesync.governance._lineages import Lineage
@@ -82,7 +84,9 @@ def registry_key(scope: DeviceScope, lineage: Lineage) -> RegistryKey | None:
 
 
 async def registry_columns(conn: Conn, entry_id: uuid.UUID) -> list[dict[str, Any]] | None:
-    """The columns of a registry entry's schema: its own, or any device's that sent them."""
+    """The columns of a registry entry's schema: its own, or any device's that sent them
+    (each the JSON document a device sends and the schema hash is made of: name,
+    ``decl_type_affinity``, ``pk_ordinal``, ``not_null``)."""
     doc = await conn.fetchval(
         "SELECT coalesce(r.schema_columns, (SELECT v.schema_columns FROM edge_schema_versions v "
         "  WHERE v.registry_id = r.id AND v.schema_columns IS NOT NULL LIMIT 1)) "
@@ -92,7 +96,8 @@ async def registry_columns(conn: Conn, entry_id: uuid.UUID) -> list[dict[str, An
 
 async def _entry_for_share(conn: Conn, key: RegistryKey, schema_hash: str,
                            columns: list[dict[str, Any]] | None,
-                           classification: str) -> dict[str, Any]:
+                           classification: str) -> asyncpg.Record:
+    """The registry entry of ``(key, schema_hash)``, made when missing, locked FOR SHARE."""
     await conn.execute(
         "INSERT INTO edge_schema_registry (id, project_id, fleet_id, scope, scope_id, pipeline, "
         "source_table, schema_hash, schema_columns, classification) "
@@ -107,7 +112,7 @@ async def _entry_for_share(conn: Conn, key: RegistryKey, schema_hash: str,
         "AND source_table = $3 AND schema_hash = $4 FOR SHARE",
         key.scope_id, key.pipeline, key.source_table, schema_hash)
     assert row is not None
-    return dict(row)
+    return row
 
 
 async def route_version(conn: Conn, key: RegistryKey, lineage: Lineage,

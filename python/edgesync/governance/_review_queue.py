@@ -15,6 +15,8 @@ from __future__ import annotations
 import uuid
 from typing import Any, Literal
 
+import asyncpg
+
 from edgesync.governance._events import EventType, emit
 from edgesync.store import Conn
 
@@ -66,7 +68,9 @@ async def open_device_review(conn: Conn, project_id: uuid.UUID, lineage_id: uuid
                     "schema_hash": schema_hash, "classification": classification})
 
 
-async def open_registry_review(conn: Conn, entry: dict[str, Any]) -> None:
+async def open_registry_review(conn: Conn, entry: asyncpg.Record) -> None:
+    """A queued review of the registry entry (a row of ``edge_schema_registry``), unless
+    one is open."""
     review_id = await conn.fetchval(
         "INSERT INTO edge_registry_reviews (id, registry_id, project_id) VALUES ($1, $2, $3) "
         "ON CONFLICT DO NOTHING RETURNING id", uuid.uuid4(), entry["id"], entry["project_id"])

@@ -7,7 +7,11 @@ is a conflict rather than a silent overwrite of someone else's decision.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
+
+import asyncpg
 
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
 from edgesync.governance._bindings import approve_schema
@@ -22,10 +26,10 @@ from edgesync.governance._review_queue import record_transition, reopen_device_r
 from edgesync.governance._statuses import ReviewStatus, SchemaStatus
 from edgesync.governance._versions import set_status
 from edgesync.materialize import StateTarget
-from edgesync.store import Conn
+from edgesync.store import Conn, from_record
 
-__all__ = ["approve_review", "claim_review", "get_review", "list_reviews", "reject_review",
-           "reopen_review"]
+__all__ = ["Review", "approve_review", "claim_review", "get_review", "list_reviews",
+           "reject_review", "reopen_review"]
 
 _REVIEW_SQL = """
 SELECT r.*, l.project_id, l.device_id, d.name AS device_name, l.source_table,
@@ -37,42 +41,79 @@ JOIN edge_schema_versions v ON v.id = r.schema_version_id
 """
 
 
+@dataclass(frozen=True, slots=True)
+class Review:
+    """A device schema review with its lineage's device and table (``_REVIEW_SQL``)."""
+
+    id: uuid.UUID
+    lineage_id: uuid.UUID
+    schema_version_id: uuid.UUID
+    project_id: uuid.UUID
+    device_id: uuid.UUID
+    device_name: str
+    source_table: str
+    schema_hash: str
+    classification: str
+    status: ReviewStatus
+    action_version: int
+    claimed_by: str | None
+    decided_by: str | None
+    decision_reason: str | None
+    # JSON documents, echoed as stored: the decision (``ColumnAction.as_json`` each), the
+    # classification's diff (``SchemaDiff.as_json``) and the columns as the device sent
+    # them (``{"table_name", "columns": [...]}``, None until a batch carried them).
+    column_actions: list[dict[str, Any]] | None
+    diff: dict[str, Any]
+    schema_columns: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_record(cls, rec: asyncpg.Record) -> Review:
+        return from_record(cls, rec, status=ReviewStatus(rec["status"]))
+
+    @property
+    def columns(self) -> list[dict[str, Any]]:
+        """The schema's column documents (empty until the device sent them)."""
+        return list((self.schema_columns or {}).get("columns") or [])
+
+
 async def list_reviews(conn: Conn, *, project_id: uuid.UUID | None = None,
-                       status: str | None = None) -> list[dict[str, Any]]:
+                       status: str | None = None) -> list[Review]:
     rows = await conn.fetch(
         _REVIEW_SQL + "WHERE ($1::uuid IS NULL OR l.project_id = $1) "
         "AND ($2::text IS NULL OR r.status = $2) ORDER BY r.created_at",
         project_id, status)
-    return [dict(r) for r in rows]
+    return [Review.from_record(r) for r in rows]
 
 
 async def get_review(conn: Conn, review_id: uuid.UUID, *,
-                     for_update: bool = False) -> dict[str, Any]:
+                     for_update: bool = False) -> Review:
     row = await conn.fetchrow(_REVIEW_SQL + "WHERE r.id = $1"
                               + (" FOR UPDATE OF r" if for_update else ""), review_id)
     if row is None:
         raise NotFoundError(f"schema review {review_id} not found")
-    return dict(row)
+    return Review.from_record(row)
 
 
-def _check(review: dict[str, Any], action_version: int, allowed: tuple[str, ...]) -> None:
-    if review["action_version"] != action_version:
+def _check(review: Review, action_version: int, allowed: tuple[str, ...]) -> None:
+    if review.action_version != action_version:
         raise ConflictError(
-            f"review {review['id']} is at action_version {review['action_version']}, "
+            f"review {review.id} is at action_version {review.action_version}, "
             f"not {action_version}: reload it and try again")
-    if review["status"] not in allowed:
+    if review.status not in allowed:
         raise ConflictError(
-            f"review {review['id']} is {review['status']}; this needs {' or '.join(allowed)}")
+            f"review {review.id} is {review.status}; this needs {' or '.join(allowed)}")
 
 
-async def _transition(conn: Conn, review: dict[str, Any], status: ReviewStatus,
-                      actor: str, **fields: Any) -> dict[str, Any]:
-    await record_transition(conn, "device", review["id"], status, actor, **fields)
-    return await get_review(conn, review["id"])
+async def _transition(conn: Conn, review: Review, status: ReviewStatus,
+                      actor: str, **fields: Any) -> Review:
+    await record_transition(conn, "device", review.id, status, actor, **fields)
+    return await get_review(conn, review.id)
 
 
 async def claim_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
-                       action_version: int) -> dict[str, Any]:
+                       action_version: int) -> Review:
     async with conn.transaction():
         review = await get_review(conn, review_id, for_update=True)
         _check(review, action_version, (ReviewStatus.QUEUED,))
@@ -81,7 +122,7 @@ async def claim_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
 
 async def approve_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
                          action_version: int, column_actions: list[dict[str, Any]] | None,
-                         sync_authority: str | None = None) -> dict[str, Any]:
+                         sync_authority: str | None = None) -> Review:
     """Approve with per-column actions (``None`` mirrors every column). ``sync_authority``
     ``cloud_authoritative`` lets the cloud write rows back to a state table."""
     if sync_authority not in (None, "device_authoritative", "cloud_authoritative"):
@@ -90,22 +131,21 @@ async def approve_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
     async with conn.transaction():
         review = await get_review(conn, review_id, for_update=True)
         _check(review, action_version, (ReviewStatus.IN_REVIEW,))
-        doc = review["schema_columns"]
-        if not doc:
+        if not review.schema_columns:
             raise ConflictError(
                 "the device has not sent this schema's columns yet (schema_columns); "
                 "it cannot be approved until a batch carrying them arrives")
-        columns = list(doc["columns"])
+        columns = list(review.schema_columns["columns"])
         if column_actions is None:
             actions = mirror_all_actions(columns)
         elif not isinstance(column_actions, list):
             raise InvalidRequestError("column_actions", "must be a list")
         else:
             actions = [ColumnAction.parse(a, i) for i, a in enumerate(column_actions)]
-        lineage = await get_lineage_for_update(conn, review["lineage_id"])
+        lineage = await get_lineage_for_update(conn, review.lineage_id)
         assert lineage is not None
-        await approve_schema(conn, lineage, review["schema_version_id"], review["schema_hash"],
-                             columns, actions, review["id"])
+        await approve_schema(conn, lineage, review.schema_version_id, review.schema_hash,
+                             columns, actions, review.id)
         if sync_authority is not None:
             if sync_authority == "cloud_authoritative" and lineage.pipeline != "rows":
                 raise InvalidRequestError("sync_authority",
@@ -119,31 +159,28 @@ async def approve_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
             conn, review, ReviewStatus.APPROVED, actor,
             column_actions=[a.as_json() for a in actions])
         await emit(conn, lineage.project_id, EventType.SCHEMA_REVIEW_APPROVED,
-                   review["id"], {"review_id": str(review["id"]),
-                                  "lineage_id": str(lineage.id)})
+                   review.id, {"review_id": str(review.id),
+                                "lineage_id": str(lineage.id)})
         return result
 
 
 async def reject_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
-                        action_version: int, reason: str | None) -> dict[str, Any]:
-    """Reject: the lineage stays paused; its rows staged under the rejected version stay
-    staged, labelled ``schema_rejected`` (discardable by schema version or reason)."""
+                        action_version: int, reason: str | None) -> Review:
+    """Reject: the lineage stays paused. Its rows staged under the rejected version stay
+    staged; the caller labels them ``schema_rejected`` in the same transaction
+    (``staging.label_schema_rejected``: staging owns them and sits above governance)."""
     async with conn.transaction():
         review = await get_review(conn, review_id, for_update=True)
         _check(review, action_version, (ReviewStatus.QUEUED, ReviewStatus.IN_REVIEW))
-        await set_status(conn, review["schema_version_id"], SchemaStatus.REJECTED)
-        await conn.execute(
-            "UPDATE edge_staged_rows SET staging_reason = 'schema_rejected' WHERE lineage_id = $1 "
-            "AND schema_hash = $2 AND staging_reason = 'schema_review'",
-            review["lineage_id"], review["schema_hash"])
+        await set_status(conn, review.schema_version_id, SchemaStatus.REJECTED)
         result = await _transition(conn, review, ReviewStatus.REJECTED, actor,
                                    decision_reason=reason)
-        await emit(conn, review["project_id"], EventType.SCHEMA_REVIEW_REJECTED,
-                   review["id"], {"review_id": str(review["id"]), "reason": reason})
+        await emit(conn, review.project_id, EventType.SCHEMA_REVIEW_REJECTED,
+                   review.id, {"review_id": str(review.id), "reason": reason})
         return result
 
 
-async def reopen_review(conn: Conn, lineage_id: uuid.UUID, *, actor: str) -> dict[str, Any]:
+async def reopen_review(conn: Conn, lineage_id: uuid.UUID, *, actor: str) -> Review:
     """A new review of the lineage's approved schema, for a lineage an approval with
     ``defer`` columns left paused (``deferred_columns``): approving it without defers
     resumes the lineage and replays what was staged meanwhile."""

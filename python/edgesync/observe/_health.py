@@ -20,7 +20,8 @@ import asyncpg
 from edgesync.protocol import LoopStatus, loop_state
 from edgesync.store import KNOWN_VERSION, applied_version
 
-__all__ = ["DB_TIMEOUT", "Check", "Readiness", "database_checks", "loop_checks", "report"]
+__all__ = ["DB_TIMEOUT", "Check", "Readiness", "ReadinessReport", "database_checks",
+           "loop_checks", "report"]
 
 DB_TIMEOUT = 2.0
 
@@ -77,10 +78,24 @@ def loop_checks(tasks: Iterable[asyncio.Task[Any]]) -> list[Check]:
     return out
 
 
-def report(checks: list[Check]) -> tuple[int, dict[str, Any]]:
-    """The HTTP status and JSON body of ``/readyz``."""
-    failed = [c for c in checks if not c.ok]
-    body = {"status": "not_ready" if failed else "ready",
-            "not_ready": [{"check": c.name, "detail": c.detail} for c in failed],
-            "checks": {c.name: {"ok": c.ok, "detail": c.detail} for c in checks}}
-    return (503 if failed else 200), body
+@dataclass(frozen=True, slots=True)
+class ReadinessReport:
+    """What ``/readyz`` answers: every check, ready only when all passed (else 503)."""
+
+    checks: tuple[Check, ...]
+
+    @property
+    def not_ready(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if not c.ok)
+
+    @property
+    def ready(self) -> bool:
+        return not self.not_ready
+
+    @property
+    def http_status(self) -> int:
+        return 200 if self.ready else 503
+
+
+def report(checks: Iterable[Check]) -> ReadinessReport:
+    return ReadinessReport(tuple(checks))

@@ -5,10 +5,13 @@ from edgesync.staging._staged import (
     STAGING_REASONS,
     StagedBatch,
     discard_staged,
+    label_schema_rejected,
     list_staged_rows,
+    requeue_failed,
     stage_many,
     unstage_many,
 )
 
-__all__ = ["STAGING_REASONS", "Replayer", "StagedBatch", "discard_staged", "list_staged_rows",
-           "stage_many", "unstage_many"]
+__all__ = ["STAGING_REASONS", "Replayer", "StagedBatch", "discard_staged",
+           "label_schema_rejected", "list_staged_rows", "requeue_failed", "stage_many",
+           "unstage_many"]

@@ -18,8 +18,9 @@ from edgesync._core import RowBatch, TelemetryBatch
 from edgesync.governance import StagingReason, add_staged, take_staged
 from edgesync.store import Conn
 
-__all__ = ["STAGING_REASONS", "StagedBatch", "discard_staged", "list_staged_rows",
-           "mark_materialization_failed", "stage_many", "unstage_many"]
+__all__ = ["STAGING_REASONS", "StagedBatch", "discard_staged", "label_schema_rejected",
+           "list_staged_rows", "mark_materialization_failed", "requeue_failed", "stage_many",
+           "unstage_many"]
 
 # Why a batch waits in staging (edge_staged_rows.staging_reason).
 STAGING_REASONS = tuple(StagingReason)
@@ -61,6 +62,33 @@ async def mark_materialization_failed(conn: Conn, staged_id: int) -> None:
     """A staged batch the replayer could not write: kept, out of replay until a reset."""
     await conn.execute("UPDATE edge_staged_rows SET staging_reason = 'materialization_failed' "
                        "WHERE id = $1", staged_id)
+
+
+async def label_schema_rejected(conn: Conn, lineage_id: uuid.UUID, schema_hash: str) -> int:
+    """After ``governance.reject_review``, in its caller's transaction: the batches staged
+    for that review under the rejected version stay staged, labelled ``schema_rejected``
+    (discardable by schema version or reason). Returns the batches relabelled."""
+    status = await conn.execute(
+        "UPDATE edge_staged_rows SET staging_reason = $3 WHERE lineage_id = $1 "
+        "AND schema_hash = $2 AND staging_reason = $4", lineage_id, schema_hash,
+        StagingReason.SCHEMA_REJECTED, StagingReason.SCHEMA_REVIEW)
+    return _count(status)
+
+
+async def requeue_failed(conn: Conn, lineage_id: uuid.UUID) -> int:
+    """After ``control.reset_materialization``, in its caller's transaction: the batches the
+    replayer could not write become replayable again (``lineage_paused``, which the replay
+    the reset scheduled picks up). Returns the batches requeued."""
+    status = await conn.execute(
+        "UPDATE edge_staged_rows SET staging_reason = $2 "
+        "WHERE lineage_id = $1 AND staging_reason = $3", lineage_id,
+        StagingReason.LINEAGE_PAUSED, StagingReason.MATERIALIZATION_FAILED)
+    return _count(status)
+
+
+def _count(status: str) -> int:
+    """The row count of an ``UPDATE n`` command status."""
+    return int(status.rsplit(" ", 1)[-1])
 
 
 async def list_staged_rows(conn: Conn, lineage_id: uuid.UUID, *,

@@ -5,6 +5,7 @@ from edgesync.store._connect import open_database
 from edgesync.store._embedded import embedded_postgres
 from edgesync.store._migrations import KNOWN_VERSION, applied_version, migrate
 from edgesync.store._pool import create_pool
+from edgesync.store._records import from_record
 from edgesync.store._transient import TRANSIENT_ERRORS
 from edgesync.store._url import check_database_url
 
@@ -16,6 +17,7 @@ __all__ = [
     "check_database_url",
     "create_pool",
     "embedded_postgres",
+    "from_record",
     "migrate",
     "open_database",
 ]

@@ -6,6 +6,10 @@ See docs/api.md ("Sync policies") and docs/agent.md ("Remote sync policy")."""
 
 from edgesync.syncpolicy._introspect import MAX_SAMPLE_BYTES, SampleTable, introspect_sample
 from edgesync.syncpolicy._policies import (
+    EffectivePolicy,
+    PolicyAttachment,
+    PolicyDevice,
+    SyncPolicy,
     attach_policy,
     create_policy,
     delete_policy,
@@ -19,7 +23,11 @@ from edgesync.syncpolicy._policies import (
 
 __all__ = [
     "MAX_SAMPLE_BYTES",
+    "EffectivePolicy",
+    "PolicyAttachment",
+    "PolicyDevice",
     "SampleTable",
+    "SyncPolicy",
     "attach_policy",
     "create_policy",
     "delete_policy",

@@ -48,10 +48,6 @@ class SampleTable:
     suggested: dict[str, Any]  # a table_strategies entry
     reason: str  # why that suggestion
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "columns": self.columns, "row_count": self.row_count,
-                "suggested": self.suggested, "reason": self.reason}
-
 
 def _ts_column(columns: list[dict[str, Any]]) -> str | None:
     by_type = [c["name"] for c in columns if _TS_TYPE.search(c["type"] or "")]

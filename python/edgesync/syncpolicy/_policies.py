@@ -10,16 +10,75 @@ it touches, in the same transaction (``_deliver``).
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
+
+import asyncpg
 
 from edgesync.agent._config import parse_table_strategies, table_strategies_doc
 from edgesync.control import send_sync_policy
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
-from edgesync.store import Conn
+from edgesync.store import Conn, from_record
 
-__all__ = ["attach_policy", "create_policy", "delete_policy", "detach_policy",
+__all__ = ["EffectivePolicy", "PolicyAttachment", "PolicyDevice", "SyncPolicy",
+           "attach_policy", "create_policy", "delete_policy", "detach_policy",
            "effective_policy", "get_policy", "list_policies", "policy_devices",
            "update_policy"]
+
+# ``table_strategies`` is the agents' own document (table → {strategy, ts_column?,
+# include_columns?}, checked by ``agent._config.parse_table_strategies``): it travels to
+# them as JSON, so it stays the JSON the agent reads.
+Strategies = dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class SyncPolicy:
+    id: uuid.UUID
+    project_id: uuid.UUID
+    name: str
+    description: str
+    table_strategies: Strategies
+    sample_tables: dict[str, list[str]] | None  # table → columns the strategies came from
+    version: int  # raised by every change
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyAttachment:
+    """A policy attached to a device or (exactly one of them) a fleet."""
+
+    id: uuid.UUID
+    policy_id: uuid.UUID
+    device_id: uuid.UUID | None
+    fleet_id: uuid.UUID | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class EffectivePolicy:
+    """A device's policy: its own attachment's, else its fleet's."""
+
+    device_id: uuid.UUID
+    policy_id: uuid.UUID
+    name: str
+    version: int
+    table_strategies: Strategies
+    attached_via: str  # device | fleet
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyDevice:
+    """A device a policy governs, and whether its latest ``sync_policy`` control reached
+    it (``delivery``: pending, acked; None: never sent)."""
+
+    device_id: uuid.UUID
+    name: str
+    attached_via: str  # device | fleet
+    delivery: str | None
+    delivered_version: int | None
+    acked_at: datetime | None
 
 _COLUMNS = ("id, project_id, name, description, table_strategies, sample_tables, version, "
             "created_at, updated_at")
@@ -48,7 +107,7 @@ def _check_sample(sample: object) -> dict[str, list[str]] | None:
     return {str(t): list(cols) for t, cols in sample.items()}
 
 
-def _check_strategies(doc: object, sample: dict[str, list[str]] | None) -> dict[str, Any]:
+def _check_strategies(doc: object, sample: dict[str, list[str]] | None) -> Strategies:
     """``table_strategies`` by the agent's own rules; with a sample, every table and column
     named must be one of it. Raises the first problem found."""
     strategies, errors = parse_table_strategies(doc)
@@ -69,12 +128,12 @@ def _check_strategies(doc: object, sample: dict[str, list[str]] | None) -> dict[
     return table_strategies_doc(strategies)
 
 
-def _out(row: Any) -> dict[str, Any]:
-    return dict(row)
+def _out(row: asyncpg.Record) -> SyncPolicy:
+    return from_record(SyncPolicy, row)
 
 
 async def get_policy(conn: Conn, project_id: uuid.UUID, policy_id: uuid.UUID, *,
-                     for_update: bool = False) -> dict[str, Any]:
+                     for_update: bool = False) -> SyncPolicy:
     row = await conn.fetchrow(
         f"SELECT {_COLUMNS} FROM edge_sync_policies WHERE id = $1 AND project_id = $2"
         + (" FOR UPDATE" if for_update else ""), policy_id, project_id)
@@ -84,7 +143,7 @@ async def get_policy(conn: Conn, project_id: uuid.UUID, policy_id: uuid.UUID, *,
 
 
 async def list_policies(conn: Conn, project_id: uuid.UUID, *, offset: int = 0,
-                        limit: int = 100) -> tuple[list[dict[str, Any]], int]:
+                        limit: int = 100) -> tuple[list[SyncPolicy], int]:
     total = await conn.fetchval("SELECT count(*) FROM edge_sync_policies WHERE project_id = $1",
                                 project_id)
     rows = await conn.fetch(
@@ -95,7 +154,7 @@ async def list_policies(conn: Conn, project_id: uuid.UUID, *, offset: int = 0,
 
 async def create_policy(conn: Conn, project_id: uuid.UUID, *, name: str,
                         description: str = "", table_strategies: object = None,
-                        sample_tables: object = None) -> dict[str, Any]:
+                        sample_tables: object = None) -> SyncPolicy:
     sample = _check_sample(sample_tables)
     row = await conn.fetchrow(
         "INSERT INTO edge_sync_policies (id, project_id, name, description, table_strategies, "
@@ -111,21 +170,22 @@ async def create_policy(conn: Conn, project_id: uuid.UUID, *, name: str,
 
 
 async def update_policy(conn: Conn, project_id: uuid.UUID, policy_id: uuid.UUID,
-                        changes: dict[str, Any]) -> dict[str, Any]:
-    """Change ``name``, ``description``, ``table_strategies``, ``sample_tables``; the
-    version goes up and attached devices are sent the new strategies."""
+                        changes: dict[str, Any]) -> SyncPolicy:
+    """Change ``name``, ``description``, ``table_strategies``, ``sample_tables`` (the keys
+    of ``changes``, each as a request gave it: checked here); the version goes up and
+    attached devices are sent the new strategies."""
     async with conn.transaction():
         old = await get_policy(conn, project_id, policy_id, for_update=True)
         sample = (_check_sample(changes["sample_tables"]) if "sample_tables" in changes
-                  else old["sample_tables"])
+                  else old.sample_tables)
         name = (_check_text("name", changes["name"], _MAX_NAME, empty=False)
-                if "name" in changes else old["name"])
+                if "name" in changes else old.name)
         description = (_check_text("description", changes["description"], _MAX_DESCRIPTION,
                                    empty=True) if "description" in changes
-                       else old["description"])
+                       else old.description)
         strategies = _check_strategies(changes.get("table_strategies",
-                                                   old["table_strategies"]), sample)
-        if name != old["name"] and await conn.fetchval(
+                                                   old.table_strategies), sample)
+        if name != old.name and await conn.fetchval(
                 "SELECT 1 FROM edge_sync_policies WHERE project_id = $1 AND name = $2",
                 project_id, name):
             raise ConflictError(f"a sync policy named {name!r} exists in this project")
@@ -133,7 +193,8 @@ async def update_policy(conn: Conn, project_id: uuid.UUID, policy_id: uuid.UUID,
             "UPDATE edge_sync_policies SET name = $2, description = $3, table_strategies = $4, "
             "sample_tables = $5, version = version + 1, updated_at = now() WHERE id = $1 "
             f"RETURNING {_COLUMNS}", policy_id, name, description, strategies, sample)
-        if strategies != old["table_strategies"]:
+        assert row is not None
+        if strategies != old.table_strategies:
             await _deliver(conn, await _governed(conn, policy_id))
     return _out(row)
 
@@ -170,7 +231,7 @@ async def _in_scope(conn: Conn, device_id: uuid.UUID | None, fleet_id: uuid.UUID
 
 async def attach_policy(conn: Conn, project_id: uuid.UUID, policy_id: uuid.UUID, *,
                         device_id: uuid.UUID | None = None,
-                        fleet_id: uuid.UUID | None = None) -> dict[str, Any]:
+                        fleet_id: uuid.UUID | None = None) -> PolicyAttachment:
     """Attach to a device or a fleet (replacing what was attached to it)."""
     async with conn.transaction():
         await get_policy(conn, project_id, policy_id, for_update=True)
@@ -184,7 +245,7 @@ async def attach_policy(conn: Conn, project_id: uuid.UUID, policy_id: uuid.UUID,
             uuid.uuid4(), policy_id, device_id, fleet_id)
         assert row is not None
         await _deliver(conn, await _in_scope(conn, device_id, fleet_id))
-    return dict(row)
+    return from_record(PolicyAttachment, row)
 
 
 async def detach_policy(conn: Conn, project_id: uuid.UUID, policy_id: uuid.UUID, *,
@@ -212,11 +273,10 @@ JOIN edge_sync_policies p ON p.id = coalesce(own.policy_id, fl.policy_id)
 """
 
 
-async def effective_policy(conn: Conn, device_id: uuid.UUID) -> dict[str, Any] | None:
-    """The device's policy (``policy_id``, ``name``, ``version``, ``table_strategies``,
-    ``attached_via``), or None."""
+async def effective_policy(conn: Conn, device_id: uuid.UUID) -> EffectivePolicy | None:
+    """The device's policy, or None."""
     row = await conn.fetchrow(_EFFECTIVE + "WHERE d.id = $1", device_id)
-    return dict(row) if row else None
+    return from_record(EffectivePolicy, row) if row else None
 
 
 async def _governed(conn: Conn, policy_id: uuid.UUID) -> list[uuid.UUID]:
@@ -225,9 +285,9 @@ async def _governed(conn: Conn, policy_id: uuid.UUID) -> list[uuid.UUID]:
 
 
 async def policy_devices(conn: Conn, project_id: uuid.UUID, policy_id: uuid.UUID
-                         ) -> list[dict[str, Any]]:
+                         ) -> list[PolicyDevice]:
     """The devices the policy governs, with how (device or fleet) and whether the latest
-    ``sync_policy`` control reached them (``pending``, ``acked``; None: never sent)."""
+    ``sync_policy`` control reached them."""
     await get_policy(conn, project_id, policy_id)
     rows = await conn.fetch(
         "SELECT e.device_id, d.name, e.attached_via, c.status AS delivery, c.acked_at, "
@@ -237,7 +297,7 @@ async def policy_devices(conn: Conn, project_id: uuid.UUID, policy_id: uuid.UUID
         "  WHERE device_id = e.device_id AND control_kind = 'sync_policy' "
         "  AND status <> 'superseded' ORDER BY created_at DESC LIMIT 1) c ON true "
         "ORDER BY d.name", policy_id)
-    return [dict(r) for r in rows]
+    return [from_record(PolicyDevice, r) for r in rows]
 
 
 async def _deliver(conn: Conn, device_ids: list[uuid.UUID]) -> None:
@@ -252,7 +312,7 @@ async def _deliver(conn: Conn, device_ids: list[uuid.UUID]) -> None:
         revision = await conn.fetchval("SELECT nextval('edge_sync_policy_revisions')")
         await send_sync_policy(conn, rec["id"], {
             "revision": int(revision),
-            "policy_id": str(policy["policy_id"]) if policy else None,
-            "policy_name": policy["name"] if policy else None,
-            "policy_version": int(policy["version"]) if policy else None,
-            "table_strategies": policy["table_strategies"] if policy else None})
+            "policy_id": str(policy.policy_id) if policy else None,
+            "policy_name": policy.name if policy else None,
+            "policy_version": policy.version if policy else None,
+            "table_strategies": policy.table_strategies if policy else None})

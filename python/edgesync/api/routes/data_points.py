@@ -12,6 +12,7 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from edgesync import governance
 from edgesync.api._auth import CanManage, CanRead
 from edgesync.api._db import Db
+from edgesync.api._domain import model_of
 from edgesync.api._envelopes import Item, Page
 from edgesync.api._errors import ApiError, error_responses
 from edgesync.api._idempotency import IdempotencyKey, idempotent
@@ -36,10 +37,10 @@ def data_point_not_found() -> ApiError:
 
 async def _get(conn: Conn, project_id: uuid.UUID, data_point_id: uuid.UUID) -> DataPointOut:
     try:
-        row = await governance.get_data_point(conn, project_id, data_point_id)
+        point = await governance.get_data_point(conn, project_id, data_point_id)
     except NotFoundError:
         raise data_point_not_found() from None
-    return DataPointOut.model_validate(row)
+    return model_of(DataPointOut, point)
 
 
 @router.get("", response_model=Page[DataPointOut], responses=_READ_ERRORS,
@@ -47,7 +48,7 @@ async def _get(conn: Conn, project_id: uuid.UUID, data_point_id: uuid.UUID) -> D
 async def list_(access: CanRead, conn: Db, paging: Paging) -> Page[DataPointOut]:
     items = await governance.list_data_points(conn, access.project_id)
     page = items[paging.offset:paging.offset + paging.limit]
-    return paging.of([DataPointOut.model_validate(d) for d in page], len(items))
+    return paging.of([model_of(DataPointOut, d) for d in page], len(items))
 
 
 @router.post("", status_code=201, response_model=Item[DataPointOut],
@@ -57,11 +58,12 @@ async def create(access: CanManage, conn: Db, request: Request, body: DataPointI
                  idempotency_key: IdempotencyKey = None) -> Response:
     async def work(tx: Conn) -> tuple[int, Item[DataPointOut]]:
         try:
-            row = await governance.create_data_point(tx, access.project_id, name=body.name,
-                                                     value_type=body.value_type, unit=body.unit)
+            point = await governance.create_data_point(
+                tx, access.project_id, name=body.name, value_type=body.value_type,
+                unit=body.unit)
         except ConflictError as exc:
             raise ApiError(409, "DATA_POINT_NAME_ALREADY_IN_USE", str(exc), "name") from exc
-        return 201, Item[DataPointOut](data=DataPointOut.model_validate(row))
+        return 201, Item[DataPointOut](data=model_of(DataPointOut, point))
 
     return await idempotent(conn, access, request, idempotency_key, work)
 
@@ -103,9 +105,9 @@ async def values(
         "AND ($2::uuid IS NULL OR device_id = $2) "
         "AND ($3::timestamptz IS NULL OR ts >= $3) AND ($4::timestamptz IS NULL OR ts < $4)",
         data_point_id, device_id, since, until)
-    rows = await governance.read_data_point_values(
+    found = await governance.read_data_point_values(
         conn, access.project_id, data_point_id, device_id=device_id, since=since, until=until,
         limit=paging.offset + limit)
-    items = [DataPointValueOut.model_validate({**r, "value": json_value(r["value"])})
-             for r in rows[paging.offset:]]
+    items = [model_of(DataPointValueOut, v, value=json_value(v.value))
+             for v in found[paging.offset:]]
     return paging.of(items, int(total))

@@ -21,6 +21,7 @@ from edgesync import credentials, registry, syncpolicy
 from edgesync._defaults import DEVICE_CERT_DAYS
 from edgesync.api._auth import CanManage, CanRead
 from edgesync.api._db import Db
+from edgesync.api._domain import model_of
 from edgesync.api._envelopes import Item
 from edgesync.api._errors import ApiError, error_responses
 from edgesync.api._idempotency import IdempotencyKey, idempotent
@@ -114,8 +115,8 @@ async def _tell_broker(request: Request, conn: Conn) -> str:
 async def list_credentials(access: CanRead, conn: Db, device_id: uuid.UUID
                            ) -> Item[list[Credential]]:
     scope = await _scope(conn, access.project_id, device_id)
-    rows = await credentials.list_credentials(conn, scope.device_id)
-    return Item[list[Credential]](data=[Credential.model_validate(r) for r in rows])
+    found = await credentials.list_credentials(conn, scope.device_id)
+    return Item[list[Credential]](data=[model_of(Credential, c) for c in found])
 
 
 @router.post("/{device_id}/credentials", status_code=201,
@@ -167,14 +168,20 @@ class BundleFile(BaseModel):
     content: str
 
 
+class BundlePolicy(BaseModel):
+    policy_id: uuid.UUID
+    name: str
+    version: int
+    attached_via: Literal["device", "fleet"]
+
+
 class BundleOut(BaseModel):
     device_id: uuid.UUID
     device: str
     root_topic: str
     credential_id: uuid.UUID
-    sync_policy: dict[str, Any] | None = Field(
-        description="the attached policy written into agent.yaml (policy_id, name, version, "
-                    "attached_via), or none")
+    sync_policy: BundlePolicy | None = Field(
+        description="the attached policy written into agent.yaml, or none")
     files: list[BundleFile]
     broker: str
 
@@ -208,8 +215,9 @@ async def bundle(access: CanManage, conn: Db, request: Request, device_id: uuid.
                   else "the project's mTLS listener trusts its device CA")
         return 201, Item[BundleOut](data=BundleOut(
             device_id=scope.device_id, device=scope.device_name, root_topic=scope.root_topic,
-            credential_id=issued.credential_id, sync_policy=issued.sync_policy, files=files,
-            broker=broker))
+            credential_id=issued.credential_id, files=files, broker=broker,
+            sync_policy=None if issued.sync_policy is None
+            else model_of(BundlePolicy, issued.sync_policy)))
 
     return await idempotent(conn, access, request, idempotency_key, work,
                             redact=_redact_bundle)
@@ -263,6 +271,6 @@ class EffectivePolicy(BaseModel):
 async def device_sync_policy(access: CanRead, conn: Db, device_id: uuid.UUID
                              ) -> Item[EffectivePolicy | None]:
     scope = await _scope(conn, access.project_id, device_id)
-    row = await syncpolicy.effective_policy(conn, scope.device_id)
-    return Item[EffectivePolicy | None](data=None if row is None
-                                        else EffectivePolicy.model_validate(row))
+    policy = await syncpolicy.effective_policy(conn, scope.device_id)
+    return Item[EffectivePolicy | None](data=None if policy is None
+                                        else model_of(EffectivePolicy, policy))

@@ -129,8 +129,11 @@ async def reset(access: CanManage, conn: Db, request: Request, lineage_id: Linea
                 idempotency_key: IdempotencyKey = None) -> Response:
     async def work(tx: Conn) -> tuple[int, Item[ResetResult]]:
         await get_lineage(tx, access.project_id, lineage_id)
-        result = await control.reset_materialization(tx, lineage_id)
-        return 200, Item[ResetResult](data=ResetResult.model_validate(result))
+        reset = await control.reset_materialization(tx, lineage_id)
+        requeued = await staging.requeue_failed(tx, lineage_id)
+        return 200, Item[ResetResult](data=ResetResult(
+            lineage_id=reset.lineage_id, requeued_batches=requeued,
+            quarantined_rows=reset.quarantined_rows))
 
     return await idempotent(conn, access, request, idempotency_key, work)
 

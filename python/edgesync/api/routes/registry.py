@@ -7,13 +7,14 @@ scope of one fleet of the project (the same routes, limited to that fleet's entr
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
 from edgesync import governance
 from edgesync.api._auth import Access, CanManage, CanRead
 from edgesync.api._db import Db
+from edgesync.api._domain import model_of
 from edgesync.api._envelopes import Item, Page
 from edgesync.api._errors import ApiError, error_responses
 from edgesync.api._idempotency import IdempotencyKey, idempotent
@@ -54,8 +55,9 @@ class Scope:
     access: Access
     fleet_id: uuid.UUID | None
 
-    def holds(self, obj: dict[str, Any]) -> bool:
-        return self.fleet_id is None or obj.get("fleet_id") == self.fleet_id
+    def holds(self, obj: governance.RegistryEntry | governance.RegistryReview
+              | governance.CoalescedMirror) -> bool:
+        return self.fleet_id is None or obj.fleet_id == self.fleet_id
 
 
 async def _fleet(conn: Conn, access: Access, fleet_id: uuid.UUID) -> Scope:
@@ -94,7 +96,8 @@ def mirror_not_found() -> ApiError:
     return ApiError(404, "COALESCED_MIRROR_NOT_FOUND", "coalesced mirror not found")
 
 
-async def _review(conn: Conn, scope: Scope, review_id: uuid.UUID) -> dict[str, Any]:
+async def _review(conn: Conn, scope: Scope, review_id: uuid.UUID
+                  ) -> governance.RegistryReview:
     try:
         review = await governance.get_registry_review(conn, review_id,
                                                       project_id=scope.access.project_id)
@@ -105,19 +108,15 @@ async def _review(conn: Conn, scope: Scope, review_id: uuid.UUID) -> dict[str, A
     return review
 
 
-def _entry_out(entry: dict[str, Any]) -> dict[str, Any]:
-    return {**entry, "device_count": entry.get("device_count", len(entry.get("devices", [])))}
+async def _review_detail(conn: Conn, review: governance.RegistryReview
+                         ) -> RegistryReviewDetail:
+    entry = await governance.get_registry_entry(conn, review.project_id, review.registry_id)
+    return model_of(RegistryReviewDetail, review, schema_columns=entry.schema_columns,
+                    devices=entry.devices)
 
 
-async def _review_detail(conn: Conn, review: dict[str, Any]) -> RegistryReviewDetail:
-    entry = await governance.get_registry_entry(conn, review["project_id"],
-                                                review["registry_id"])
-    return RegistryReviewDetail.model_validate(
-        {**review, "schema_columns": entry["schema_columns"], "devices": entry["devices"]})
-
-
-def _mirror_out(row: dict[str, Any]) -> CoalescedMirrorOut:
-    return CoalescedMirrorOut.model_validate({**row, "id": row["target_table"]})
+def _mirror_out(mirror: governance.CoalescedMirror) -> CoalescedMirrorOut:
+    return model_of(CoalescedMirrorOut, mirror, id=mirror.target_table)
 
 
 async def _fleet_filter(fleet_id: Annotated[uuid.UUID | None, Query(
@@ -149,7 +148,7 @@ def _make_router(prefix: str, tag: str, read: _ScopeDep, manage: _ScopeDep,
         items = await governance.list_registry_entries(
             conn, scope.access.project_id, fleet_id=scope.fleet_id or only, status=status)
         page = items[paging.offset:paging.offset + paging.limit]
-        return paging.of([RegistryEntryOut.model_validate(e) for e in page], len(items))
+        return paging.of([model_of(RegistryEntryOut, e) for e in page], len(items))
 
     @r.get("/registry/{registry_id}", response_model=Item[RegistryEntryDetail],
            responses=_READ_ERRORS, summary="Registry entry detail, with its devices")
@@ -162,8 +161,7 @@ def _make_router(prefix: str, tag: str, read: _ScopeDep, manage: _ScopeDep,
             raise entry_not_found() from None
         if not scope.holds(entry):
             raise entry_not_found()
-        return Item[RegistryEntryDetail](data=RegistryEntryDetail.model_validate(
-            _entry_out(entry)))
+        return Item[RegistryEntryDetail](data=model_of(RegistryEntryDetail, entry))
 
     @r.get("/registry-reviews", response_model=Page[RegistryReviewOut], responses=_READ_ERRORS,
            summary="List registry reviews")
@@ -180,7 +178,7 @@ def _make_router(prefix: str, tag: str, read: _ScopeDep, manage: _ScopeDep,
         items = await governance.list_registry_reviews(
             conn, scope.access.project_id, status=status, fleet_id=scope.fleet_id or only, q=q)
         page = items[paging.offset:paging.offset + paging.limit]
-        return paging.of([RegistryReviewOut.model_validate(x) for x in page], len(items))
+        return paging.of([model_of(RegistryReviewOut, x) for x in page], len(items))
 
     @r.get("/registry-reviews/{review_id}", response_model=Item[RegistryReviewDetail],
            responses=_READ_ERRORS,
@@ -202,7 +200,7 @@ def _make_router(prefix: str, tag: str, read: _ScopeDep, manage: _ScopeDep,
             result = await governance.claim_registry_review(
                 tx, review_id, actor=access.actor, action_version=body.action_version,
                 project_id=access.project_id)
-            return 200, Item[RegistryReviewOut](data=RegistryReviewOut.model_validate(result))
+            return 200, Item[RegistryReviewOut](data=model_of(RegistryReviewOut, result))
 
         return await idempotent(conn, access, request, idempotency_key, work)
 
@@ -222,7 +220,7 @@ def _make_router(prefix: str, tag: str, read: _ScopeDep, manage: _ScopeDep,
             result = await governance.approve_registry_review(
                 tx, review_id, actor=access.actor, action_version=body.action_version,
                 column_actions=actions, project_id=access.project_id)
-            return 200, Item[RegistryReviewOut](data=RegistryReviewOut.model_validate(result))
+            return 200, Item[RegistryReviewOut](data=model_of(RegistryReviewOut, result))
 
         return await idempotent(conn, access, request, idempotency_key, work)
 
@@ -253,8 +251,7 @@ def _make_router(prefix: str, tag: str, read: _ScopeDep, manage: _ScopeDep,
                 result = await decide(tx, review_id, actor=access.actor,
                                       action_version=body.action_version, reason=body.reason,
                                       project_id=access.project_id)
-                return 200, Item[RegistryReviewOut](
-                    data=RegistryReviewOut.model_validate(result))
+                return 200, Item[RegistryReviewOut](data=model_of(RegistryReviewOut, result))
 
             return await idempotent(conn, access, request, idempotency_key, work)
 
@@ -309,7 +306,7 @@ def _make_router(prefix: str, tag: str, read: _ScopeDep, manage: _ScopeDep,
         async def work(tx: Conn) -> tuple[int, Item[ConsolidationOut]]:
             result = await governance.consolidate(tx, access.project_id, source_table,
                                                   fleet_id=scope.fleet_id, actor=access.actor)
-            return 200, Item[ConsolidationOut](data=ConsolidationOut.model_validate(result))
+            return 200, Item[ConsolidationOut](data=model_of(ConsolidationOut, result))
 
         return await idempotent(conn, access, request, idempotency_key, work)
 

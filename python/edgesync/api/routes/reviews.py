@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
-from edgesync import governance
+from edgesync import governance, staging
 from edgesync.api._auth import CanManage, CanRead
 from edgesync.api._db import Db
 from edgesync.api._envelopes import Item, Page
@@ -111,6 +111,7 @@ async def reject(access: CanManage, conn: Db, request: Request, review_id: Revie
         result = await governance.reject_review(tx, review_id, actor=access.actor,
                                                 action_version=body.action_version,
                                                 reason=body.reason)
+        await staging.label_schema_rejected(tx, result.lineage_id, result.schema_hash)
         return 200, Item[ReviewOut](data=review_out(result))
 
     return await idempotent(conn, access, request, idempotency_key, work)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from edgesync import syncpolicy
 from edgesync.api._auth import CanManage, CanRead
 from edgesync.api._db import Db
+from edgesync.api._domain import model_of
 from edgesync.api._envelopes import Item, Page
 from edgesync.api._errors import ApiError, error_responses
 from edgesync.api._idempotency import IdempotencyKey, idempotent
@@ -146,9 +147,9 @@ _WRITE = error_responses(400, 401, 403, 404, 409, 422)
 @router.get("", response_model=Page[SyncPolicy], responses=_READ,
             summary="List the project's sync policies")
 async def list_sync_policies(access: CanRead, conn: Db, paging: Paging) -> Page[SyncPolicy]:
-    rows, total = await syncpolicy.list_policies(conn, access.project_id, offset=paging.offset,
-                                                 limit=paging.limit)
-    return paging.of([SyncPolicy.model_validate(r) for r in rows], total)
+    found, total = await syncpolicy.list_policies(conn, access.project_id,
+                                                  offset=paging.offset, limit=paging.limit)
+    return paging.of([model_of(SyncPolicy, p) for p in found], total)
 
 
 @router.post("/introspect", response_model=Item[Introspection], responses=_READ,
@@ -162,7 +163,7 @@ async def introspect(access: CanRead, request: Request) -> Item[Introspection]:
     create a policy."""
     tables = syncpolicy.introspect_sample(await request.body())
     return Item[Introspection](data=Introspection(
-        tables=[SampleTableOut.model_validate(t.as_dict()) for t in tables],
+        tables=[model_of(SampleTableOut, t) for t in tables],
         table_strategies={t.name: t.suggested for t in tables},
         sample_tables={t.name: [c["name"] for c in t.columns] for t in tables}))
 
@@ -173,12 +174,12 @@ async def create_sync_policy(access: CanManage, conn: Db, request: Request, body
                              idempotency_key: IdempotencyKey = None) -> Response:
     async def work(tx: Conn) -> tuple[int, Item[SyncPolicy]]:
         try:
-            row = await syncpolicy.create_policy(
+            policy = await syncpolicy.create_policy(
                 tx, access.project_id, name=body.name, description=body.description,
                 table_strategies=body.table_strategies, sample_tables=body.sample_tables)
         except ConflictError as exc:
             raise _api(exc) from exc
-        return 201, Item[SyncPolicy](data=SyncPolicy.model_validate(row))
+        return 201, Item[SyncPolicy](data=model_of(SyncPolicy, policy))
 
     return await idempotent(conn, access, request, idempotency_key, work)
 
@@ -187,10 +188,10 @@ async def create_sync_policy(access: CanManage, conn: Db, request: Request, body
             summary="One sync policy")
 async def get_sync_policy(access: CanRead, conn: Db, policy_id: uuid.UUID) -> Item[SyncPolicy]:
     try:
-        row = await syncpolicy.get_policy(conn, access.project_id, policy_id)
+        policy = await syncpolicy.get_policy(conn, access.project_id, policy_id)
     except NotFoundError as exc:
         raise _api(exc) from exc
-    return Item[SyncPolicy](data=SyncPolicy.model_validate(row))
+    return Item[SyncPolicy](data=model_of(SyncPolicy, policy))
 
 
 @router.patch("/{policy_id}", response_model=Item[SyncPolicy], responses=_WRITE,
@@ -203,10 +204,10 @@ async def patch_sync_policy(access: CanManage, conn: Db, request: Request,
 
     async def work(tx: Conn) -> tuple[int, Item[SyncPolicy]]:
         try:
-            row = await syncpolicy.update_policy(tx, access.project_id, policy_id, changes)
+            policy = await syncpolicy.update_policy(tx, access.project_id, policy_id, changes)
         except (NotFoundError, ConflictError) as exc:
             raise _api(exc) from exc
-        return 200, Item[SyncPolicy](data=SyncPolicy.model_validate(row))
+        return 200, Item[SyncPolicy](data=model_of(SyncPolicy, policy))
 
     return await idempotent(conn, access, request, idempotency_key, work)
 
@@ -232,12 +233,12 @@ async def attach(access: CanManage, conn: Db, request: Request, policy_id: uuid.
                  body: Target, idempotency_key: IdempotencyKey = None) -> Response:
     async def work(tx: Conn) -> tuple[int, Item[Attachment]]:
         try:
-            row = await syncpolicy.attach_policy(tx, access.project_id, policy_id,
-                                                 device_id=body.device_id,
-                                                 fleet_id=body.fleet_id)
+            attached = await syncpolicy.attach_policy(tx, access.project_id, policy_id,
+                                                      device_id=body.device_id,
+                                                      fleet_id=body.fleet_id)
         except NotFoundError as exc:
             raise _api(exc) from exc
-        return 200, Item[Attachment](data=Attachment.model_validate(row))
+        return 200, Item[Attachment](data=model_of(Attachment, attached))
 
     return await idempotent(conn, access, request, idempotency_key, work)
 
@@ -263,7 +264,7 @@ async def detach(access: CanManage, conn: Db, request: Request, policy_id: uuid.
 async def governed_devices(access: CanRead, conn: Db, policy_id: uuid.UUID
                            ) -> Item[list[PolicyDevice]]:
     try:
-        rows = await syncpolicy.policy_devices(conn, access.project_id, policy_id)
+        devices = await syncpolicy.policy_devices(conn, access.project_id, policy_id)
     except NotFoundError as exc:
         raise _api(exc) from exc
-    return Item[list[PolicyDevice]](data=[PolicyDevice.model_validate(r) for r in rows])
+    return Item[list[PolicyDevice]](data=[model_of(PolicyDevice, d) for d in devices])
