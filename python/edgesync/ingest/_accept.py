@@ -146,8 +146,8 @@ async def accept_group(conn: Conn, works: list[Work]) -> None:
     for w, reason in staged:
         w.outcome = IngestOutcome(OutcomeStatus.STAGED, reason, None, _lineage(w).id,
                                   w.batch.row_count)
-    await settle_many(conn, [(segments[w.key], _lineage(w).id, w.written_rows)
-                             for w in materialized])
+    await settle_many(conn, [(_lineage(w).id, w.written_rows) for w in materialized],
+                      [segments[w.key] for w, _ in staged])
     for w in materialized:
         detail = None
         if w.refused is not None:  # the slow path: rows set apart
