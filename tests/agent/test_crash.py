@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 import orjson
 import pytest
 from agent_helpers import MQTT_URL, observer, send_control
-from write_load import write_load
+from kits.write_load import write_load
 
 N_KILLS = int(os.environ.get("EDGESYNC_CRASH_KILLS", "8"))
 N_WRITES = int(os.environ.get("EDGESYNC_CRASH_WRITES", "1500"))

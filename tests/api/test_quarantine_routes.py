@@ -8,7 +8,7 @@ from typing import Any
 
 import asyncpg
 import httpx
-from review_helpers import approve
+from kits.review_helpers import approve
 
 from edgesync.ingest import IngestPipeline, OutcomeStatus
 from edgesync.materialize import quote_ident

@@ -18,7 +18,7 @@ from typing import Any
 import asyncpg
 import httpx
 import orjson
-from review_helpers import approve
+from kits.review_helpers import approve
 
 from edgesync import _core
 from edgesync.ingest import IngestPipeline

@@ -9,7 +9,7 @@ import uuid
 
 import asyncpg
 import httpx
-from review_helpers import approve
+from kits.review_helpers import approve
 
 from edgesync.governance import replay_incompatibilities
 from edgesync.ingest import IngestPipeline

@@ -10,7 +10,7 @@ import uuid
 import asyncpg
 import httpx
 import pytest
-from review_helpers import approve
+from kits.review_helpers import approve
 
 from edgesync.ingest import IngestPipeline
 from edgesync.materialize import quote_ident

@@ -8,7 +8,7 @@ from typing import Any
 
 import asyncpg
 import httpx
-from telemetry_payloads import T0, Telemetry, rfc3339
+from kits.telemetry_payloads import T0, Telemetry, rfc3339
 
 from edgesync import registry
 from edgesync.ingest import IngestPipeline

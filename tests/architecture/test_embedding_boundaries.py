@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from import_probe import loaded_by, main_without
+from kits.import_probe import loaded_by, main_without
 
 
 @pytest.mark.parametrize("module", ["edgesync.ingest", "edgesync.control", "edgesync.staging",

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from console_browser import Browser
-from e2e_kit import cloud
+from kits.e2e_kit import cloud
 
 from edgesync.server import Server
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from console_browser import Browser
-from e2e_kit import Device, app, pool_of, register, running_agent, sqlite_rows, target_of
+from kits.e2e_kit import Device, app, pool_of, register, running_agent, sqlite_rows, target_of
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver

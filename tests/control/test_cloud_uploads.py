@@ -13,7 +13,7 @@ import orjson
 import pytest
 import zstandard
 from fastapi import FastAPI
-from review_helpers import approve
+from kits.review_helpers import approve
 
 from edgesync import registry
 from edgesync.api.routes.uploads import upload_router

@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 import orjson
 import pytest
-from review_helpers import approve
+from kits.review_helpers import approve
 
 from edgesync import registry
 from edgesync.control import (

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-from e2e_kit import Device
+from kits.e2e_kit import Device
 
 # ------------------------------------------------------------------ the device's side
 

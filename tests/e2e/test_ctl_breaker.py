@@ -17,7 +17,7 @@ from control_kit import (
     journal_drained,
     pending_controls,
 )
-from e2e_kit import (
+from kits.e2e_kit import (
     app,
     approve,
     cloud,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from control_kit import control_status, device_paused, journal_drained, pending_controls
-from e2e_kit import (
+from kits.e2e_kit import (
     app,
     approve,
     cloud,

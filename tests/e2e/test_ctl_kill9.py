@@ -23,7 +23,7 @@ from control_kit import (
     journal_count,
     journal_drained,
 )
-from e2e_kit import (
+from kits.e2e_kit import (
     app,
     approve,
     cloud,
@@ -32,7 +32,7 @@ from e2e_kit import (
     register,
     wait_equal,
 )
-from write_load import write_load
+from kits.write_load import write_load
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 

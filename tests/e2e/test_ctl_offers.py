@@ -22,7 +22,7 @@ from typing import Any
 import asyncpg
 import pytest
 from control_kit import control_status, journal_drained
-from e2e_kit import (
+from kits.e2e_kit import (
     Device,
     app,
     approve,

@@ -21,7 +21,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 from control_kit import device_paused, device_resumed
-from e2e_kit import (
+from kits.e2e_kit import (
     Device,
     Row,
     app,

@@ -19,7 +19,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from e2e_kit import (
+from kits.e2e_kit import (
     Device,
     app,
     approve,

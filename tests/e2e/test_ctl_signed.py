@@ -20,7 +20,7 @@ from control_kit import (
     device_resumed,
     journal_drained,
 )
-from e2e_kit import (
+from kits.e2e_kit import (
     Device,
     Wire,
     app,

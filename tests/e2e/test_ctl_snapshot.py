@@ -14,7 +14,7 @@ import pytest
 from control_kit import (
     journal_drained,
 )
-from e2e_kit import (
+from kits.e2e_kit import (
     Device,
     app,
     approve,

@@ -20,7 +20,7 @@ import asyncpg
 import orjson
 import pytest
 from control_kit import control_status, pending_controls
-from e2e_kit import Device, Wire, app, cloud, eventually, pool_of, register, running_agent
+from kits.e2e_kit import Device, Wire, app, cloud, eventually, pool_of, register, running_agent
 
 from edgesync import syncpolicy
 

@@ -15,7 +15,7 @@ from control_kit import (
     journal_drained,
     pending_controls,
 )
-from e2e_kit import (
+from kits.e2e_kit import (
     Device,
     Wire,
     app,

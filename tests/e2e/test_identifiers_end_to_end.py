@@ -4,7 +4,7 @@ past PostgreSQL's 63-byte limit, which must not collide after truncation."""
 from __future__ import annotations
 
 import pytest
-from review_helpers import queued_review
+from kits.review_helpers import queued_review
 
 from edgesync import governance, registry
 from edgesync.errors import IdentifierError, InvalidRequestError

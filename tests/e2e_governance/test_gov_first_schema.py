@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from e2e_kit import (
+from kits.e2e_kit import (
     Device,
     actions,
     app,
@@ -32,7 +32,7 @@ from e2e_kit import (
     wait_reviews,
     wait_rows,
 )
-from review_helpers import claim_and_approve
+from kits.review_helpers import claim_and_approve
 
 from edgesync import governance, staging
 from edgesync.agent import Agent, load_config

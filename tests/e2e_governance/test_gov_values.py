@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from e2e_kit import (
+from kits.e2e_kit import (
     actions,
     app,
     cloud,
@@ -25,7 +25,7 @@ from e2e_kit import (
     wait_reviews,
     wait_rows,
 )
-from review_helpers import claim_and_approve
+from kits.review_helpers import claim_and_approve
 
 from edgesync.agent import Agent, load_config
 

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 from governance_helpers import add_device, rows_topic, target_rows, tm_topic
-from telemetry_payloads import T0, Telemetry
+from kits.telemetry_payloads import T0, Telemetry
 
 from edgesync import governance
 from edgesync.errors import ConflictError, InvalidRequestError

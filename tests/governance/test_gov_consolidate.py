@@ -12,8 +12,8 @@ from governance_helpers import (
     target_rows,
     tm_topic,
 )
-from review_helpers import approve
-from telemetry_payloads import T0, Telemetry
+from kits.review_helpers import approve
+from kits.telemetry_payloads import T0, Telemetry
 
 from edgesync import governance
 from edgesync.errors import ConflictError

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from governance_helpers import add_device, rows_topic, target_rows
-from review_helpers import approve
+from kits.review_helpers import approve
 
 from edgesync import governance
 from edgesync.errors import ConflictError

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import asyncpg
-from telemetry_payloads import T0, Telemetry
+from kits.telemetry_payloads import T0, Telemetry
 
 from edgesync import governance, registry
 from edgesync.ingest import IngestPipeline

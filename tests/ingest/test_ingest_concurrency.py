@@ -9,7 +9,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from review_helpers import approve
+from kits.review_helpers import approve
 
 from edgesync import registry
 from edgesync.ingest import IngestPipeline, MqttIngest

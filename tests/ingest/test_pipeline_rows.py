@@ -8,7 +8,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from review_helpers import approve, queued_review
+from kits.review_helpers import approve, queued_review
 
 from edgesync import governance, registry
 from edgesync.ingest import IngestPipeline, OutcomeStatus

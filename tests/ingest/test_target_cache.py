@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import asyncpg
 from ingest.ingest_kit import fleet, tm_topic, topic
-from telemetry_payloads import T0, Telemetry
+from kits.telemetry_payloads import T0, Telemetry
 
 from edgesync import governance
 from edgesync.governance._target_cache import target_cache

@@ -10,8 +10,8 @@ from typing import Any
 import asyncpg
 import orjson
 import pytest
-from review_helpers import approve
-from telemetry_payloads import T0, Telemetry, rfc3339
+from kits.review_helpers import approve
+from kits.telemetry_payloads import T0, Telemetry, rfc3339
 
 from edgesync import _core, governance, registry
 from edgesync.errors import InvalidRequestError

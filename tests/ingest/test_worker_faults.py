@@ -28,9 +28,9 @@ import aiomqtt
 import asyncpg
 import pytest
 from broker.broker_helpers import Mosquitto, free_port, until
-from fault_kit import servers, tail
 from ingest.ingest_kit import fleet, tm_topic, topic
-from telemetry_payloads import T0, Telemetry
+from kits.fault_kit import servers, tail
+from kits.telemetry_payloads import T0, Telemetry
 
 from edgesync.materialize import quote_ident
 from edgesync.protocol import BrokerUrl, mqtt_client

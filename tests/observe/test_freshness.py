@@ -13,7 +13,7 @@ from pathlib import Path
 import asyncpg
 import orjson
 import pytest
-from e2e_kit import Wire, app, approve, cloud, eventually, pool_of, register, running_agent
+from kits.e2e_kit import Wire, app, approve, cloud, eventually, pool_of, register, running_agent
 
 from edgesync.agent import device_status
 

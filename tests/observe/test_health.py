@@ -12,7 +12,7 @@ from typing import Any
 
 import asyncpg
 import httpx
-from e2e_kit import cloud, eventually
+from kits.e2e_kit import cloud, eventually
 
 from edgesync.api import create_app
 from edgesync.server import Server, ServerSettings

@@ -9,10 +9,10 @@ import asyncio
 from typing import Any
 
 import asyncpg
-from e2e_kit import eventually
 from ingest.ingest_kit import fleet, tm_topic, topic
+from kits.e2e_kit import eventually
+from kits.telemetry_payloads import T0, Telemetry
 from metrics_kit import assert_conserved, conservation, samples_of, total, value
-from telemetry_payloads import T0, Telemetry
 
 from edgesync.ingest import IngestPipeline, OutcomeStatus
 

@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 import orjson
 import pytest
-from review_helpers import approve
+from kits.review_helpers import approve
 
 from edgesync import registry
 from edgesync.cli import _parser

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable
 
 import pytest
-from e2e_kit import eventually
+from kits.e2e_kit import eventually
 
 from edgesync.protocol import (
     Backoff,

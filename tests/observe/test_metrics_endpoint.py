@@ -12,9 +12,9 @@ import asyncpg
 import httpx
 import orjson
 from broker.broker_helpers import Mosquitto, free_port
-from e2e_kit import cloud, eventually, pool_of
+from kits.e2e_kit import cloud, eventually, pool_of
+from kits.review_helpers import approve
 from metrics_kit import Samples, assert_conserved, conservation, samples_of, total, value
-from review_helpers import approve
 
 from edgesync import registry
 from edgesync.api import create_app

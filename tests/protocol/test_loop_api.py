@@ -10,7 +10,7 @@ import logging
 import asyncpg
 import httpx
 import pytest
-from e2e_kit import eventually
+from kits.e2e_kit import eventually
 
 from edgesync.api import ApiServer, bind_socket, create_app
 from edgesync.api._event_hub import EventHub

@@ -23,8 +23,8 @@ from typing import Any
 
 import asyncpg
 import pytest
-from e2e_kit import Device, app, approve, eventually, register, running_agent, wait_equal
-from fault_kit import servers
+from kits.e2e_kit import Device, app, approve, eventually, register, running_agent, wait_equal
+from kits.fault_kit import servers
 
 from edgesync.control import BackpressureSweeper, ControlSender, enqueue_control
 from edgesync.server import Server, ServerSettings

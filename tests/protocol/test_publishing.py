@@ -14,8 +14,8 @@ from pathlib import Path
 
 import aiomqtt
 import pytest
-from e2e_kit import eventually
-from fault_kit import MOSQUITTO, free_port
+from kits.e2e_kit import eventually
+from kits.fault_kit import MOSQUITTO, free_port
 
 from edgesync.errors import BrokerError
 from edgesync.protocol import PublishingClient

@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 import orjson
 import pytest
-from telemetry_payloads import T0, Telemetry
+from kits.telemetry_payloads import T0, Telemetry
 
 from edgesync import registry
 from edgesync.ingest import IngestPipeline, OutcomeStatus

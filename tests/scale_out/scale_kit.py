@@ -10,7 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
-from e2e_kit import eventually
+from kits.e2e_kit import eventually
 
 EDGESYNC = str(Path(sys.executable).with_name("edgesync"))
 

@@ -15,7 +15,7 @@ from typing import Any
 import aio_pika
 import asyncpg
 import pytest
-from e2e_kit import eventually
+from kits.e2e_kit import eventually
 
 from edgesync import registry
 from edgesync.ingest import AmqpIngest, IngestOutcome, IngestPipeline

@@ -20,7 +20,7 @@ from pathlib import Path
 import aio_pika
 import asyncpg
 import pytest
-from e2e_kit import (
+from kits.e2e_kit import (
     Device,
     actions,
     app,
@@ -36,9 +36,9 @@ from e2e_kit import (
     wait_reviews,
     wait_rows,
 )
-from review_helpers import claim_and_approve
+from kits.review_helpers import claim_and_approve
+from kits.write_load import write_load
 from scale_kit import Worker
-from write_load import write_load
 
 pytestmark = [pytest.mark.e2e, pytest.mark.once, pytest.mark.timeout(240)]
 

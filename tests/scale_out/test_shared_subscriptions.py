@@ -26,7 +26,7 @@ from typing import Any
 import asyncpg
 import orjson
 import pytest
-from e2e_kit import (
+from kits.e2e_kit import (
     Device,
     Wire,
     actions,
@@ -42,7 +42,7 @@ from e2e_kit import (
     wait_lineage,
     wait_rows,
 )
-from review_helpers import claim_and_approve
+from kits.review_helpers import claim_and_approve
 from scale_kit import Worker
 
 from edgesync.agent import Agent, load_config

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
-from e2e_kit import cloud
+from kits.e2e_kit import cloud
 
 from edgesync.server import Server
 

@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from e2e_kit import app, eventually, running_agent, wait_reviews
+from kits.e2e_kit import app, eventually, running_agent, wait_reviews
 from textual.widgets import DataTable, Input
 from tui_console import make_console
 from tui_pilot import on, open_row, rows, until

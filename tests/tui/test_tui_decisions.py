@@ -9,7 +9,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from e2e_kit import app, running_agent, wait_reviews
+from kits.e2e_kit import app, running_agent, wait_reviews
 from textual.widgets import DataTable
 from tui_console import make_console
 from tui_pilot import on, open_row, rows, screen_text, status, until

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_kit import app, approve, running_agent, wait_equal
+from kits.e2e_kit import app, approve, running_agent, wait_equal
 from textual.widgets import DataTable, Input
 from tui_console import make_console
 from tui_pilot import composed, on, open_row, rows, screen_text, status, until

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from review_helpers import approve
+from kits.review_helpers import approve
 from textual.widgets import DataTable
 from tui_console import make_console
 from tui_pilot import composed, on, open_row, rows, screen_text, status, until

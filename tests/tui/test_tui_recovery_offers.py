@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 import pytest
-from review_helpers import approve
+from kits.review_helpers import approve
 from textual.widgets import DataTable, Static
 from tui_console import make_console
 from tui_pilot import composed, on, open_row, rows, status, until

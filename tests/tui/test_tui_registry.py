@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from e2e_kit import pool_of
+from kits.e2e_kit import pool_of
 from textual.widgets import DataTable, Input
 from tui_pilot import on, open_row, rows, screen_text, until
 

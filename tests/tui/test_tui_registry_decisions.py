@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from e2e_kit import pool_of
+from kits.e2e_kit import pool_of
 from textual.widgets import DataTable
 from tui_pilot import on, open_row, rows, screen_text, until
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from e2e_kit import approve, eventually, pool_of, wait_lineage
+from kits.e2e_kit import approve, eventually, pool_of, wait_lineage
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input
 from tui_console import make_console

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from e2e_kit import app, running_agent, sqlite_rows, target_of
+from kits.e2e_kit import app, running_agent, sqlite_rows, target_of
 from textual.widgets import DataTable, Input, ProgressBar
 from tui_console import make_console
 from tui_pilot import column_names, composed, on, open_row, rows, screen_text, shot, status, until

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from e2e_kit import app, running_agent, wait_reviews
+from kits.e2e_kit import app, running_agent, wait_reviews
 from tui_console import Console, make_console
 
 from edgesync.server import Server

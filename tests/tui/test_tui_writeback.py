@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from e2e_kit import app, eventually, running_agent, sqlite_table, wait_reviews
+from kits.e2e_kit import app, eventually, running_agent, sqlite_table, wait_reviews
 from textual.widgets import DataTable, Input
 from tui_console import make_console
 from tui_pilot import column_names, on, open_row, rows, until

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
-from e2e_kit import Device, pool_of, register
+from kits.e2e_kit import Device, pool_of, register
 
 from edgesync import identity
 from edgesync.server import Server

@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from e2e_kit import eventually
+from kits.e2e_kit import eventually
 
 PG_BIN = sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1:]
 MOSQUITTO = "/usr/sbin/mosquitto" if Path("/usr/sbin/mosquitto").exists() else (

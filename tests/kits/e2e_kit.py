@@ -24,7 +24,6 @@ from typing import Any
 import aiomqtt
 import asyncpg
 import orjson
-from review_helpers import claim_and_approve
 
 from edgesync import governance, registry
 from edgesync.agent import Agent, load_config
@@ -32,6 +31,7 @@ from edgesync.control import BackpressureSweeper, ControlSender
 from edgesync.materialize import quote_ident
 from edgesync.protocol import mqtt_client, parse_broker_url
 from edgesync.server import Server, ServerSettings
+from kits.review_helpers import claim_and_approve
 
 Row = tuple[Any, ...]
 
