@@ -32,6 +32,8 @@ class DeviceOut(BaseModel):
     fleet: str | None
     root_topic: str = Field(description="the device's MQTT root topic ({topic_slug}/{name})")
     created_at: datetime
+    revoked_at: datetime | None = Field(
+        None, description="when the device was revoked (ingest and the broker refuse it)")
     # Presence and the agent's last status report (docs/operations.md "Device status").
     connected: bool = Field(
         False, description="heard from within 3 report intervals (at least 90 s) and its "
@@ -63,7 +65,7 @@ class DeviceIn(BaseModel):
 
 
 _SELECT = """
-SELECT d.id, d.name, d.project_id, d.fleet_id, f.name AS fleet, d.created_at,
+SELECT d.id, d.name, d.project_id, d.fleet_id, f.name AS fleet, d.created_at, d.revoked_at,
        p.topic_slug || '/' || d.name AS root_topic,
        coalesce(s.online AND s.last_seen_at > now() - make_interval(secs => greatest(90,
            3 * coalesce((s.report->>'report_interval_s')::float8, 30))), false) AS connected,
