@@ -3,7 +3,8 @@ headless Chromium): a device registered on the Devices page, a password issued o
 revocation cancelled and then confirmed with a reason (ingest's registry and the
 credentials say so); on a state lineage with a real agent, a verification found equal,
 a row changed in PostgreSQL found by a verification with repair whose re-snapshot puts it
-back, and a filtered re-snapshot that sends only the rows of its condition."""
+back, a filtered re-snapshot that sends only the rows of its condition; deleted and back,
+the lineage offers a verification (``recovery_offers``) that its button takes."""
 
 from __future__ import annotations
 
@@ -12,7 +13,16 @@ from pathlib import Path
 
 import pytest
 from console_browser import Browser
-from e2e_kit import app, approve, pool_of, register, running_agent, target_of, wait_equal
+from e2e_kit import (
+    app,
+    approve,
+    pool_of,
+    register,
+    running_agent,
+    target_of,
+    wait_equal,
+    wait_lineage,
+)
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -150,5 +160,32 @@ async def test_verify_repair_and_resnapshot_buttons(console_server: Server, brow
                             == [("completed", "id le 10", "10 sent in 1 chunk(s)")],
                             "only the filtered rows sent", limit=90)
         await browser.shot("lineage-recovery", "#recovery")
+
+        # Deleted and back: the new lineage offers a verification (recovery_offers); the
+        # button takes it, and once it came back equal nothing is offered.
+        old = uuid.UUID(browser.driver.current_url.rsplit("/", 1)[1])
+        await browser.click("#delete")
+        await browser.click("dialog[open] #dialog-yes")
+        await browser.until(lambda d: "lineage t deleted" in browser.text("#status")
+                            and "then: Once the table is back" in browser.text("#status"),
+                            "deleted, the next step said")
+        app(dev.db, "UPDATE t SET v = 'meanwhile' WHERE id = 3")
+        await wait_lineage(pool, dev, "t", lambda r: r["id"] != old, "re-created", limit=60)
+        await approve(pool, dev, "t", limit=60)
+        await wait_equal(pool, dev, "t", ["id", "v"], limit=60)
+        link = await browser.until(lambda d: next(iter(d.find_elements(By.LINK_TEXT, "t")), None),
+                                   "the new lineage listed", between=lambda: reload(browser.driver))
+        await browser.do(link.click)
+        offer = await browser.find("#recovery-offers li[data-action='verify']", "the offer")
+        assert "re-created after a delete" in await browser.do(lambda: offer.text)
+        assert await browser.unlabelled() == []
+        await browser.shot("lineage-offer")
+        await browser.click("#recovery-offers button")
+        await browser.until(lambda d: "requested for re-created after a delete"
+                            in browser.text("#status"), "the offer taken")
+        await browser.until(lambda d: [r["status"] for r in browser.table("Verifications")]
+                            == ["equal"] and not d.find_elements(By.ID, "recovery-offers"),
+                            "equal, nothing offered any more", limit=90,
+                            between=lambda: reload(browser.driver), every=10)
     await browser.leave()
     assert browser.severe() == []

@@ -10,29 +10,37 @@ import { busy, clear, h, num, pill, say, table, when, words } from "./ui.js";
 const OPEN = new Set(["requested", "running"]);
 const OPS = [["eq", "="], ["ne", "≠"], ["lt", "<"], ["le", "≤"], ["gt", ">"], ["ge", "≥"],
   ["in", "in (comma-separated)"], ["is_null", "is null"], ["not_null", "is not null"]];
-const LABEL = { resnapshot: "Re-snapshot", verify: "Verify and repair" };
+// Taken as offered (docs/recovery.md): a whole-table re-snapshot, a plain verification.
+const LABEL = { resnapshot: "Re-snapshot the whole table", verify: "Verify the table" };
+const REASON = { capture_gap: "capture gap", recreated_after_delete: "re-created after a delete" };
 
 // The offers, each a line with the button that takes it; nothing when the field is absent.
 export function offersBox(l) {
   const offers = (Array.isArray(l.recovery_offers) ? l.recovery_offers : [])
     .filter((o) => o && typeof o === "object");
   if (!offers.length) return null;
+  // After a verification that found differences, the API's detail says to verify with
+  // repair: the button does so.
+  const last = (l.recovery || {}).verification;
+  const repair = !!last && last.status === "different";
   return h("section", { id: "recovery-offers", class: "note", "aria-labelledby": "offers-title" },
     h("h2", { id: "offers-title" }, "Recovery offered"),
+    h("p", { class: "muted" }, "What the API says to do now for this table, and why (docs/recovery.md)."),
     h("ul", {}, offers.map((o, i) => {
       const since = Number.isFinite(o.since_ms) ? ` (since ${when(o.since_ms)})` : "";
-      const what = `${words(o.reason)}${o.gap_id !== undefined && o.gap_id !== null ? ` #${o.gap_id}` : ""}`;
+      const what = `${REASON[o.reason] || words(o.reason)}${o.gap_id !== undefined && o.gap_id !== null ? ` (gap ${o.gap_id})` : ""}`;
       const known = Object.hasOwn(LABEL, o.action);
+      const label = o.action === "verify" && repair ? "Verify with repair" : LABEL[o.action];
       return h("li", { id: `offer-${i}`, "data-action": String(o.action) },
         h("strong", {}, what), `: ${o.detail || ""}${since} `,
-        known ? h("button", { type: "button", class: "secondary", "aria-label": `${LABEL[o.action]}: ${what}`,
+        known ? h("button", { type: "button", class: "secondary", "aria-label": `${label}: ${what}`,
           onclick: (ev) => busy(ev.target, async () => {
             try {
-              const job = await start(l.id, o.action, o.action === "verify" ? { repair: true } : {});
-              say(`${LABEL[o.action].toLowerCase()} requested for ${what} (${job})`);
+              const job = await start(l.id, o.action, o.action === "verify" && repair ? { repair: true } : {});
+              say(`${job} requested for ${what}: the offer is back if it does not succeed`);
               window.dispatchEvent(new Event("console:reload"));
             } catch (e) { say(e.text || String(e), true); }
-          }) }, LABEL[o.action]) : h("span", { class: "muted" }, `(${words(o.action)})`));
+          }) }, label) : h("span", { class: "muted" }, `(${words(o.action)})`));
     })));
 }
 

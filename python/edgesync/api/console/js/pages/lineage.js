@@ -44,8 +44,10 @@ export async function render(main, { args: [id], stale }) {
     if (!ok) { say("delete cancelled"); return; }
     await busy(ev.target, async () => {
       try {
-        await api("DELETE", `/edge/lineages/${id}`);
-        say(`lineage ${l.source_table} deleted`);
+        const { data } = await api("DELETE", `/edge/lineages/${id}`);
+        const next = data && data.next_step; // the verification the new lineage will offer
+        say(`lineage ${l.source_table} deleted: the device sends the table again as a new lineage`
+          + (next && next.detail ? `; then: ${next.detail}` : ""));
         location.hash = "#/lineages";
       } catch (e) { say(e.text || String(e), true); }
     });
