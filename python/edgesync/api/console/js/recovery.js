@@ -76,7 +76,9 @@ export function recoverySection(l, stale) {
       + "newer-wins with live changes; with no filter, rows the device no longer has are removed). A verification "
       + "compares a digest of the device's table with the mirror, bucket by bucket."),
     resnapshotForm(l, refresh), verifyForm(l, refresh), jobs);
-  return { element, start: () => { refresh(); return () => clearTimeout(timer); } };
+  // start: the first read (awaited with the page's others), then the polling; resolves to
+  // the cleanup that ends it.
+  return { element, start: async () => { await refresh(); return () => clearTimeout(timer); } };
 }
 
 function columnsOf(l) {

@@ -114,8 +114,9 @@ export async function render(main, { args: [id], stale }) {
     ], l.bindings),
     quarantineBox,
     rowsBox);
-  await Promise.all([showQuarantine(quarantineBox, id), showRows(rowsBox, l, "staged")]);
-  return recovery ? recovery.start() : undefined;
+  const [, , done] = await Promise.all([showQuarantine(quarantineBox, id), showRows(rowsBox, l, "staged"),
+    recovery ? recovery.start() : undefined]);
+  return done;
 }
 
 async function showQuarantine(box, id) {
