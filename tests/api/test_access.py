@@ -245,7 +245,8 @@ async def test_reads_are_scoped_too(client: httpx.AsyncClient, tenant, other_ten
              f"{fleet}/registry-reviews", f"{fleet}/coalesced-mirrors",
              f"{fleet}/registry-reviews/{w.registry_review_id}",
              f"/edge/sync-policies/{w.policy_id}", f"/edge/sync-policies/{w.policy_id}/devices",
-             f"/devices/{w.device_id}/credentials", f"/devices/{w.device_id}/sync-policy")
+             f"/devices/{w.device_id}", f"/devices/{w.device_id}/credentials",
+             f"/devices/{w.device_id}/sync-policy")
     for path in ("/edge/lineages", f"/edge/lineages/{w.lineage_id}/staged-rows",
                  f"/edge/lineages/{w.lineage_id}/mirror-rows", "/edge/schema-reviews",
                  "/edge/policy", "/devices", "/events/stream", "/edge/registry",

@@ -55,6 +55,13 @@ async def test_credentials_once_and_revocation_at_ingest(tenant, pool: asyncpg.P
         assert after.code == RejectionCode.UNKNOWN_DEVICE, after
         again = await client.post(f"{url}/revoke", headers=tenant.headers(**idem()), json={})
         assert again.json()["data"]["revoked_at"] == r.json()["data"]["revoked_at"]
+        listed = await client.get(tenant.url("/devices"), headers=tenant.headers())
+        (row,) = [d for d in listed.json()["data"] if d["id"] == str(dev.device_id)]
+        assert row["revoked_at"] == r.json()["data"]["revoked_at"]
+        one = await client.get(url, headers=tenant.headers())
+        assert one.json()["data"] == row
+        missing = await client.get(tenant.url(f"/devices/{uuid.uuid4()}"), headers=tenant.headers())
+        assert (missing.status_code, missing.json()["error"]["code"]) == (404, "DEVICE_NOT_FOUND")
         bundle = await client.post(f"{url}/bundle", headers=tenant.headers(**idem()),
                                    json={"mqtt_url": "ssl://b.example:8883"})
         assert (bundle.status_code, bundle.json()["error"]["code"]) == (409, "DEVICE_REVOKED")

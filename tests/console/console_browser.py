@@ -113,7 +113,10 @@ class Browser:
         await self.drain_log()
 
     async def login(self, base: str, token: str, org: str, project: str) -> None:
-        """Open the console and log in (typing, then Enter)."""
+        """Open the console and log in (typing, then Enter), as nobody yet: a session an
+        earlier test of the same server left in this tab is forgotten first."""
+        await self.get(f"{base}/console/")
+        await self.do(self.driver.execute_script, "sessionStorage.clear()")
         await self.get(f"{base}/console/")
         await self.type("#login-token", token)
         await self.type("#login-org", org)
@@ -131,20 +134,40 @@ class Browser:
         found: list[str] = await self.do(self.driver.execute_script, _UNLABELLED)
         return found
 
-    async def shot(self, name: str) -> None:
-        """With ``EDGESYNC_CONSOLE_SCREENSHOTS=DIR``, save the page as DIR/name.png (how
-        docs/console/*.png are made: that variable, then the story test)."""
+    async def shot(self, name: str, css: str | None = None) -> None:
+        """With ``EDGESYNC_CONSOLE_SCREENSHOTS=DIR``, save the page (or the element
+        ``css``) as DIR/name.png (how docs/console/*.png are made: that variable, then the
+        tests of tests/console)."""
         where = os.environ.get("EDGESYNC_CONSOLE_SCREENSHOTS")
-        if where:
-            await self.do(self._full_page, str(Path(where) / f"{name}.png"))
+        if not where:
+            return
+        if css is not None:
+            await self.find(css)
+        await self.do(self._full_page, str(Path(where) / f"{name}.png"), css)
 
-    def _full_page(self, path: str) -> None:
-        """The whole page (up to 2400 px tall), not only the window's part of it."""
+    async def downloads_to(self, directory: Path) -> None:
+        """Downloads of the page go to ``directory`` (Chromium asks nothing)."""
+        await self.do(self.driver.execute_cdp_cmd, "Browser.setDownloadBehavior",
+                      {"behavior": "allow", "downloadPath": str(directory)})
+
+    async def downloaded(self, directory: Path, name: str) -> Path:
+        """The file ``name`` once Chromium finished writing it into ``directory``."""
+        path = directory / name
+        await self.until(lambda d: path.is_file() and not (directory / f"{name}.crdownload")
+                         .exists(), f"the download {name}")
+        return path
+
+    def _full_page(self, path: str, css: str | None = None) -> None:
+        """The whole page (up to 2400 px tall), not only the window's part of it; or the
+        element ``css`` of it."""
         size = self.driver.get_window_size()
         tall = self.driver.execute_script("return document.documentElement.scrollHeight")
         self.driver.set_window_size(size["width"], min(2400, max(size["height"], tall + 140)))
         try:
-            self.driver.save_screenshot(path)
+            if css is None:
+                self.driver.save_screenshot(path)
+            else:
+                self.driver.find_element(By.CSS_SELECTOR, css).screenshot(path)
         finally:
             self.driver.set_window_size(size["width"], size["height"])
 

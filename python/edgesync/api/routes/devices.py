@@ -1,4 +1,4 @@
-"""``/devices``: the project's devices (list, register)."""
+"""``/devices``: the project's devices (list, one, register)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ class DeviceOut(BaseModel):
     fleet: str | None
     root_topic: str = Field(description="the device's MQTT root topic ({topic_slug}/{name})")
     created_at: datetime
+    revoked_at: datetime | None = Field(
+        None, description="when the device was revoked (ingest and the broker refuse it)")
     # Presence and the agent's last status report (docs/operations.md "Device status").
     connected: bool = Field(
         False, description="heard from within 3 report intervals (at least 90 s) and its "
@@ -63,7 +65,7 @@ class DeviceIn(BaseModel):
 
 
 _SELECT = """
-SELECT d.id, d.name, d.project_id, d.fleet_id, f.name AS fleet, d.created_at,
+SELECT d.id, d.name, d.project_id, d.fleet_id, f.name AS fleet, d.created_at, d.revoked_at,
        p.topic_slug || '/' || d.name AS root_topic,
        coalesce(s.online AND s.last_seen_at > now() - make_interval(secs => greatest(90,
            3 * coalesce((s.report->>'report_interval_s')::float8, 30))), false) AS connected,
@@ -91,6 +93,16 @@ async def list_devices(access: CanRead, conn: Db, paging: Paging,
     rows = await conn.fetch(_SELECT + where + " ORDER BY d.name OFFSET $3 LIMIT $4",
                             access.project_id, fleet_id, paging.offset, paging.limit)
     return paging.of([DeviceOut.model_validate(dict(r)) for r in rows], int(total))
+
+
+@router.get("/{device_id}", response_model=Item[DeviceOut],
+            responses=error_responses(400, 401, 404, 422), summary="One device")
+async def get_device(access: CanRead, conn: Db, device_id: uuid.UUID) -> Item[DeviceOut]:
+    row = await conn.fetchrow(_SELECT + " AND d.id = $2", access.project_id, device_id)
+    if row is None:
+        raise ApiError(404, "DEVICE_NOT_FOUND", f"no device {device_id} in this project",
+                       "device_id")
+    return Item[DeviceOut](data=DeviceOut.model_validate(dict(row)))
 
 
 @router.post("", status_code=201, response_model=Item[DeviceOut],

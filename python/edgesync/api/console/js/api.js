@@ -39,17 +39,27 @@ export function projectPath(path, s = session()) {
 }
 
 // method, a path relative to the project, an optional JSON body. Resolves to the envelope.
-export async function api(method, path, body, s = session()) {
+export function api(method, path, body, s = session()) {
+  return send(method, path, body === undefined ? undefined : JSON.stringify(body),
+    "application/json", s);
+}
+
+// The bytes of a file as the request body (the sample database of a sync policy).
+export function postBytes(path, bytes, s = session()) {
+  return send("POST", path, bytes, "application/octet-stream", s);
+}
+
+// Read-only POSTs: they change nothing and take no Idempotency-Key.
+const READ_ONLY = ["/preview", "/introspect"];
+
+async function send(method, path, body, type, s) {
   if (!s) throw new ApiError(401, "UNAUTHENTICATED", "not logged in");
   const headers = { Authorization: `Bearer ${s.token}`, "ORG-ID": s.org, Accept: "application/json" };
-  if (body !== undefined) headers["Content-Type"] = "application/json";
-  // Mutations need a key; a preview changes nothing and takes none.
-  if (method !== "GET" && !path.endsWith("/preview")) headers["Idempotency-Key"] = newKey();
+  if (body !== undefined) headers["Content-Type"] = type;
+  if (method !== "GET" && !READ_ONLY.some((end) => path.endsWith(end))) headers["Idempotency-Key"] = newKey();
   let res;
   try {
-    res = await fetch(projectPath(path, s), {
-      method, headers, body: body === undefined ? undefined : JSON.stringify(body),
-    });
+    res = await fetch(projectPath(path, s), { method, headers, body });
   } catch (e) {
     throw new ApiError(0, "NETWORK", `the server did not answer (${e.message})`);
   }

@@ -11,6 +11,9 @@ const PAGES = [
   [/^\/reviews$/, () => import("./pages/reviews.js"), "reviews"],
   [/^\/reviews\/(schema|registry)\/([0-9a-f-]{36})$/, () => import("./pages/review.js"), "reviews"],
   [/^\/devices$/, () => import("./pages/devices.js"), "devices"],
+  [/^\/devices\/([0-9a-f-]{36})$/, () => import("./pages/device.js"), "devices"],
+  [/^\/sync-policies$/, () => import("./pages/sync-policies.js"), "sync-policies"],
+  [/^\/sync-policies\/([0-9a-f-]{36})$/, () => import("./pages/sync-policy.js"), "sync-policies"],
   [/^\/policy$/, () => import("./pages/policy.js"), "policy"],
 ];
 

@@ -1,8 +1,9 @@
 // Devices of the project: name, fleet, MQTT root topic, connection (when the API reports
-// it), last batch; register one more (POST /devices).
+// it), last batch, revoked; register one more (POST /devices), then its page
+// (#/devices/{id}) issues credentials and the bundle, or revokes it.
 
 import { ApiError, all, post } from "../api.js";
-import { ago, busy, clear, h, num, pill, say, table, when } from "../ui.js";
+import { ago, busy, clear, h, link, num, pill, say, table, when } from "../ui.js";
 
 export async function render(main) {
   const [devices, lineages] = await Promise.all([all("/devices"), all("/edge/lineages")]);
@@ -30,7 +31,7 @@ export async function render(main) {
         if (fleet.value.trim()) body.fleet = fleet.value.trim();
         const { data } = await post("/devices", body);
         say(`device ${data.name} registered: root topic ${data.root_topic}`);
-        window.dispatchEvent(new Event("console:reload"));
+        location.hash = `#/devices/${data.id}`;
       } catch (e) {
         error.textContent = e instanceof ApiError ? e.text : String(e);
         if (e.field === "name") name.setAttribute("aria-invalid", "true");
@@ -40,17 +41,18 @@ export async function render(main) {
   clear(main, h("h1", {}, "Devices"),
     h("p", { class: "muted" }, `${num(devices.length)} device(s)`),
     table("Devices", [
-      { label: "device", value: (d) => d.name },
+      { label: "device", value: (d) => link(`#/devices/${d.id}`, d.name) },
       { label: "fleet", value: (d) => d.fleet || "-" },
       { label: "root topic", value: (d) => h("code", {}, d.root_topic) },
-      hasOnline ? { label: "connected", value: (d) => pill((d.connected ?? d.online) ? "online" : "offline") } : null,
+      hasOnline ? { label: "connected", value: (d) => pill(d.revoked_at ? "revoked"
+        : (d.connected ?? d.online) ? "online" : "offline") } : null,
       hasSeen ? { label: "last seen", value: (d) => ago(d.last_seen ?? d.last_seen_at) } : null,
       { label: "last batch", value: (d) => ago(lastBatch[d.id]) },
       { label: "lineages", num: true, value: (d) => num(count[d.id] || 0) },
       { label: "registered", value: (d) => when(d.created_at) },
     ].filter(Boolean), devices),
     h("h2", {}, "Register a device"),
-    h("p", { class: "muted" }, "The device's MQTT credentials and bundle come from ",
-      h("code", {}, "edgesync devices credentials|bundle NAME"), " (docs/security.md)."),
+    h("p", { class: "muted" }, "Its page then issues the MQTT credentials and the device bundle (also ",
+      h("code", {}, "edgesync devices credentials|bundle NAME"), ", docs/security.md)."),
     form);
 }

@@ -1,12 +1,14 @@
 // One lineage: its facts, schema history, bindings, replay progress, quarantined rows,
-// staged and written rows; reset (breaker / materialization), reopen review, delete.
+// staged and written rows; reset (breaker / materialization), reopen review, delete;
+// re-snapshot and verify, and the recovery the API offers (../recovery.js).
 
 import { ApiError, api, get, post } from "../api.js";
+import { offersBox, recoverySection } from "../recovery.js";
 import { busy, clear, confirmDialog, facts, h, link, num, pill, say, table, value, when, words } from "../ui.js";
 
 const ROWS = 100;
 
-export async function render(main, { args: [id] }) {
+export async function render(main, { args: [id], stale }) {
   const [{ data: l }, reviews] = await Promise.all([
     get(`/edge/lineages/${id}`), get(`/edge/schema-reviews?lineage_id=${id}&limit=50`)]);
   const m = l.materialization;
@@ -42,13 +44,17 @@ export async function render(main, { args: [id] }) {
     if (!ok) { say("delete cancelled"); return; }
     await busy(ev.target, async () => {
       try {
-        await api("DELETE", `/edge/lineages/${id}`);
-        say(`lineage ${l.source_table} deleted`);
+        const { data } = await api("DELETE", `/edge/lineages/${id}`);
+        const next = data && data.next_step; // the verification the new lineage will offer
+        say(`lineage ${l.source_table} deleted: the device sends the table again as a new lineage`
+          + (next && next.detail ? `; then: ${next.detail}` : ""));
         location.hash = "#/lineages";
       } catch (e) { say(e.text || String(e), true); }
     });
   } }, "Delete lineage…"));
 
+  // Re-snapshot and verification are for state (rows) lineages only (the API says so too).
+  const recovery = l.pipeline === "rows" ? recoverySection(l, stale) : null;
   const intents = l.replay.intents;
   const latest = intents[0];
   const replayed = latest ? latest.rows_replayed : 0;
@@ -65,6 +71,7 @@ export async function render(main, { args: [id] }) {
         [link(`#/reviews/schema/${r.id}`, `${r.status.replaceAll("_", " ")} (${r.schema_hash.slice(0, 8)})`), " "]) : "-"],
     ]),
     h("div", { class: "bar", role: "group", "aria-label": "Lineage actions" }, actions),
+    offersBox(l),
     h("h2", {}, "Materialization"),
     m.error_count || m.failed_batches || m.quarantined_rows
       ? facts([["errors since reset", num(m.error_count)], ["last error", m.last_error || "-"],
@@ -86,6 +93,7 @@ export async function render(main, { args: [id] }) {
       { label: "completed", value: (i) => when(i.completed_at) },
       { label: "error", value: (i) => i.last_error || "-" },
     ], intents),
+    recovery ? recovery.element : null,
     h("h2", {}, "Schema history"),
     table("Schema versions", [
       { label: "hash", value: (v) => h("code", {}, v.schema_hash.slice(0, 12)) },
@@ -106,7 +114,9 @@ export async function render(main, { args: [id] }) {
     ], l.bindings),
     quarantineBox,
     rowsBox);
-  await Promise.all([showQuarantine(quarantineBox, id), showRows(rowsBox, l, "staged")]);
+  const [, , done] = await Promise.all([showQuarantine(quarantineBox, id), showRows(rowsBox, l, "staged"),
+    recovery ? recovery.start() : undefined]);
+  return done;
 }
 
 async function showQuarantine(box, id) {
