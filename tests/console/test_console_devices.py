@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from console_browser import Browser
-from e2e_kit import (
+from kits.e2e_kit import (
     app,
     approve,
     pool_of,

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 from console_browser import Browser
-from e2e_kit import app, pool_of, register, running_agent
+from kits.e2e_kit import app, pool_of, register, running_agent
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
