@@ -272,11 +272,20 @@ async def listen_loop(name: str, pool: asyncpg.Pool, channel: str,
                     await _pause(poll, woken)
                 raise StoreError(f"the connection listening on {channel} was lost")
             finally:
-                if not lost:
-                    # Best effort: the pool's reset UNLISTENs anyway, and a connection
-                    # lost under us (callback not run yet) is detached from its proxy.
-                    with contextlib.suppress(Exception):
-                        conn.remove_termination_listener(terminated)
-                        await conn.remove_listener(channel, notified)
+                unlistened = False
+                try:
+                    if not lost:
+                        # A connection lost under us (callback not run yet) is detached
+                        # from its proxy: these fail, and it is closed below.
+                        with contextlib.suppress(Exception):
+                            conn.remove_termination_listener(terminated)
+                            await conn.remove_listener(channel, notified)  # UNLISTEN
+                            unlistened = True
+                finally:
+                    if not unlistened and not lost:
+                        # Still LISTENing on the server, maybe: the pool does not reset
+                        # on the server (store._pool), so it never serves another caller.
+                        with contextlib.suppress(Exception):  # detached: lost meanwhile
+                            conn.terminate()
 
     await session_loop(name, session, backoff=backoff, logger=logger)

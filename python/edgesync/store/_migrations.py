@@ -8,6 +8,7 @@ against a newer schema could corrupt it silently.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from dataclasses import dataclass
@@ -94,4 +95,11 @@ async def migrate(conn: Conn) -> int:
             ran += 1
         return ran
     finally:
-        await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_KEY)
+        unlocked = False
+        try:
+            await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_KEY)
+            unlocked = True
+        finally:
+            if not unlocked:  # a pool does not reset on the server (store._pool)
+                with contextlib.suppress(Exception):  # closed, or detached from its proxy
+                    conn.terminate()
