@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 import httpx
 import orjson
-from api_cli_harness import Cli
+from kits.api_cli import Cli
 from prometheus_client import generate_latest
 
 from edgesync import registry

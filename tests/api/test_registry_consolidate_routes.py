@@ -7,7 +7,7 @@ import uuid
 
 import asyncpg
 import httpx
-from api_cli_harness import Cli
+from kits.api_cli import Cli
 
 from edgesync import governance
 from edgesync.staging import Replayer

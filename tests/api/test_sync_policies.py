@@ -4,8 +4,6 @@ queued for governed devices, and the bundle carrying the attached policy."""
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 import uuid
 from pathlib import Path
 from typing import Any
@@ -13,27 +11,13 @@ from typing import Any
 import asyncpg
 import httpx
 import yaml
+from kits.api_fixtures import sample_db
 
 from edgesync.agent._config import parse_config
 
 
 def idem() -> dict[str, str]:
     return {"Idempotency-Key": str(uuid.uuid4())}
-
-
-def sample_db(path: Path) -> bytes:
-    with contextlib.closing(sqlite3.connect(path)) as db:
-        db.executescript("""
-            CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-            CREATE TABLE readings (id INTEGER PRIMARY KEY, recorded_at DATETIME NOT NULL,
-                                   temp REAL, humidity REAL, note TEXT);
-            CREATE TABLE scratch (a, b);
-            CREATE TABLE events_log (ts TEXT, kind TEXT, payload BLOB);
-            INSERT INTO settings VALUES ('mode', 'auto'), ('unit', 'C');
-            INSERT INTO readings (recorded_at, temp) VALUES ('2026-01-01T00:00:00Z', 20.5);
-        """)
-        db.commit()
-    return path.read_bytes()
 
 
 async def _introspect(client: httpx.AsyncClient, tenant: Any, data: bytes) -> httpx.Response:

@@ -7,7 +7,7 @@ import json
 import uuid
 from pathlib import Path
 
-from api_cli_harness import Cli
+from kits.api_cli import Cli
 
 from edgesync import cli
 

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import yaml
-from api_cli_harness import Cli
-from test_sync_policies import sample_db
+from kits.api_cli import Cli
+from kits.api_fixtures import sample_db
 
 EDGESYNC = shutil.which("edgesync", path=str(Path(sys.executable).parent)) or "edgesync"
 

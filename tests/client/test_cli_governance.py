@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 import asyncpg
-from api_cli_harness import Cli
+from kits.api_cli import Cli
 
 from edgesync.staging import Replayer
 
