@@ -245,13 +245,14 @@ async def test_reads_are_scoped_too(client: httpx.AsyncClient, tenant, other_ten
              f"{fleet}/registry-reviews", f"{fleet}/coalesced-mirrors",
              f"{fleet}/registry-reviews/{w.registry_review_id}",
              f"/edge/sync-policies/{w.policy_id}", f"/edge/sync-policies/{w.policy_id}/devices",
+             f"/edge/sync-policies/{w.policy_id}/attachments",
              f"/devices/{w.device_id}", f"/devices/{w.device_id}/credentials",
              f"/devices/{w.device_id}/sync-policy")
     for path in ("/edge/lineages", f"/edge/lineages/{w.lineage_id}/staged-rows",
                  f"/edge/lineages/{w.lineage_id}/mirror-rows", "/edge/schema-reviews",
                  "/edge/policy", "/devices", "/events/stream", "/edge/registry",
                  "/edge/registry-reviews", "/edge/coalesced-mirrors", "/edge/data-points",
-                 "/edge/sync-policies", "/edge/observations", *owned):
+                 "/edge/sync-policies", "/edge/observations", "/fleets", *owned):
         r = await client.get(tenant.url(path), headers=other_tenant.headers())
         assert r.status_code == 404, (path, r.text)
         assert r.json()["error"]["code"] == "PROJECT_NOT_FOUND"

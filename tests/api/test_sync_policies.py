@@ -5,6 +5,7 @@ queued for governed devices, and the bundle carrying the attached policy."""
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import httpx
 import yaml
 from kits.api_fixtures import sample_db
 
+from edgesync import registry
 from edgesync.agent._config import parse_config
 
 
@@ -208,6 +210,78 @@ async def test_attachments_device_over_fleet_and_controls_queued(
                               headers=tenant.headers(**idem()), json=target)
         assert r.status_code in (404, 422), r.text
         assert r.json()["error"]["field"] == field
+
+
+async def test_attachments_listed_with_names_and_scoped_to_the_project(
+        client: httpx.AsyncClient, tenant, other_tenant, pool: asyncpg.Pool) -> None:
+    a = await _device(client, tenant, "gw-a", fleet="north")
+    solo = await _device(client, tenant, "gw-solo")
+    async with pool.acquire() as conn:  # a fleet no device is in (yet)
+        empty_id = await registry.ensure_fleet(conn, tenant.project_id, "empty")
+    pid = await _policy(client, tenant, "listed", {"t": {"strategy": "rows"}})
+    other_pid = await _policy(client, tenant, "other", {"t": {"strategy": "ignore"}})
+    path = tenant.url(f"/edge/sync-policies/{pid}/attachments")
+    r = await client.get(path, headers=tenant.reader())
+    assert (r.status_code, r.json()["data"]) == (200, [])
+
+    for target in ({"fleet_id": str(empty_id)}, {"fleet_id": a["fleet_id"]},
+                   {"device_id": solo["id"]}, {"device_id": a["id"]}):
+        r = await client.post(tenant.url(f"/edge/sync-policies/{pid}/attach"),
+                              headers=tenant.headers(**idem()), json=target)
+        assert r.status_code == 200, r.text
+    r = await client.get(path, headers=tenant.reader())
+    assert r.status_code == 200, r.text
+    listed = r.json()["data"]
+    assert [(x["attached_to"], x["name"], x["device_id"], x["fleet_id"]) for x in listed] == [
+        ("device", "gw-a", a["id"], None), ("device", "gw-solo", solo["id"], None),
+        ("fleet", "empty", None, str(empty_id)), ("fleet", "north", None, a["fleet_id"])]
+    stored = {str(rec["id"]): rec["created_at"] for rec in await pool.fetch(
+        "SELECT id, created_at FROM edge_sync_policy_attachments WHERE policy_id = $1",
+        uuid.UUID(pid))}
+    assert {x["id"]: datetime.fromisoformat(x["created_at"]) for x in listed} == stored
+
+    # Another policy attached to gw-solo replaces this one there; detaching north drops it.
+    r = await client.post(tenant.url(f"/edge/sync-policies/{other_pid}/attach"),
+                          headers=tenant.headers(**idem()), json={"device_id": solo["id"]})
+    assert r.status_code == 200, r.text
+    r = await client.post(tenant.url(f"/edge/sync-policies/{pid}/detach"),
+                          headers=tenant.headers(**idem()), json={"fleet_id": a["fleet_id"]})
+    assert r.status_code == 200, r.text
+    r = await client.get(path, headers=tenant.reader())
+    assert [x["name"] for x in r.json()["data"]] == ["gw-a", "empty"]
+    r = await client.get(tenant.url(f"/edge/sync-policies/{other_pid}/attachments"),
+                         headers=tenant.reader())
+    assert [(x["attached_to"], x["name"]) for x in r.json()["data"]] == [("device", "gw-solo")]
+
+    # Another project's token: not its project, nor its policy; nothing about them leaks.
+    r = await client.get(path, headers=other_tenant.headers())
+    assert (r.status_code, r.json()["error"]["code"]) == (404, "PROJECT_NOT_FOUND")
+    r = await client.get(other_tenant.url(f"/edge/sync-policies/{pid}/attachments"),
+                         headers=other_tenant.headers())
+    assert (r.status_code, r.json()["error"]["code"]) == (404, "SYNC_POLICY_NOT_FOUND")
+    r = await client.get(tenant.url(f"/edge/sync-policies/{uuid.uuid4()}/attachments"),
+                         headers=tenant.reader())
+    assert (r.status_code, r.json()["error"]["code"]) == (404, "SYNC_POLICY_NOT_FOUND")
+
+
+async def test_fleets_listed_with_their_device_counts(client: httpx.AsyncClient, tenant,
+                                                      other_tenant, pool: asyncpg.Pool) -> None:
+    await _device(client, tenant, "gw-n1", fleet="north")
+    await _device(client, tenant, "gw-n2", fleet="north")
+    await _device(client, tenant, "gw-none")
+    async with pool.acquire() as conn:
+        await registry.ensure_fleet(conn, tenant.project_id, "empty")
+        await registry.ensure_fleet(conn, other_tenant.project_id, "theirs")
+    r = await client.get(tenant.url("/fleets"), headers=tenant.reader())
+    assert r.status_code == 200, r.text
+    assert [(f["name"], f["device_count"]) for f in r.json()["data"]] == [
+        ("empty", 0), ("north", 2)]
+    assert r.json()["meta"]["total"] == 2
+    r = await client.get(tenant.url("/fleets"), headers=tenant.reader(),
+                         params={"limit": 1, "page": 2})
+    assert [f["name"] for f in r.json()["data"]] == ["north"]
+    r = await client.get(tenant.url("/fleets"), headers=other_tenant.headers())
+    assert (r.status_code, r.json()["error"]["code"]) == (404, "PROJECT_NOT_FOUND")
 
 
 async def test_bundle_includes_the_attached_policy(client: httpx.AsyncClient, tenant,

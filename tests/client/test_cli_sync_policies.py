@@ -43,6 +43,13 @@ async def test_sync_policies_through_the_cli(run: Cli, tenant, tmp_path: Path,
 
     dev = run.json("devices", "add", "gw-pol", "--fleet", "north")["data"]
     run("sync-policies", "attach", pid, "--fleet-id", dev["fleet_id"])
+    listed = run.json("sync-policies", "attachments", pid)["data"]
+    assert [(x["attached_to"], x["name"], x["fleet_id"]) for x in listed] == [
+        ("fleet", "north", dev["fleet_id"])]
+    _, out, _ = run("sync-policies", "attachments", pid)
+    header, row = out.splitlines()
+    assert header.split()[:2] == ["TO", "NAME"] and header.endswith("ATTACHED")
+    assert row.split()[:4] == ["fleet", "north", "-", dev["fleet_id"]]
     updated = run.json("sync-policies", "update", pid, "--remove-table", "events_log")["data"]
     assert updated["version"] == 2 and "events_log" not in updated["table_strategies"]
     _, out, _ = run("sync-policies", "show", pid)

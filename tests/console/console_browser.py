@@ -16,7 +16,11 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 
-__all__ = ["Browser"]
+from edgesync import identity
+from edgesync.identity import Bootstrap
+from edgesync.server import Server
+
+__all__ = ["Browser", "log_in_to_project_of"]
 
 # Every form control has an accessible name (a <label>, aria-label or aria-labelledby).
 _UNLABELLED = """
@@ -175,3 +179,20 @@ class Browser:
         entries: list[dict[str, Any]] = await self.do(self.driver.get_log, "browser")
         self.log.extend(entries)
         return entries
+
+
+async def log_in_to_project_of(browser: Browser, server: Server, project_id: Any) -> Bootstrap:
+    """An admin token for a project a test registered its device in (``kits.e2e_kit.
+    register`` makes one per device; bootstrap adopts it by name), and the console logged
+    in with it."""
+    assert server.api is not None and server.pool is not None
+    async with server.pool.acquire() as conn:
+        project = await conn.fetchrow("SELECT name, topic_slug FROM edge_projects WHERE id = $1",
+                                      project_id)
+        assert project is not None
+        boot = await identity.bootstrap(conn, org=f"org-{project['name']}",
+                                        project=project["name"],
+                                        topic_slug=project["topic_slug"])
+    await browser.login(server.api.url, boot.token.token, str(boot.org_id),
+                        str(boot.project_id))
+    return boot

@@ -5,7 +5,9 @@ strategies, adjusted and saved; the policy is attached to the device, whose agen
 acknowledges it; the device's bundle is downloaded (a tar whose agent.yaml carries the
 policy and ``remote_policy: true``, the key mode 0600); an edit (``notes``: ignore → rows)
 reaches the agent, whose YAML opts in, without a restart: the table its YAML ignores
-appears as a lineage with the rows it held, seen on the Lineages page."""
+appears as a lineage with the rows it held, seen on the Lineages page. And a policy
+attached to a fleet by keyboard reaches the agent of a device in it (acknowledged), is
+listed among the attachments, and detached again (the agent acknowledges having none)."""
 
 from __future__ import annotations
 
@@ -16,15 +18,16 @@ import tarfile
 import uuid
 from pathlib import Path
 
+import asyncpg
 import pytest
 import yaml
-from console_browser import Browser
-from kits.e2e_kit import app, pool_of, register, running_agent
+from console_browser import Browser, log_in_to_project_of
+from kits.e2e_kit import app, eventually, pool_of, register, running_agent
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from edgesync import identity
+from edgesync import registry, syncpolicy
 from edgesync.server import Server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.once, pytest.mark.timeout(240)]
@@ -66,11 +69,6 @@ async def test_sync_policy_from_a_sample_reaches_the_running_agent(
     # The YAML opts in to the remote policy and ignores notes.
     dev.config.write_text(dev.config.read_text()
                           + "  table_strategies:\n    notes:\n      strategy: ignore\n")
-    async with pool.acquire() as conn:
-        boot = await identity.bootstrap(conn, org=f"org-pol-{unique}",
-                                        project=f"e2e-pol-{unique}", topic_slug=f"e2e-pol-{unique}")
-    assert console_server.api is not None
-    base = console_server.api.url
     downloads = tmp_path / "downloads"
     downloads.mkdir()
     await browser.downloads_to(downloads)
@@ -82,7 +80,7 @@ async def test_sync_policy_from_a_sample_reaches_the_running_agent(
 
     async with running_agent(dev):
         app(dev.db, ("INSERT INTO t VALUES (?, ?)", [(1, "one"), (2, "two")]))
-        await browser.login(base, boot.token.token, str(boot.org_id), str(boot.project_id))
+        await log_in_to_project_of(browser, console_server, dev.scope.project_id)
         await browser.click("#nav a[href='#/lineages']")
         await browser.until(lambda d: [r["table"] for r in browser.table("Lineages")] == ["t"],
                             "t synced, notes ignored by the YAML",
@@ -187,3 +185,69 @@ async def test_sync_policy_from_a_sample_reaches_the_running_agent(
                             between=lambda: reload(browser.driver), every=10, limit=60)
     await browser.leave()
     assert browser.severe(EXPECTED_NETWORK) == []
+
+
+async def test_attached_to_a_fleet_and_detached(console_server: Server, browser: Browser,
+                                                tmp_path: Path, mqtt_url: str) -> None:
+    await browser.start()
+    unique = uuid.uuid4().hex[:8]
+    pool = pool_of(console_server)
+    dev = await register(pool, tmp_path, mqtt_url, unique, tag="flt", fleet="line-2")
+    assert dev.scope.fleet_id is not None
+    fleet_id = str(dev.scope.fleet_id)
+    async with pool.acquire() as conn:
+        policy = await syncpolicy.create_policy(conn, dev.scope.project_id, name="line",
+                                                table_strategies={"t": {"strategy": "rows"}})
+        # A fleet no device is in yet: offered too (GET /fleets, not the devices' fleets).
+        await registry.ensure_fleet(conn, dev.scope.project_id, "spare")
+    app(dev.db, APP[0])
+
+    async def last_control() -> asyncpg.Record | None:
+        return await pool.fetchrow(
+            "SELECT status, body FROM edge_pending_controls WHERE device_id = $1 "
+            "AND control_kind = 'sync_policy' ORDER BY created_at DESC LIMIT 1", dev.id)
+
+    async with running_agent(dev):
+        await log_in_to_project_of(browser, console_server, dev.scope.project_id)
+        await browser.click("#nav a[href='#/sync-policies']")
+        await browser.click(f"main a[href='#/sync-policies/{policy.id}']")
+        await browser.until(lambda d: "Attachments: not attached to any device or fleet"
+                            in browser.text("#attachments"), "nothing attached yet")
+        assert await browser.do(lambda: [o.text for o in browser.driver.find_elements(
+            By.CSS_SELECTOR, "#attach-fleet option")]) == ["line-2 (1 device)", "spare (0 devices)"]
+
+        # ---- attached to the fleet, by keyboard: its device's agent acknowledges
+        await browser.select("#attach-fleet", fleet_id)
+        await browser.type("#attach-fleet-button", Keys.ENTER, clear=False)
+        await browser.until(lambda d: "attached to fleet line-2" in browser.text("#status"),
+                            "attached")
+        await browser.until(lambda d: [(r["kind"], r["name"], r["devices"])
+                                       for r in browser.table("Attachments")]
+                            == [("fleet", "line-2", "1 device")], "the fleet's attachment listed")
+        await browser.until(lambda d: [(r["device"], r["attached via"], r["delivery"])
+                                       for r in browser.table("Governed devices")]
+                            == [(dev.scope.device_name, "fleet line-2", "version 1 acknowledged")],
+                            "version 1 acknowledged by the fleet's device", limit=60)
+        control = await last_control()
+        assert control is not None and control["status"] == "acked"
+        assert control["body"]["policy_name"] == "line"
+        assert await browser.unlabelled() == []
+        await browser.shot("sync-policy-attachments", "#attachments")
+
+        # ---- detached, by keyboard: the device has no policy, its agent acknowledges that
+        detach = await browser.find("button[aria-label='detach from fleet line-2']")
+        await browser.do(detach.send_keys, Keys.ENTER)
+        await browser.until(lambda d: "detached from fleet line-2" in browser.text("#status"),
+                            "detached")
+        await browser.until(lambda d: "Attachments: not attached" in browser.text("#attachments")
+                            and "Governed devices: not attached" in browser.text("#governed"),
+                            "nothing attached, nothing governed")
+
+        async def none_acked() -> asyncpg.Record | None:
+            c = await last_control()
+            return c if c and c["status"] == "acked" and c["body"]["policy_id"] is None else None
+        control = await eventually(none_acked, 60, "the detach acknowledged by the agent")
+        assert control["body"]["table_strategies"] is None
+        assert await browser.unlabelled() == []
+    await browser.leave()
+    assert browser.severe() == []

@@ -101,17 +101,18 @@ async def register(pool: asyncpg.Pool, tmp_path: Path, mqtt_url: str, unique: st
                    tag: str = "d", policy: dict[str, Any] | None = None,
                    telemetry: dict[str, str] | None = None,
                    signed_token: str | None = None, token_env: str | None = None,
-                   **replication: str | int | bool) -> Device:
+                   fleet: str | None = None, **replication: str | int | bool) -> Device:
     """A registered device in its own project (policy per test), an empty application
     database (WAL) and the agent's YAML. ``telemetry`` maps table → ts_column;
     ``replication`` adds keys of the ``sqlite-replication`` section
-    (``confirm_timeout="2s"``, ...). With ``signed_token`` the device record requires
-    signed controls and the agent verifies them, reading the token from the environment
-    variable ``token_env`` (the caller sets it)."""
+    (``confirm_timeout="2s"``, ...). ``fleet`` puts it in that fleet (made when new).
+    With ``signed_token`` the device record requires signed controls and the agent
+    verifies them, reading the token from the environment variable ``token_env`` (the
+    caller sets it)."""
     async with pool.acquire() as conn:
         scope = await registry.add_device(conn, project=f"e2e-{tag}-{unique}",
                                           name=f"dev-{tag}-{unique}",
-                                          topic_slug=f"e2e-{tag}-{unique}")
+                                          topic_slug=f"e2e-{tag}-{unique}", fleet=fleet)
         # Before the device's first message: the worker caches scopes (and policy).
         if policy:
             await conn.execute("UPDATE edge_projects SET policy = $2 WHERE id = $1",

@@ -65,6 +65,11 @@ def add_sync_policies_parser(sub: Any) -> None:
                   "Delete a policy; its devices fall back to their fleet's policy, or none.")
     delete.add_argument("policy_id")
     _api_options(delete)
+    attachments = _sub(ssub, "attachments", "list the devices and fleets a policy is attached to",
+                       "List a policy's attachments: each device or fleet, by name, and when "
+                       "it was attached (a fleet without devices too).")
+    attachments.add_argument("policy_id")
+    _api_options(attachments)
     for action, what in (("attach", "attach to a device or a fleet"),
                          ("detach", "detach from a device or a fleet")):
         p = _sub(ssub, action, what, what[0].upper() + what[1:] + ".")

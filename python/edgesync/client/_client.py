@@ -333,6 +333,9 @@ class ProjectApi:
     def sync_policy_devices(self, policy_id: str) -> Any:
         return self.get(f"/edge/sync-policies/{policy_id}/devices")
 
+    def sync_policy_attachments(self, policy_id: str) -> Any:
+        return self.get(f"/edge/sync-policies/{policy_id}/attachments")
+
 
 def _body(**fields: Any) -> dict[str, Any]:
     """A request body without the fields left out (None), so the API applies its defaults

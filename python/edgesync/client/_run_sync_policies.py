@@ -17,6 +17,8 @@ _STRATEGY_COLUMNS = [("table", "table"), ("strategy", "strategy"), ("ts_column",
                      ("include_columns", "include columns")]
 _DEVICE_COLUMNS = [("name", "device"), ("attached_via", "via"), ("delivery", "delivery"),
                    ("delivered_version", "version"), ("acked_at", "acked")]
+_ATTACHMENT_COLUMNS = [("attached_to", "to"), ("name", "name"), ("device_id", "device id"),
+                       ("fleet_id", "fleet id"), ("created_at", "attached")]
 _TABLE_COLUMNS = [("name", "table"), ("row_count", "rows"), ("columns", "columns"),
                   ("suggested", "suggested"), ("reason", "why")]
 
@@ -111,6 +113,12 @@ def sync_policies_command(ctx: Ctx) -> None:
             raise ConfigError("update", "nothing to change: give --table, --remove-table, "
                                         "--name or --description")
         _write_policy(ctx, api.update_sync_policy(a.policy_id, changes))
+    elif cmd == "attachments":
+        found = api.sync_policy_attachments(a.policy_id)
+        if ctx.json:
+            ctx.item(found, [])
+        else:
+            print_table(found, _ATTACHMENT_COLUMNS, ctx.out)
     elif cmd == "delete":
         ctx.item(api.delete_sync_policy(a.policy_id), ["id", "deleted"])
     else:

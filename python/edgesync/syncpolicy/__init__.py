@@ -6,7 +6,9 @@ See docs/api.md ("Sync policies") and docs/agent.md ("Remote sync policy")."""
 
 from edgesync.syncpolicy._introspect import MAX_SAMPLE_BYTES, SampleTable, introspect_sample
 from edgesync.syncpolicy._policies import (
+    AttachedTo,
     EffectivePolicy,
+    ListedAttachment,
     PolicyAttachment,
     PolicyDevice,
     SyncPolicy,
@@ -16,6 +18,7 @@ from edgesync.syncpolicy._policies import (
     detach_policy,
     effective_policy,
     get_policy,
+    list_attachments,
     list_policies,
     policy_devices,
     update_policy,
@@ -23,7 +26,9 @@ from edgesync.syncpolicy._policies import (
 
 __all__ = [
     "MAX_SAMPLE_BYTES",
+    "AttachedTo",
     "EffectivePolicy",
+    "ListedAttachment",
     "PolicyAttachment",
     "PolicyDevice",
     "SampleTable",
@@ -35,6 +40,7 @@ __all__ = [
     "effective_policy",
     "get_policy",
     "introspect_sample",
+    "list_attachments",
     "list_policies",
     "policy_devices",
     "update_policy",

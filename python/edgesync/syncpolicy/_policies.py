@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 import asyncpg
@@ -21,10 +22,10 @@ from edgesync.control import send_sync_policy
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
 from edgesync.store import Conn, from_record
 
-__all__ = ["EffectivePolicy", "PolicyAttachment", "PolicyDevice", "SyncPolicy",
-           "attach_policy", "create_policy", "delete_policy", "detach_policy",
-           "effective_policy", "get_policy", "list_policies", "policy_devices",
-           "update_policy"]
+__all__ = ["AttachedTo", "EffectivePolicy", "ListedAttachment", "PolicyAttachment",
+           "PolicyDevice", "SyncPolicy", "attach_policy", "create_policy", "delete_policy",
+           "detach_policy", "effective_policy", "get_policy", "list_attachments",
+           "list_policies", "policy_devices", "update_policy"]
 
 # ``table_strategies`` is the agents' own document (table → {strategy, ts_column?,
 # include_columns?}, checked by ``agent._config.parse_table_strategies``): it travels to
@@ -54,6 +55,25 @@ class PolicyAttachment:
     device_id: uuid.UUID | None
     fleet_id: uuid.UUID | None
     created_at: datetime
+
+
+class AttachedTo(StrEnum):
+    """What an attachment names."""
+
+    DEVICE = "device"
+    FLEET = "fleet"
+
+
+@dataclass(frozen=True, slots=True)
+class ListedAttachment:
+    """An attachment as listed: what it names, by id and by name."""
+
+    id: uuid.UUID
+    attached_to: AttachedTo
+    device_id: uuid.UUID | None
+    fleet_id: uuid.UUID | None
+    name: str  # the device's or the fleet's
+    created_at: datetime  # when attached (attaching again renews it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +281,25 @@ async def detach_policy(conn: Conn, project_id: uuid.UUID, policy_id: uuid.UUID,
         if done.endswith(" 0"):
             raise NotFoundError("the policy is not attached to it")
         await _deliver(conn, await _in_scope(conn, device_id, fleet_id))
+
+
+async def list_attachments(conn: Conn, project_id: uuid.UUID, policy_id: uuid.UUID
+                           ) -> list[ListedAttachment]:
+    """The policy's attachments, devices first, then fleets, each by name. Unlike
+    ``policy_devices`` this lists a fleet without devices, and a device whose own
+    attachment is all it has."""
+    await get_policy(conn, project_id, policy_id)
+    rows = await conn.fetch(
+        "SELECT a.id, a.device_id, a.fleet_id, a.created_at, "
+        "CASE WHEN a.device_id IS NOT NULL THEN 'device' ELSE 'fleet' END AS attached_to, "
+        "coalesce(d.name, f.name) AS name FROM edge_sync_policy_attachments a "
+        "LEFT JOIN edge_devices d ON d.id = a.device_id "
+        "LEFT JOIN edge_fleets f ON f.id = a.fleet_id "
+        "WHERE a.policy_id = $1 "
+        "ORDER BY a.fleet_id IS NOT NULL, coalesce(d.name, f.name), a.id", policy_id)
+    return [ListedAttachment(id=r["id"], attached_to=AttachedTo(r["attached_to"]),
+                             device_id=r["device_id"], fleet_id=r["fleet_id"], name=r["name"],
+                             created_at=r["created_at"]) for r in rows]
 
 
 _EFFECTIVE = """

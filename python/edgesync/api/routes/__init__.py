@@ -5,6 +5,7 @@ from edgesync.api.routes import (
     device_credentials,
     devices,
     events,
+    fleets,
     lineage_recovery,
     lineages,
     observations,
@@ -20,7 +21,8 @@ from edgesync.api.routes import (
 
 ROUTERS = (lineages.router, lineage_recovery.router, quarantine.router, recovery.router,
            reviews.router, registry.router, registry.fleet_router, data_points.router,
-           policy.router, sync_policies.router, devices.router, device_credentials.router,
-           state_tables.router, segments.router, observations.router, events.router)
+           policy.router, sync_policies.router, devices.router, fleets.router,
+           device_credentials.router, state_tables.router, segments.router,
+           observations.router, events.router)
 
 __all__ = ["ROUTERS"]

@@ -81,6 +81,15 @@ class Attachment(BaseModel):
     created_at: datetime
 
 
+class ListedAttachment(BaseModel):
+    id: uuid.UUID
+    attached_to: syncpolicy.AttachedTo = Field(description="device or fleet")
+    device_id: uuid.UUID | None
+    fleet_id: uuid.UUID | None
+    name: str = Field(description="the device's or the fleet's name")
+    created_at: datetime = Field(description="when it was attached (attaching again renews it)")
+
+
 class Detached(BaseModel):
     policy_id: uuid.UUID
     device_id: uuid.UUID | None
@@ -257,6 +266,17 @@ async def detach(access: CanManage, conn: Db, request: Request, policy_id: uuid.
                                                  fleet_id=body.fleet_id))
 
     return await idempotent(conn, access, request, idempotency_key, work)
+
+
+@router.get("/{policy_id}/attachments", response_model=Item[list[ListedAttachment]],
+            responses=_READ, summary="The devices and fleets the policy is attached to")
+async def attachments(access: CanRead, conn: Db, policy_id: uuid.UUID
+                      ) -> Item[list[ListedAttachment]]:
+    try:
+        found = await syncpolicy.list_attachments(conn, access.project_id, policy_id)
+    except NotFoundError as exc:
+        raise _api(exc) from exc
+    return Item[list[ListedAttachment]](data=[model_of(ListedAttachment, a) for a in found])
 
 
 @router.get("/{policy_id}/devices", response_model=Item[list[PolicyDevice]], responses=_READ,

@@ -1,19 +1,28 @@
 // One sync policy: edit its strategies (Save raises the version and sends the devices it
-// governs a sync_policy control), attach it to a device or a fleet, see whether each
-// device's agent acknowledged the latest version (read again every 2 s), delete it.
+// governs a sync_policy control), see and change what it is attached to (attachments.js),
+// see whether each device's agent acknowledged the latest version, delete it. The
+// attachments and the governed devices are read again every 2 s.
 
-import { ApiError, all, api, get, post, postBytes } from "../api.js";
+import { ApiError, all, api, get, postBytes } from "../api.js";
+import { attachmentsSection, showAttachments } from "../attachments.js";
 import { policyTables, strategyEditor, summary } from "../strategies.js";
 import { busy, clear, confirmDialog, facts, h, link, num, say, table, when } from "../ui.js";
 
 const EVERY_MS = 2000;
 
 export async function render(main, { args: [id], stale }) {
-  const [{ data: policy }, devices] = await Promise.all([get(`/edge/sync-policies/${id}`), all("/devices")]);
-  const fleets = [...new Map(devices.filter((d) => d.fleet_id).map((d) => [d.fleet_id, d.fleet])).entries()];
+  const [{ data: policy }, devices, fleets] = await Promise.all([
+    get(`/edge/sync-policies/${id}`), all("/devices"), all("/fleets")]);
+  const attachedBox = h("div", { id: "attachment-list" });
   const governedBox = h("section", { id: "governed", "aria-labelledby": "governed-title" });
+  const show = async (last) => {
+    const [{ data: attached }, { data: governed }] = await Promise.all([
+      get(`/edge/sync-policies/${policy.id}/attachments`), get(`/edge/sync-policies/${policy.id}/devices`)]);
+    return [showAttachments(attachedBox, policy, attached, fleets, last[0]),
+      showGoverned(governedBox, governed, devices, last[1])];
+  };
   // Filled before the page is shown: the page appears whole.
-  let last = await showGoverned(governedBox, policy, devices, null);
+  let last = await show([null, null]);
   clear(main,
     h("p", {}, link("#/sync-policies", "← Sync policies")),
     h("h1", {}, `Sync policy ${policy.name}`),
@@ -22,15 +31,15 @@ export async function render(main, { args: [id], stale }) {
       ["created", when(policy.created_at)]]),
     h("h2", { id: "edit-title" }, "Table strategies"),
     editForm(policy),
+    attachmentsSection(attachedBox, policy, devices, fleets),
     governedBox,
-    attachForms(policy, devices, fleets),
     h("h2", {}, "Delete"),
     h("div", { class: "bar" }, h("button", { type: "button", class: "danger", id: "delete-policy",
       onclick: (ev) => remove(ev.target, policy) }, "Delete sync policy…")));
   let timer = null;
   const tick = async () => {
     try {
-      last = await showGoverned(governedBox, policy, devices, last);
+      last = await show(last);
     } catch (e) {
       say(e.text || String(e), true);
     }
@@ -103,18 +112,12 @@ function canonical(v) {
   return JSON.stringify(v);
 }
 
-async function showGoverned(box, policy, devices, last) {
-  const { data } = await get(`/edge/sync-policies/${policy.id}/devices`);
+// Each device the policy governs, how (its own attachment or its fleet's), and the
+// delivery of the latest version to its agent. Detach is in the attachments above.
+function showGoverned(box, data, devices, last) {
   const key = JSON.stringify(data);
   if (key === last) return last; // unchanged: the focus stays where it is
   const byId = Object.fromEntries(devices.map((d) => [d.id, d]));
-  const detach = (target, what) => (ev) => busy(ev.target, async () => {
-    try {
-      await post(`/edge/sync-policies/${policy.id}/detach`, target);
-      say(`sync policy ${policy.name} detached from ${what}`);
-      window.dispatchEvent(new Event("console:reload"));
-    } catch (e) { say(e.text || String(e), true); }
-  });
   const delivery = (d) => d.delivery === null ? "not sent"
     : d.delivery === "acked" ? `version ${d.delivered_version} acknowledged` : `version ${d.delivered_version} sent, not acknowledged yet`;
   clear(box, h("h2", { id: "governed-title" }, `Devices it governs (${data.length})`),
@@ -126,42 +129,8 @@ async function showGoverned(box, policy, devices, last) {
         ? `fleet ${(byId[d.device_id] || {}).fleet || ""}` : "device" },
       { label: "delivery", value: (d) => h("span", { class: d.delivery === "acked" ? "ok" : "warn" }, delivery(d)) },
       { label: "acknowledged", value: (d) => when(d.acked_at) },
-      { label: "", value: (d) => {
-        const dev = byId[d.device_id] || {};
-        return d.attached_via === "device"
-          ? h("button", { type: "button", class: "secondary", "aria-label": `detach from device ${d.name}`,
-            onclick: detach({ device_id: d.device_id }, `device ${d.name}`) }, "Detach")
-          : h("button", { type: "button", class: "secondary", "aria-label": `detach from fleet ${dev.fleet}`,
-            onclick: detach({ fleet_id: dev.fleet_id }, `fleet ${dev.fleet}`) }, "Detach fleet");
-      } },
     ], data, { empty: "not attached to any device or fleet with devices" }));
   return key;
-}
-
-function attachForms(policy, devices, fleets) {
-  const live = devices.filter((d) => !d.revoked_at);
-  const device = h("select", { id: "attach-device" },
-    live.map((d) => h("option", { value: d.id }, d.name + (d.fleet ? ` (fleet ${d.fleet})` : ""))));
-  const fleet = h("select", { id: "attach-fleet" }, fleets.map(([fid, fname]) => h("option", { value: fid }, fname)));
-  const attach = (target, what) => async (ev) => busy(ev.target, async () => {
-    try {
-      await post(`/edge/sync-policies/${policy.id}/attach`, target());
-      say(`sync policy ${policy.name} attached to ${what()}: sent to its agent(s)`);
-      window.dispatchEvent(new Event("console:reload"));
-    } catch (e) { say(e.text || String(e), true); }
-  });
-  const name = (sel) => sel.selectedOptions.length ? sel.selectedOptions[0].textContent : "";
-  return h("section", { id: "attach", "aria-labelledby": "attach-title" },
-    h("h2", { id: "attach-title" }, "Attach"),
-    h("p", { class: "muted" }, "Attaching replaces the policy the device or fleet had."),
-    live.length ? h("div", { class: "bar" }, h("label", {}, "Device", device),
-      h("button", { type: "button", id: "attach-device-button",
-        onclick: attach(() => ({ device_id: device.value }), () => `device ${name(device)}`) }, "Attach to device"))
-      : h("p", { class: "muted" }, "No device to attach to."),
-    fleets.length ? h("div", { class: "bar" }, h("label", {}, "Fleet", fleet),
-      h("button", { type: "button", id: "attach-fleet-button",
-        onclick: attach(() => ({ fleet_id: fleet.value }), () => `fleet ${name(fleet)}`) }, "Attach to fleet"))
-      : h("p", { class: "muted" }, "No fleet yet (a device registered with a fleet name makes one)."));
 }
 
 async function remove(button, policy) {
