@@ -132,7 +132,9 @@ async def lineage_detail(conn: Conn, project_id: uuid.UUID,
 
 async def mirror_rows(conn: Conn, lineage: LineageOut, *, offset: int, limit: int
                       ) -> tuple[list[dict[str, Any]], int]:
-    """Live (not deleted) rows of the lineage's state table, in primary-key-hash order."""
+    """Live (not deleted) rows of the lineage's state table, in primary-key-hash order.
+    A row is the mirror's columns as JSON (``json_value``): their names and types are the
+    approved schema's, known only at run time, so a row stays a JSON object."""
     if lineage.pipeline != "rows":
         raise ApiError(404, "MIRROR_NOT_PROVISIONED",
                        f"lineage {lineage.id} is a {lineage.pipeline} lineage: it has no state "
