@@ -10,7 +10,7 @@ import pytest
 from kits.review_helpers import approve
 
 from edgesync import registry
-from edgesync.control import write_state_rows
+from edgesync.control import StateWrite, write_state_rows
 from edgesync.errors import InvalidRequestError, StateWriteError
 from edgesync.ingest import IngestPipeline
 from edgesync.materialize import quote_ident
@@ -33,7 +33,7 @@ async def setup_lineage(pool: asyncpg.Pool, batches: Any, unique: str,
 
 
 async def write(pool: asyncpg.Pool, scope: registry.DeviceScope, lineage_id: Any,
-                rows: Any) -> dict[str, Any]:
+                rows: Any) -> StateWrite:
     async with pool.acquire() as conn:
         return await write_state_rows(conn, project_id=scope.project_id,
                                       device_id=scope.device_id, lineage_id=lineage_id,
@@ -46,19 +46,19 @@ async def test_write_back_upserts_and_queues_state_write(pool, batches, unique):
         {"pk": {"id": 1}, "values": {"mode": "cooling", "setpoint": 21}},
         {"pk": {"id": 2}, "values": {"mode": "fan"}},
     ])
-    assert (result["rows_written"], result["cloud_version"]) == (2, 1)
+    assert (result.rows_written, result.cloud_version) == (2, 1)
     table = await pool.fetchval("SELECT target_table FROM edge_table_lineages WHERE id = $1",
                                 lineage_id)
     rows = await pool.fetch(f"SELECT id, mode, setpoint, _edge_cloud_version FROM "
                             f"{quote_ident(table)} ORDER BY id")
     assert [tuple(r) for r in rows] == [(1, "cooling", 21.0, 1), (2, "fan", None, 1)]
     control = await pool.fetchrow("SELECT control_kind, body, status FROM edge_pending_controls "
-                                  "WHERE id = $1::uuid", result["control_id"])
+                                  "WHERE id = $1::uuid", result.control_id)
     assert control["control_kind"] == "state_write" and control["status"] == "pending"
     assert control["body"]["rows"][0] == {"pk": {"id": 1}, "cloud_version": 1,
                                           "values": {"mode": "cooling", "setpoint": 21}}
     again = await write(pool, scope, lineage_id, [{"pk": {"id": 2}, "values": {"mode": "off"}}])
-    assert again["cloud_version"] == 2
+    assert again.cloud_version == 2
 
 
 async def test_write_back_refusals(pool, batches, unique):
@@ -116,7 +116,7 @@ async def test_write_back_by_source_or_mirror_name(pool, batches, unique):
                             "ORDER BY id")
     assert [tuple(r) for r in rows] == [(1, "cool", 20.0), (2, "fan", 19.0)]
     body = await pool.fetchval("SELECT body FROM edge_pending_controls WHERE id = $1::uuid",
-                               result["control_id"])
+                               result.control_id)
     assert [r["values"] for r in body["rows"]] == [{"mode": "cool"},
                                                    {"mode": "fan", "setpoint": 19}]
     for values, message in [

@@ -108,8 +108,8 @@ async def test_resnapshot_of_100k_rows_under_concurrent_writes_ends_equal(
                 async with pool.acquire() as conn, conn.transaction():
                     job = await control.request_resnapshot(conn, dev.scope.project_id,
                                                            lineage_id, actor="test")
-                await _job(pool, "edge_resnapshots", job["id"], "running", 60)
-                done = await _job(pool, "edge_resnapshots", job["id"],
+                await _job(pool, "edge_resnapshots", job.id, "running", 60)
+                done = await _job(pool, "edge_resnapshots", job.id,
                                   ("completed", "failed"), 180)
             finally:
                 stop.set()
@@ -145,7 +145,7 @@ async def test_resnapshot_resumes_after_a_restart_of_both_sides(
 
             async def some_chunks() -> bool:
                 rows = await pool.fetchval("SELECT rows_sent FROM edge_resnapshots "
-                                           "WHERE id = $1", job["id"])
+                                           "WHERE id = $1", job.id)
                 return bool(rows and rows >= 4000)
 
             await eventually(some_chunks, 60, "a few chunks sent")
@@ -154,10 +154,10 @@ async def test_resnapshot_resumes_after_a_restart_of_both_sides(
                      api_port=port) as server:
         pool = pool_of(server)
         running = await pool.fetchval("SELECT rows_sent FROM edge_resnapshots WHERE id = $1",
-                                      job["id"])
+                                      job.id)
         assert 4000 <= running < n
         async with running_agent(dev):
-            done = await _job(pool, "edge_resnapshots", job["id"], ("completed", "failed"))
+            done = await _job(pool, "edge_resnapshots", job.id, ("completed", "failed"))
             assert (done["status"], done["rows_sent"], done["chunks"]) == ("completed", n, 15)
             await wait_equal(pool, dev, "big", COLS, limit=90)
 
@@ -181,7 +181,7 @@ async def test_verify_finds_a_row_edited_in_postgres_and_repair_fixes_its_bucket
                 async with pool.acquire() as conn, conn.transaction():
                     job = await control.request_verify(conn, dev.scope.project_id, lineage_id,
                                                        repair=repair, actor="test")
-                return await _job(pool, "edge_verifications", job["id"],
+                return await _job(pool, "edge_verifications", job.id,
                                   ("equal", "different", "failed"), 90)
 
             first = await verify(False)

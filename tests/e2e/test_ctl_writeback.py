@@ -68,7 +68,7 @@ async def test_write_back_reaches_sqlite_and_lkcv_decides_conflicts(
                         lineage_id=rec["id"],
                         rows=[{"pk": {"id": 2}, "values": {"mode": "eco", "setpoint": 19.5}},
                               {"pk": {"id": 42}, "values": {"mode": "new", "setpoint": 1.0}}])
-                assert done["cloud_version"] == 1
+                assert done.cloud_version == 1
                 await eventually(lambda: _has(dev, 2, (2, "eco", 19.5)),
                                  what="state_write applied in SQLite")
                 assert sqlite_row(dev, 42) == (42, "new", 1.0)
@@ -102,7 +102,7 @@ async def test_write_back_reaches_sqlite_and_lkcv_decides_conflicts(
                     rows=[{"pk": {"id": 2}, "values": {"mode": "away", "setpoint": 16.0}}])
         finally:
             await offline_pool.close()
-        assert done["cloud_version"] == 2
+        assert done.cloud_version == 2
         async with running_agent(dev):
             stale = await eventually(
                 lambda: _async([r for r in _ops(wire, 2)
@@ -176,7 +176,7 @@ async def test_stale_offline_edit_and_delete_lose_against_newer_cloud_write(
             done = await write_state_rows(
                 conn, project_id=dev.scope.project_id, device_id=dev.id, lineage_id=rec["id"],
                 rows=[{"pk": {"id": k}, "values": {"mode": "c2"}} for k in (2, 3)])
-        assert done["cloud_version"] == 2
+        assert done.cloud_version == 2
         async with running_agent(dev):
             await eventually(lambda: _has(dev, 3, (3, "c2", 1.5)),
                              what="deleted key restored from the cloud")

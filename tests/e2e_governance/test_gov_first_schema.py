@@ -96,8 +96,10 @@ def blob_hex(value: bytes | None) -> dict[str, str] | None:
 
 
 async def staged_of(pool: asyncpg.Pool, lineage_id: uuid.UUID) -> list[dict[str, Any]]:
+    """Each staged row's document with its staging_reason next to it."""
     async with pool.acquire() as conn:
-        return await staging.list_staged_rows(conn, lineage_id, limit=100_000)
+        staged = await staging.list_staged_rows(conn, lineage_id, limit=100_000)
+    return [{"staging_reason": r.staging_reason, **r.doc} for r in staged]
 
 
 async def test_first_schema_mixed_actions_defer_replay_live(

@@ -52,7 +52,7 @@ async def test_first_batch_is_staged_under_review_then_replayed(pool, device, ba
     assert tuple(version) == ("ambiguous", "pending")
     async with pool.acquire() as conn:
         staged = await list_staged_rows(conn, out.lineage_id)
-    assert [(r["commit_seq"], r["op"], r["staging_reason"]) for r in staged] == [
+    assert [(r.doc["commit_seq"], r.doc["op"], r.staging_reason) for r in staged] == [
         (1, "insert", "schema_review"), (2, "insert", "schema_review")]
 
     # More batches keep arriving during review: staged, never lost.

@@ -65,7 +65,7 @@ async def test_stage_under_review_then_approve_replay_and_live(pool, device):
     assert (staged["first_event_ts"], staged["last_event_ts"]) == (T0, T0 + timedelta(seconds=1))
     async with pool.acquire() as conn:
         readable = await list_staged_rows(conn, out.lineage_id)
-    assert [r["fields"]["value_c"] for r in readable] == [20.5, None]
+    assert [r.doc["fields"]["value_c"] for r in readable] == [20.5, None]
 
     # Still under review: more batches stage, never lost.
     out2 = await pipe.handle(topic(device), tm.payload(tm.rows((T0 + timedelta(days=1), 3.0))))

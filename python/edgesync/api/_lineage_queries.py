@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from edgesync.api._domain import model_of
 from edgesync.api._errors import ApiError
 from edgesync.api._lineage_models import (
     Binding,
@@ -122,8 +123,8 @@ async def lineage_detail(conn: Conn, project_id: uuid.UUID,
             failed_batches=int(staged["failed_batches"]), failed_rows=int(staged["failed_rows"]),
             quarantined_rows=int(quarantined)),
         recovery=RecoveryState(
-            resnapshot=ResnapshotOut.model_validate(resnapshot[0]) if resnapshot else None,
-            verification=(VerificationOut.model_validate(verification[0])
+            resnapshot=model_of(ResnapshotOut, resnapshot[0]) if resnapshot else None,
+            verification=(model_of(VerificationOut, verification[0])
                           if verification else None)),
         recovery_offers=[RecoveryOfferOut.of(o) for o in offers],
     )
@@ -131,7 +132,9 @@ async def lineage_detail(conn: Conn, project_id: uuid.UUID,
 
 async def mirror_rows(conn: Conn, lineage: LineageOut, *, offset: int, limit: int
                       ) -> tuple[list[dict[str, Any]], int]:
-    """Live (not deleted) rows of the lineage's state table, in primary-key-hash order."""
+    """Live (not deleted) rows of the lineage's state table, in primary-key-hash order.
+    A row is the mirror's columns as JSON (``json_value``): their names and types are the
+    approved schema's, known only at run time, so a row stays a JSON object."""
     if lineage.pipeline != "rows":
         raise ApiError(404, "MIRROR_NOT_PROVISIONED",
                        f"lineage {lineage.id} is a {lineage.pipeline} lineage: it has no state "

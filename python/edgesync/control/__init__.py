@@ -2,7 +2,11 @@
 that reach devices (backpressure, materialization circuit breaker). The HTTP endpoint of
 presigned uploads is in ``edgesync.api.routes.uploads``: nothing here imports FastAPI."""
 
-from edgesync.control._authority import SYNC_AUTHORITIES, change_sync_authority
+from edgesync.control._authority import (
+    SYNC_AUTHORITIES,
+    SyncAuthorityChange,
+    change_sync_authority,
+)
 from edgesync.control._flow import (
     MaterializationReset,
     check_backpressure,
@@ -11,6 +15,14 @@ from edgesync.control._flow import (
     sweep_backpressure,
 )
 from edgesync.control._forget import FORGET_LINEAGE, AfterForget, forget_on_device
+from edgesync.control._jobs import (
+    Resnapshot,
+    ResnapshotStatus,
+    Verification,
+    VerificationStatus,
+    recovery_job,
+    recovery_jobs,
+)
 from edgesync.control._objects import MAX_OBJECT_BYTES, ObjectStore
 from edgesync.control._offers import (
     OfferReason,
@@ -21,18 +33,14 @@ from edgesync.control._offers import (
 from edgesync.control._outbox import CONTROL_CHANNEL, ack_control, enqueue_control
 from edgesync.control._progress import ProgressReporter
 from edgesync.control._publisher import MqttPublisher
-from edgesync.control._resnapshot import (
-    ResnapshotStatus,
-    record_resnapshot_status,
-    recovery_job,
-    recovery_jobs,
-    request_resnapshot,
-)
+from edgesync.control._resnapshot import record_resnapshot_status, request_resnapshot
 from edgesync.control._sender import ControlSender, Publisher
 from edgesync.control._sweeper import BackpressureSweeper
 from edgesync.control._sync_policy import send_sync_policy
 from edgesync.control._uploads import (
     GRANT_TTL,
+    Upload,
+    UploadGrant,
     finalize_upload,
     grant_upload,
     note_ingested,
@@ -42,13 +50,14 @@ from edgesync.control._uploads import (
 from edgesync.control._verify import (
     DEFAULT_PREFIX as DEFAULT_VERIFY_PREFIX,
 )
-from edgesync.control._verify import (
-    VerificationStatus,
-    record_verify_digest,
-    request_verify,
-)
+from edgesync.control._verify import record_verify_digest, request_verify
 from edgesync.control._verify_schedule import VerificationScheduler
-from edgesync.control._writeback import MAX_WRITE_ROWS, resend_cloud_rows, write_state_rows
+from edgesync.control._writeback import (
+    MAX_WRITE_ROWS,
+    StateWrite,
+    resend_cloud_rows,
+    write_state_rows,
+)
 
 __all__ = [
     "CONTROL_CHANNEL",
@@ -69,7 +78,13 @@ __all__ = [
     "Publisher",
     "RecoveryAction",
     "RecoveryOffer",
+    "Resnapshot",
     "ResnapshotStatus",
+    "StateWrite",
+    "SyncAuthorityChange",
+    "Upload",
+    "UploadGrant",
+    "Verification",
     "VerificationScheduler",
     "VerificationStatus",
     "ack_control",

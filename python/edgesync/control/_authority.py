@@ -21,8 +21,9 @@ Rules in docs/recovery.md ("Changing sync_authority").
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
-from typing import Any
+from dataclasses import dataclass
 
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
 from edgesync.governance import EventType, emit, get_lineage_for_update, set_sync_authority
@@ -30,13 +31,25 @@ from edgesync.materialize import StateTarget
 from edgesync.protocol import ControlKind
 from edgesync.store import Conn
 
-__all__ = ["SYNC_AUTHORITIES", "change_sync_authority"]
+__all__ = ["SYNC_AUTHORITIES", "SyncAuthorityChange", "change_sync_authority"]
 
 SYNC_AUTHORITIES = ("device_authoritative", "cloud_authoritative")
 
 
+@dataclass(frozen=True, slots=True)
+class SyncAuthorityChange:
+    """What ``change_sync_authority`` did (``changed`` False: it was that already)."""
+
+    lineage_id: uuid.UUID
+    sync_authority: str
+    previous: str
+    changed: bool
+    pending_state_writes: int = 0  # cloud → device: state_write controls not yet acked
+    cloud_versions_cleared: int = 0  # cloud → device: mirror rows whose version was forgotten
+
+
 async def change_sync_authority(conn: Conn, lineage_id: uuid.UUID, sync_authority: str, *,
-                                actor: str, force: bool = False) -> dict[str, Any]:
+                                actor: str, force: bool = False) -> SyncAuthorityChange:
     """Set the lineage's ``sync_authority`` (in the caller's transaction)."""
     if sync_authority not in SYNC_AUTHORITIES:
         raise InvalidRequestError("sync_authority",
@@ -48,9 +61,8 @@ async def change_sync_authority(conn: Conn, lineage_id: uuid.UUID, sync_authorit
         raise ConflictError(f"lineage {lineage_id} has no approved schema yet: choose the sync "
                             "authority when approving its review (--sync-authority)")
     previous = lineage.sync_authority
-    out: dict[str, Any] = {"lineage_id": lineage.id, "sync_authority": sync_authority,
-                           "previous": previous, "changed": sync_authority != previous,
-                           "pending_state_writes": 0, "cloud_versions_cleared": 0}
+    out = SyncAuthorityChange(lineage.id, sync_authority, previous,
+                              changed=sync_authority != previous)
     if sync_authority == previous:
         return out
     target = StateTarget(lineage.target_table, [])
@@ -70,7 +82,7 @@ async def change_sync_authority(conn: Conn, lineage_id: uuid.UUID, sync_authorit
         pending = int(await conn.fetchval(
             "SELECT count(*) FROM edge_pending_controls WHERE lineage_id = $1 "
             "AND control_kind = $2 AND status = 'pending'", lineage.id, ControlKind.STATE_WRITE))
-        out["pending_state_writes"] = pending
+        out = dataclasses.replace(out, pending_state_writes=pending)
         if pending and not force:
             raise ConflictError(
                 f"{pending} state_write control(s) of lineage {lineage_id} are not yet "
@@ -78,11 +90,11 @@ async def change_sync_authority(conn: Conn, lineage_id: uuid.UUID, sync_authorit
                 "still delivered; a device change of one of those keys made before it "
                 "arrives would then be overwritten on the device)")
         await target.provision_cloud_authority(conn)  # a no-op unless never provisioned
-        out["cloud_versions_cleared"] = await target.forget_cloud_versions(conn,
-                                                                           lineage.device_id)
+        cleared = await target.forget_cloud_versions(conn, lineage.device_id)
+        out = dataclasses.replace(out, cloud_versions_cleared=cleared)
     await set_sync_authority(conn, lineage.id, sync_authority)
     await emit(conn, lineage.project_id, EventType.SYNC_AUTHORITY_CHANGED, lineage.id,
                {"lineage_id": str(lineage.id), "actor": actor, "sync_authority": sync_authority,
-                "previous": previous, "forced": bool(force and out["pending_state_writes"]),
-                "cloud_versions_cleared": out["cloud_versions_cleared"]})
+                "previous": previous, "forced": bool(force and out.pending_state_writes),
+                "cloud_versions_cleared": out.cloud_versions_cleared})
     return out

@@ -32,8 +32,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from edgesync.control._resnapshot import ResnapshotStatus
-from edgesync.control._verify import VerificationStatus
+from edgesync.control._jobs import ResnapshotStatus, VerificationStatus
 from edgesync.governance import EventType
 from edgesync.store import Conn
 

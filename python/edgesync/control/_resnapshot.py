@@ -14,14 +14,14 @@ chunk is committed, and rows of the job's scope the device no longer has are swe
 
 from __future__ import annotations
 
-import enum
 import logging
 import uuid
-from typing import Any, Literal
+from typing import Any
 
 import asyncpg
 import orjson
 
+from edgesync.control._jobs import Resnapshot, ResnapshotStatus, recovery_job
 from edgesync.control._outbox import enqueue_control
 from edgesync.errors import InvalidRequestError, NotFoundError
 from edgesync.governance import EventType, Lineage, emit, get_lineage_for_update
@@ -29,18 +29,10 @@ from edgesync.materialize import sweep_state_rows
 from edgesync.protocol import ControlKind, SnapshotFilter, parse_filter, uuid7
 from edgesync.store import Conn
 
-__all__ = ["JobKind", "ResnapshotStatus", "lineage_columns", "record_resnapshot_status",
-           "recovery_job", "recovery_jobs", "request_resnapshot"]
+__all__ = ["lineage_columns", "record_resnapshot_status", "request_resnapshot"]
 
 
 _log = logging.getLogger(__name__)
-
-
-class ResnapshotStatus(enum.StrEnum):
-    REQUESTED = "requested"  # the control is queued (or on its way)
-    RUNNING = "running"  # the device reports chunks sent
-    COMPLETED = "completed"  # every chunk committed by the cloud
-    FAILED = "failed"  # the device could not run it (error says why)
 
 
 _OPEN = (ResnapshotStatus.REQUESTED, ResnapshotStatus.RUNNING)
@@ -75,7 +67,7 @@ async def _rows_lineage(conn: Conn, project_id: uuid.UUID, lineage_id: uuid.UUID
 async def request_resnapshot(conn: Conn, project_id: uuid.UUID, lineage_id: uuid.UUID, *,
                              filter_doc: Any = None, actor: str | None = None,
                              verification_id: uuid.UUID | None = None,
-                             parsed: SnapshotFilter | None = None) -> dict[str, Any]:
+                             parsed: SnapshotFilter | None = None) -> Resnapshot:
     """Record a re-snapshot and queue its control (caller's transaction)."""
     lineage = await _rows_lineage(conn, project_id, lineage_id)
     if parsed is None:
@@ -96,30 +88,6 @@ async def request_resnapshot(conn: Conn, project_id: uuid.UUID, lineage_id: uuid
                {"lineage_id": str(lineage_id), "resnapshot_id": str(job_id), "filter": doc,
                 "actor": actor, "verification_id": verification_id and str(verification_id)})
     return await recovery_job(conn, "resnapshot", job_id)
-
-
-_JOB_TABLES = {"resnapshot": "edge_resnapshots", "verification": "edge_verifications"}
-JobKind = Literal["resnapshot", "verification"]
-
-
-async def recovery_job(conn: Conn, kind: JobKind, job_id: uuid.UUID) -> dict[str, Any]:
-    """One re-snapshot or verification, as stored."""
-    row = await conn.fetchrow(f"SELECT * FROM {_JOB_TABLES[kind]} WHERE id = $1", job_id)
-    if row is None:
-        raise NotFoundError(f"no {kind} {job_id}")
-    return dict(row)
-
-
-async def recovery_jobs(conn: Conn, kind: JobKind, lineage_id: uuid.UUID, *, offset: int,
-                        limit: int) -> tuple[list[dict[str, Any]], int]:
-    """A lineage's re-snapshots or verifications, newest first, and how many in all."""
-    table = _JOB_TABLES[kind]
-    total = await conn.fetchval(f"SELECT count(*) FROM {table} WHERE lineage_id = $1",
-                                lineage_id)
-    rows = await conn.fetch(f"SELECT * FROM {table} WHERE lineage_id = $1 "
-                            "ORDER BY created_at DESC, id DESC OFFSET $2 LIMIT $3",
-                            lineage_id, offset, limit)
-    return [dict(r) for r in rows], int(total)
 
 
 def _count(doc: dict[str, Any], key: str) -> int | None:

@@ -12,25 +12,56 @@ import hmac
 import os
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import asyncpg
 
 from edgesync.control._outbox import enqueue_control
 from edgesync.errors import InvalidRequestError, NotFoundError
 from edgesync.protocol import ControlKind, uuid7
-from edgesync.store import Conn
+from edgesync.store import Conn, from_record
 
 # The upload statements run on a connection or straight on the pool.
 _Db: TypeAlias = "Conn | asyncpg.Pool[asyncpg.Record]"
 
-__all__ = ["GRANT_TTL", "UPLOAD_PATH", "finalize_upload", "grant_upload", "note_ingested",
-           "note_uploaded", "upload_secret", "verify_upload_url"]
+__all__ = ["GRANT_TTL", "UPLOAD_PATH", "Upload", "UploadGrant", "finalize_upload", "grant_upload",
+           "note_ingested", "note_uploaded", "upload_secret", "verify_upload_url"]
 
 GRANT_TTL = timedelta(minutes=15)
 UPLOAD_PATH = "/core/api/v1/edge/uploads"
 SEGMENT_KINDS = ("bootstrap_snapshot", "payload_spill")
+
+
+@dataclass(frozen=True, slots=True)
+class UploadGrant:
+    """An upload slot granted and the ``url_grant`` control that carries its URL."""
+
+    control_id: uuid.UUID
+    batch_id: uuid.UUID  # the upload's id, finalized by the device as its batch
+    source_table: str
+    segment_kind: str
+    presigned_url: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """An upload slot as stored (a row of ``edge_uploads``)."""
+
+    id: uuid.UUID
+    device_id: uuid.UUID
+    source_table: str
+    segment_kind: str
+    status: str  # granted, uploaded, ingested, failed
+    expires_at: datetime
+    byte_count: int | None
+    rows_ingested: int
+    last_error: str | None
+    finalized_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
 
 
 async def upload_secret(conn: Conn) -> bytes:
@@ -46,7 +77,7 @@ def _signature(secret: bytes, upload_id: uuid.UUID, expires: int) -> str:
 
 
 async def grant_upload(conn: Conn, *, device_id: uuid.UUID, source_table: str,
-                       segment_kind: str, base_url: str) -> dict[str, Any]:
+                       segment_kind: str, base_url: str) -> UploadGrant:
     """Record an upload slot and queue its ``url_grant`` control (caller's transaction)."""
     if segment_kind not in SEGMENT_KINDS:
         raise InvalidRequestError("segment_kind", f"must be one of {', '.join(SEGMENT_KINDS)}")
@@ -64,11 +95,11 @@ async def grant_upload(conn: Conn, *, device_id: uuid.UUID, source_table: str,
             "presigned_url_expires_at": expires_at.strftime("%Y-%m-%dT%H:%M:%SZ")}
     control_id = await enqueue_control(conn, device_id=device_id, lineage_id=None,
                                        kind=ControlKind.URL_GRANT, body=body)
-    return {"control_id": str(control_id), **body}
+    return UploadGrant(control_id, upload_id, source_table, segment_kind, url, expires_at)
 
 
 async def verify_upload_url(conn: Conn, upload_id: uuid.UUID, expires: int,
-                            signature: str) -> dict[str, Any]:
+                            signature: str) -> Upload:
     """The upload a presigned URL names, if its signature holds and it has not expired."""
     good = _signature(await upload_secret(conn), upload_id, expires)
     if not hmac.compare_digest(good, signature):
@@ -78,7 +109,7 @@ async def verify_upload_url(conn: Conn, upload_id: uuid.UUID, expires: int,
     row = await conn.fetchrow("SELECT * FROM edge_uploads WHERE id = $1", upload_id)
     if row is None:
         raise NotFoundError("no such upload")
-    return dict(row)
+    return from_record(Upload, row)
 
 
 async def note_uploaded(db: _Db, upload_id: uuid.UUID, size: int) -> None:

@@ -16,20 +16,15 @@ re-snapshotted (a hash-bucket filter).
 
 from __future__ import annotations
 
-import enum
 import re
 import uuid
 from typing import Any
 
 import asyncpg
 
+from edgesync.control._jobs import Verification, VerificationStatus, recovery_job
 from edgesync.control._outbox import enqueue_control
-from edgesync.control._resnapshot import (
-    _rows_lineage,
-    lineage_columns,
-    recovery_job,
-    request_resnapshot,
-)
+from edgesync.control._resnapshot import _rows_lineage, lineage_columns, request_resnapshot
 from edgesync.errors import InvalidRequestError
 from edgesync.governance import EventType, Lineage, emit, load_state_target
 from edgesync.materialize import quote_ident
@@ -44,7 +39,7 @@ from edgesync.protocol import (
 )
 from edgesync.store import Conn
 
-__all__ = ["DEFAULT_PREFIX", "VerificationStatus", "record_verify_digest", "request_verify"]
+__all__ = ["DEFAULT_PREFIX", "record_verify_digest", "request_verify"]
 
 DEFAULT_PREFIX = 2
 _HEX = re.compile(r"^[0-9a-f]+$")
@@ -52,13 +47,6 @@ _SUM = re.compile(r"^[0-9a-f]{32}$")
 _LAST_EPOCH, _LAST_SEQ = uuid.UUID(int=(1 << 128) - 1), (1 << 63) - 1
 # Mirror types whose values read back as the device's (docs/protocol.md, "Table digest").
 _NATIVE = ("bigint", "double precision", "text", "bytea")
-
-
-class VerificationStatus(enum.StrEnum):
-    REQUESTED = "requested"
-    EQUAL = "equal"
-    DIFFERENT = "different"
-    FAILED = "failed"
 
 
 async def _digest_columns(conn: Conn, lineage: Lineage
@@ -82,7 +70,7 @@ async def _digest_columns(conn: Conn, lineage: Lineage
 
 async def request_verify(conn: Conn, project_id: uuid.UUID, lineage_id: uuid.UUID, *,
                          prefix: int = DEFAULT_PREFIX, repair: bool = False,
-                         actor: str | None = None) -> dict[str, Any]:
+                         actor: str | None = None) -> Verification:
     """Record a verification and queue its control (caller's transaction)."""
     if not 1 <= prefix <= MAX_PREFIX:
         raise InvalidRequestError("prefix", f"must be from 1 to {MAX_PREFIX} hex digits")
@@ -193,7 +181,7 @@ async def record_verify_digest(conn: Conn, device_id: uuid.UUID, table: str,
         job = await request_resnapshot(conn, row["project_id"], lineage_id,
                                        actor=row["requested_by"], verification_id=job_id,
                                        parsed=scope)
-        resnapshot_id = job["id"]
+        resnapshot_id = job.id
         await conn.execute("UPDATE edge_verifications SET resnapshot_id = $2 WHERE id = $1",
                            job_id, resnapshot_id)
     await emit(conn, row["project_id"], EventType.VERIFICATION_FINISHED, lineage_id,

@@ -10,6 +10,7 @@ changes those rows itself (rule in docs/protocol.md, "Write-back").
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -23,10 +24,20 @@ from edgesync.materialize import MirrorColumn, quote_ident, upsert_cloud_row
 from edgesync.protocol import ControlKind
 from edgesync.store import Conn
 
-__all__ = ["MAX_WRITE_ROWS", "resend_cloud_rows", "write_state_rows"]
+__all__ = ["MAX_WRITE_ROWS", "StateWrite", "resend_cloud_rows", "write_state_rows"]
 
 MAX_WRITE_ROWS = 500
 _NIL_EPOCH = uuid.UUID(int=0)
+
+
+@dataclass(frozen=True, slots=True)
+class StateWrite:
+    """A write-back done: the rows upserted and the ``state_write`` control queued."""
+
+    control_id: uuid.UUID
+    rows_written: int
+    source_table: str
+    cloud_version: int  # the lineage's new cloud_version, carried by every row
 
 
 def _param(value: Any, pg_type: str, field: str) -> str | None:
@@ -86,7 +97,7 @@ def _source_names(values: dict[str, Any], writable: dict[str, MirrorColumn], fie
 
 
 async def write_state_rows(conn: Conn, *, project_id: uuid.UUID, device_id: uuid.UUID,
-                           lineage_id: uuid.UUID, rows: Any) -> dict[str, Any]:
+                           lineage_id: uuid.UUID, rows: Any) -> StateWrite:
     """Upsert cloud state and queue the ``state_write`` control, in one transaction."""
     async with conn.transaction():
         lineage = await get_lineage_for_update(conn, lineage_id)
@@ -125,8 +136,7 @@ async def write_state_rows(conn: Conn, *, project_id: uuid.UUID, device_id: uuid
             body={"source_table": lineage.source_table,
                   "rows": [{"pk": r["pk"], "values": r["values"], "cloud_version": version}
                            for r in rows]})
-    return {"control_id": str(control_id), "rows_written": len(rows),
-            "source_table": lineage.source_table, "cloud_version": version}
+    return StateWrite(control_id, len(rows), lineage.source_table, version)
 
 
 async def _upsert(conn: Conn, table: str, device_id: uuid.UUID, index: int,

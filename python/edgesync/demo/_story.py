@@ -149,7 +149,7 @@ async def _story(pool: asyncpg.Pool, broker: str, workdir: Path, agent_cls: Any,
             async with pool.acquire() as conn:
                 staged = await list_staged_rows(conn, review.lineage_id)
             print(f"   {len(staged)} row(s) held in edge_staged_rows (zstd blobs):")
-            show([(r["commit_seq"], r["op"], r["row"]) for r in staged], "     ")
+            show([(r.doc["commit_seq"], r.doc["op"], r.doc["row"]) for r in staged], "     ")
 
             from edgesync._commands import approve
 

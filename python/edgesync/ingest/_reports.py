@@ -225,7 +225,7 @@ async def _url_request(pool: asyncpg.Pool, scope: DeviceScope, doc: dict[str, An
                                        segment_kind=str(kind), base_url=base_url)
         except InvalidRequestError as exc:
             return _reject(RejectionCode.INVALID_SEGMENT_KIND, exc.reason)
-    return IngestOutcome(OutcomeStatus.MATERIALIZED, None, grant["batch_id"])
+    return IngestOutcome(OutcomeStatus.MATERIALIZED, None, str(grant.batch_id))
 
 
 async def _finalize(pool: asyncpg.Pool, scope: DeviceScope, doc: dict[str, Any]

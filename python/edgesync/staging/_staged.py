@@ -5,7 +5,7 @@ through exactly the same Rust path as a live batch."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,7 +18,7 @@ from edgesync._core import RowBatch, TelemetryBatch
 from edgesync.governance import StagingReason, add_staged, take_staged
 from edgesync.store import Conn
 
-__all__ = ["STAGING_REASONS", "StagedBatch", "discard_staged", "label_schema_rejected",
+__all__ = ["STAGING_REASONS", "StagedBatch", "StagedRow", "discard_staged", "label_schema_rejected",
            "list_staged_rows", "mark_materialization_failed", "requeue_failed", "stage_many",
            "unstage_many"]
 
@@ -91,10 +91,23 @@ def _count(status: str) -> int:
     return int(status.rsplit(" ", 1)[-1])
 
 
+@dataclass(frozen=True, slots=True)
+class StagedRow:
+    """One row of a staged batch: which batch holds it and why, and the row itself."""
+
+    staged_id: int  # edge_staged_rows.id
+    staging_reason: StagingReason
+    schema_hash: str
+    # The row as its batch carries it, decoded from the blob: a row batch's change
+    # (``commit_seq``, ``op``, ``pk``, ``row``) or a telemetry sample (its columns). Its
+    # values are the device's free-form JSON, whatever the schema says: it stays JSON.
+    doc: Mapping[str, Any]
+
+
 async def list_staged_rows(conn: Conn, lineage_id: uuid.UUID, *,
-                           offset: int = 0, limit: int = 100) -> list[dict[str, Any]]:
-    """Staged row operations, oldest first, one dict per row of each staged batch."""
-    out: list[dict[str, Any]] = []
+                           offset: int = 0, limit: int = 100) -> list[StagedRow]:
+    """Staged row operations, oldest first, one per row of each staged batch."""
+    out: list[StagedRow] = []
     skipped = 0
     async for rec in _iter_staged(conn, lineage_id):
         doc = orjson.loads(_core.decompress_blob(rec["blob"]))
@@ -103,8 +116,8 @@ async def list_staged_rows(conn: Conn, lineage_id: uuid.UUID, *,
             skipped += len(rows)
             continue
         for row in rows[max(0, offset - skipped):]:
-            out.append({"staged_id": rec["id"], "staging_reason": rec["staging_reason"],
-                        "schema_hash": rec["schema_hash"], **row})
+            out.append(StagedRow(rec["id"], StagingReason(rec["staging_reason"]),
+                                 rec["schema_hash"], row))
             if len(out) >= limit:
                 return out
         skipped += len(rows)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from edgesync import control, governance
 from edgesync.api._auth import CanManage
 from edgesync.api._db import Db
+from edgesync.api._domain import model_of
 from edgesync.api._envelopes import Item
 from edgesync.api._errors import error_responses
 from edgesync.api._idempotency import IdempotencyKey, idempotent
@@ -103,6 +104,6 @@ async def sync_authority(access: CanManage, conn: Db, request: Request, lineage_
         await get_lineage(tx, access.project_id, lineage_id)
         out = await control.change_sync_authority(tx, lineage_id, body.sync_authority,
                                                   actor=access.actor, force=body.force)
-        return 200, Item[SyncAuthorityResult](data=SyncAuthorityResult.model_validate(out))
+        return 200, Item[SyncAuthorityResult](data=model_of(SyncAuthorityResult, out))
 
     return await idempotent(conn, access, request, idempotency_key, work)

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from edgesync import control, governance, staging
 from edgesync.api._auth import CanManage, CanRead
 from edgesync.api._db import Db
+from edgesync.api._domain import model_of
 from edgesync.api._envelopes import Item, Page
 from edgesync.api._errors import error_responses
 from edgesync.api._idempotency import IdempotencyKey, idempotent
@@ -81,7 +82,8 @@ async def staged_rows(access: CanRead, conn: Db, paging: Paging,
         lineage_id)
     rows = await staging.list_staged_rows(conn, lineage_id, offset=paging.offset,
                                           limit=paging.limit)
-    return paging.of([StagedRow.model_validate(r) for r in rows], int(total))
+    # The row's own keys sit next to the envelope's (the model allows extra fields).
+    return paging.of([model_of(StagedRow, r, **r.doc) for r in rows], int(total))
 
 
 @router.get("/{lineage_id}/mirror-rows", response_model=Page[dict[str, Any]],

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Path, Request, Response
 from edgesync import control
 from edgesync.api._auth import CanManage, CanRead
 from edgesync.api._db import Db
+from edgesync.api._domain import model_of
 from edgesync.api._envelopes import Item, Page
 from edgesync.api._errors import error_responses
 from edgesync.api._idempotency import IdempotencyKey, idempotent
@@ -45,7 +46,7 @@ async def resnapshot(access: CanManage, conn: Db, request: Request, lineage_id: 
         job = await control.request_resnapshot(
             tx, access.project_id, lineage_id, filter_doc=body.filter if body else None,
             actor=access.actor)
-        return 202, Item[ResnapshotOut](data=ResnapshotOut.model_validate(job))
+        return 202, Item[ResnapshotOut](data=model_of(ResnapshotOut, job))
 
     return await idempotent(conn, access, request, idempotency_key, work)
 
@@ -57,7 +58,7 @@ async def resnapshots(access: CanRead, conn: Db, paging: Paging,
     await get_lineage(conn, access.project_id, lineage_id)
     rows, total = await control.recovery_jobs(conn, "resnapshot", lineage_id,
                                               offset=paging.offset, limit=paging.limit)
-    return paging.of([ResnapshotOut.model_validate(r) for r in rows], total)
+    return paging.of([model_of(ResnapshotOut, r) for r in rows], total)
 
 
 @router.post("/verify", status_code=202, response_model=Item[VerificationOut],
@@ -72,7 +73,7 @@ async def verify(access: CanManage, conn: Db, request: Request, lineage_id: Line
         await get_lineage(tx, access.project_id, lineage_id)
         job = await control.request_verify(tx, access.project_id, lineage_id, prefix=b.prefix,
                                            repair=b.repair, actor=access.actor)
-        return 202, Item[VerificationOut](data=VerificationOut.model_validate(job))
+        return 202, Item[VerificationOut](data=model_of(VerificationOut, job))
 
     return await idempotent(conn, access, request, idempotency_key, work)
 
@@ -84,4 +85,4 @@ async def verifications(access: CanRead, conn: Db, paging: Paging,
     await get_lineage(conn, access.project_id, lineage_id)
     rows, total = await control.recovery_jobs(conn, "verification", lineage_id,
                                               offset=paging.offset, limit=paging.limit)
-    return paging.of([VerificationOut.model_validate(r) for r in rows], total)
+    return paging.of([model_of(VerificationOut, r) for r in rows], total)

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from edgesync import control
 from edgesync.api._auth import CanManage
 from edgesync.api._db import Db
+from edgesync.api._domain import model_of
 from edgesync.api._envelopes import Item
 from edgesync.api._errors import ApiError, error_responses
 from edgesync.api._idempotency import IdempotencyKey, idempotent
@@ -75,6 +76,6 @@ async def write_rows(access: CanManage, conn: Db, request: Request, device_id: D
         result = await control.write_state_rows(tx, project_id=access.project_id,
                                                 device_id=device_id, lineage_id=lineage_id,
                                                 rows=rows)
-        return 200, Item[StateWriteResult](data=StateWriteResult.model_validate(result))
+        return 200, Item[StateWriteResult](data=model_of(StateWriteResult, result))
 
     return await idempotent(conn, access, request, idempotency_key, work)

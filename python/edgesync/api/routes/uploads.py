@@ -34,8 +34,8 @@ def upload_router(pool: Callable[[], asyncpg.Pool], store: ObjectStore) -> APIRo
         try:
             async with pool().acquire() as conn:
                 upload = await verify_upload_url(conn, upload_id, expires, signature)
-            if upload["status"] != "granted":
-                raise ConflictError(f"upload {upload_id} is already {upload['status']}")
+            if upload.status != "granted":
+                raise ConflictError(f"upload {upload_id} is already {upload.status}")
 
             async def body() -> AsyncIterator[bytes]:
                 async for chunk in request.stream():
