@@ -37,6 +37,7 @@ import orjson
 from bench_ingest import COLUMNS, T0, fields, uuid7
 
 from edgesync import _core
+from edgesync.protocol import PublishingClient
 
 EDGESYNC = shutil.which("edgesync", path=str(Path(sys.executable).parent)) or "edgesync"
 MOSQUITTO = "/usr/sbin/mosquitto" if Path("/usr/sbin/mosquitto").exists() else (
@@ -302,105 +303,35 @@ async def register_fleet(conn: asyncpg.Connection, project_id: uuid.UUID, slug: 
 
 # ------------------------------------------------------------------ publishing
 
-def _remaining_length(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        n, digit = divmod(n, 128)
-        out.append(digit | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-class _RawPublisher:
-    """One MQTT 3.1.1 connection that only publishes at QoS 1: CONNECT, PUBLISH, PUBACK,
-    DISCONNECT, written by hand. The simulated fleet shares the 2 cores with the worker;
-    paho and aiomqtt cost ~0.1 ms of Python per publish (and aiomqtt scans every pending
-    call on each one), a cost real devices never put on the server's cores."""
-
-    def __init__(self, host: str, port: int, client_id: str) -> None:
-        self._host, self._port, self._client_id = host, port, client_id
-        self._acks: dict[int, asyncio.Future[None]] = {}
-        self._mid = 0
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._task: asyncio.Task[None] | None = None
-
-    async def connect(self) -> None:
-        self._reader, self._writer = await asyncio.open_connection(self._host, self._port)
-        cid = self._client_id.encode()
-        # protocol name, level 4, clean session, keep-alive 0 (none), client id
-        body = b"\x00\x04MQTT\x04\x02\x00\x00" + len(cid).to_bytes(2, "big") + cid
-        self._writer.write(b"\x10" + _remaining_length(len(body)) + body)
-        connack = await self._reader.readexactly(4)
-        if connack[0] != 0x20 or connack[3] != 0:
-            raise ConnectionError(f"CONNACK refused: {connack!r}")
-        self._task = asyncio.create_task(self._read())
-
-    async def _read(self) -> None:
-        assert self._reader is not None
-        while True:
-            head = await self._reader.readexactly(2)
-            if head != b"\x40\x02":
-                raise ConnectionError(f"unexpected packet from the broker: {head!r}")
-            mid = int.from_bytes(await self._reader.readexactly(2), "big")
-            future = self._acks.pop(mid, None)
-            if future is not None and not future.done():
-                future.set_result(None)
-
-    async def publish(self, topic: str, payload: bytes) -> None:
-        assert self._writer is not None
-        if self._task is not None and self._task.done():
-            self._task.result()  # the reader's error: the connection is gone
-        self._mid = self._mid % 65535 + 1
-        while self._mid in self._acks:
-            self._mid = self._mid % 65535 + 1
-        future = asyncio.get_running_loop().create_future()
-        self._acks[self._mid] = future
-        t = topic.encode()
-        head = len(t).to_bytes(2, "big") + t + self._mid.to_bytes(2, "big")
-        self._writer.write(b"\x32" + _remaining_length(len(head) + len(payload)) + head)
-        self._writer.write(payload)
-        await future
-
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._task
-        if self._writer is not None:
-            with contextlib.suppress(OSError):
-                self._writer.write(b"\xe0\x00")
-                await self._writer.drain()
-            self._writer.close()
-            with contextlib.suppress(OSError):
-                await self._writer.wait_closed()
-
-
 class Publishers:
     """A few MQTT connections for the whole fleet. A device always publishes on the same
     connection (index of the device modulo the number of connections), so its batches
     reach the broker in the order it sent them, as a real device's would."""
 
+    # edgesync's own publish-only QoS 1 client (the worker's downlink): paho and aiomqtt
+    # cost ~0.1 ms of Python per publish, CPU that real devices never take from the
+    # server's cores (bench_downlink.py); calls on one connection leave in call order.
     def __init__(self, host: str, port: int, count: int) -> None:
-        self._clients = [_RawPublisher(host, port, f"fanin-sim-{uuid.uuid4().hex[:8]}")
+        self._clients = [PublishingClient(host, port,
+                                          client_id=f"fanin-sim-{uuid.uuid4().hex[:8]}")
                          for _ in range(count)]
         self._slot: dict[uuid.UUID, int] = {}
 
     async def __aenter__(self) -> Publishers:
         for c in self._clients:
-            await c.connect()
+            await c.__aenter__()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         for c in self._clients:
-            await c.close()
+            await c.__aexit__(None, None, None)
 
-    def client_for(self, d: Device) -> _RawPublisher:
+    def client_for(self, d: Device) -> PublishingClient:
         slot = self._slot.setdefault(d.id, len(self._slot) % len(self._clients))
         return self._clients[slot]
 
     async def publish(self, b: Batch) -> None:
-        await self.client_for(b.device).publish(b.topic, b.payload)
+        await self.client_for(b.device).publish_all([(b.topic, b.payload)])
 
 
 # ------------------------------------------------------------------ seeing commits

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import NoReturn
@@ -11,7 +10,7 @@ import asyncpg
 
 from edgesync.control._flow import sweep_backpressure
 from edgesync.protocol import periodic_loop
-from edgesync.store import Conn
+from edgesync.store import Conn, unlock_session_lock
 
 __all__ = ["BackpressureSweeper", "alone"]
 
@@ -39,14 +38,7 @@ async def alone(pool: asyncpg.Pool, lock: int,
     async with pool.acquire() as conn:
         if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", lock):
             return 0
-        unlocked = False
         try:
             return await job(conn)
         finally:
-            try:
-                await conn.execute("SELECT pg_advisory_unlock($1)", lock)
-                unlocked = True
-            finally:
-                if not unlocked:  # the pool does not reset on the server (store._pool)
-                    with contextlib.suppress(Exception):  # closed, or detached from its proxy
-                        conn.terminate()
+            await unlock_session_lock(conn, lock)

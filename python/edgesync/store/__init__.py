@@ -4,7 +4,7 @@ from edgesync.store._conn import Conn
 from edgesync.store._connect import open_database
 from edgesync.store._embedded import embedded_postgres
 from edgesync.store._migrations import KNOWN_VERSION, applied_version, migrate
-from edgesync.store._pool import create_pool
+from edgesync.store._pool import create_pool, unlock_session_lock
 from edgesync.store._records import from_record
 from edgesync.store._transient import TRANSIENT_ERRORS
 from edgesync.store._url import check_database_url
@@ -20,4 +20,5 @@ __all__ = [
     "from_record",
     "migrate",
     "open_database",
+    "unlock_session_lock",
 ]

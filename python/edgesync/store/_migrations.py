@@ -8,7 +8,6 @@ against a newer schema could corrupt it silently.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from importlib import resources
 
 from edgesync.errors import SchemaTooNewError, StoreError
 from edgesync.store._conn import Conn
+from edgesync.store._pool import unlock_session_lock
 
 __all__ = ["KNOWN_VERSION", "Migration", "applied_version", "applied_versions", "load_migrations",
            "migrate"]
@@ -95,11 +95,4 @@ async def migrate(conn: Conn) -> int:
             ran += 1
         return ran
     finally:
-        unlocked = False
-        try:
-            await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_KEY)
-            unlocked = True
-        finally:
-            if not unlocked:  # a pool does not reset on the server (store._pool)
-                with contextlib.suppress(Exception):  # closed, or detached from its proxy
-                    conn.terminate()
+        await unlock_session_lock(conn, _LOCK_KEY)

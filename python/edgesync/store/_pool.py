@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import asyncpg
@@ -10,7 +11,7 @@ import orjson
 from edgesync.errors import StoreError
 from edgesync.store._conn import Conn
 
-__all__ = ["create_pool"]
+__all__ = ["create_pool", "unlock_session_lock"]
 
 
 
@@ -25,6 +26,20 @@ async def _reset(conn: asyncpg.Connection) -> None:
     tables are meant to stay), and the code that takes session state gives it back or
     closes the connection: ``listen_loop`` UNLISTENs, ``alone`` and ``migrate`` unlock
     their advisory lock — each terminates the connection when that did not happen."""
+
+
+async def unlock_session_lock(conn: Conn, key: int) -> None:
+    """Give back the session-level advisory lock ``key``; when that fails (the
+    connection broke, a stop came), close the connection instead, so that no other
+    caller of the pool inherits the lock (see ``_reset``)."""
+    unlocked = False
+    try:
+        await conn.execute("SELECT pg_advisory_unlock($1)", key)
+        unlocked = True
+    finally:
+        if not unlocked:
+            with contextlib.suppress(Exception):  # closed, or detached from its proxy
+                conn.terminate()
 
 
 async def _init_connection(conn: Conn) -> None:
