@@ -14,11 +14,10 @@ from textual.widgets import DataTable, Static
 
 from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell, pause_words, short_time
-from edgesync.tui._search import SearchScreen
+from edgesync.tui._search import PAGE_SIZE, SearchScreen
 
 __all__ = ["LineagesScreen"]
 
-PAGE_SIZE = 50
 _STATUSES: list[str | None] = [None, "active", "paused"]
 _COLUMNS = ["device", "table", "pipeline", "status", "pause reason", "staged", "materialized",
             "errors", "last batch"]
@@ -39,7 +38,6 @@ class LineagesScreen(SearchScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self.total = 0
         self.shown = 0
         self.status: str | None = None
         self.fleet: tuple[str, str] | None = None  # (name, id)
@@ -95,7 +93,7 @@ class LineagesScreen(SearchScreen):
         self.query_one("#head", Static).update(self._head())
 
     def _head(self) -> str:
-        pages = max(1, -(-self.total // PAGE_SIZE))
+        pages = self.pages
         parts = [f"page {self.page} of {pages}", f"{self.shown} of {self.total} lineages",
                  f"status: {self.status or 'all'}"]
         if self.fleet:
@@ -161,13 +159,6 @@ class LineagesScreen(SearchScreen):
             self.device = (name, ids[name])
         self.page = 1
         await self.reload()
-
-    def action_page(self, step: int) -> None:
-        pages = max(1, -(-self.total // PAGE_SIZE))
-        page = min(max(1, self.page + step), pages)
-        if page != self.page:
-            self.page = page
-            self.action_refresh()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         from edgesync.tui._lineage_detail import LineageDetailScreen

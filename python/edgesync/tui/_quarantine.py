@@ -17,11 +17,10 @@ from textual.widgets import DataTable, Static
 
 from edgesync.tui._confirm import AskScreen, ConfirmScreen
 from edgesync.tui._format import cell, short_time
-from edgesync.tui._search import SearchScreen
+from edgesync.tui._search import PAGE_SIZE, SearchScreen
 
 __all__ = ["STATUS_FILTERS", "QuarantineScreen", "editable_values"]
 
-PAGE_SIZE = 50
 STATUS_FILTERS: list[tuple[str | None, str]] = [
     ("open", "Open"), (None, "All"), ("superseded", "Superseded"), ("retried", "Retried")]
 
@@ -41,6 +40,7 @@ def editable_values(row: dict[str, Any]) -> dict[str, Any] | None:
 
 
 class QuarantineScreen(SearchScreen):
+    FILTERS = STATUS_FILTERS
     TITLE = "Quarantine"
     SEARCH_HINT = ("search reason code, reason, field, op or the row's key and values; "
                    "Enter applies, Esc closes")
@@ -58,17 +58,11 @@ class QuarantineScreen(SearchScreen):
     def __init__(self, lineage: dict[str, Any]) -> None:
         super().__init__()
         self.lineage = lineage
-        self.filter_index = 0
-        self.total = 0
         self.shown: list[dict[str, Any]] = []
 
     @property
     def lineage_id(self) -> str:
         return str(self.lineage["id"])
-
-    @property
-    def filter_label(self) -> str:
-        return STATUS_FILTERS[self.filter_index][1]
 
     def body(self) -> Iterable[Widget]:
         yield self.search_box()
@@ -80,7 +74,7 @@ class QuarantineScreen(SearchScreen):
         yield table
 
     async def reload(self) -> None:
-        status = STATUS_FILTERS[self.filter_index][0]
+        status = self.filter_status
         doc = await self.call(self.api.quarantine, self.lineage_id, status=status,
                               page=self.page, limit=PAGE_SIZE, q=self.query_text or None)
         if doc is None:
@@ -99,7 +93,7 @@ class QuarantineScreen(SearchScreen):
                 cell(obj.get("pk") if state else r["row_id"], 30), cell(r["reason_code"]),
                 cell(r["reason_field"]), cell(r["reason"], 50), cell(r["attempts"]),
                 cell(short_time(r["quarantined_at"])), key=str(r["id"]))
-        pages = max(1, -(-self.total // PAGE_SIZE))
+        pages = self.pages
         name = f"{self.lineage['device_name']} / {self.lineage['source_table']}"
         self.query_one("#head", Static).update(
             f"{name} · quarantined rows · filter: {self.filter_label} · {self.total} rows · "
@@ -109,18 +103,6 @@ class QuarantineScreen(SearchScreen):
     def feed_event(self, event: dict[str, Any]) -> None:
         if str((event.get("body") or {}).get("lineage_id")) == self.lineage_id and \
                 "quarantine" in str(event.get("type", "")) and not self.searching:
-            self.action_refresh()
-
-    def action_cycle_filter(self) -> None:
-        self.filter_index = (self.filter_index + 1) % len(STATUS_FILTERS)
-        self.page = 1
-        self.action_refresh()
-
-    def action_page(self, step: int) -> None:
-        pages = max(1, -(-self.total // PAGE_SIZE))
-        page = min(max(1, self.page + step), pages)
-        if page != self.page:
-            self.page = page
             self.action_refresh()
 
     def _selected(self) -> dict[str, Any] | None:

@@ -19,11 +19,9 @@ from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell, short_time
 from edgesync.tui._review_detail import ReviewDetailScreen
 from edgesync.tui._reviews import FILTERS
-from edgesync.tui._search import SearchScreen
+from edgesync.tui._search import PAGE_SIZE, SearchScreen
 
 __all__ = ["RegistryReviewScreen", "RegistryScreen", "consolidation_words"]
-
-PAGE_SIZE = 50
 
 
 def consolidation_words(result: dict[str, Any]) -> str:
@@ -39,6 +37,7 @@ def consolidation_words(result: dict[str, Any]) -> str:
 
 
 class RegistryScreen(SearchScreen):
+    FILTERS = FILTERS
     TITLE = "Registry"
     SEARCH_HINT = ("search table, schema hash, classification, claimer, decider, reason or "
                    "device; Enter applies, Esc closes")
@@ -48,11 +47,6 @@ class RegistryScreen(SearchScreen):
         Binding("n", "page(1)", "next page"),
         Binding("p", "page(-1)", "prev page"),
     ]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.filter_index = 0
-        self.total = 0
 
     def body(self) -> Iterable[Widget]:
         yield self.search_box()
@@ -76,7 +70,7 @@ class RegistryScreen(SearchScreen):
             self.action_refresh()
 
     def _fetch(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        status = FILTERS[self.filter_index][0]
+        status = self.filter_status
         q = self.query_text or None
         return (self.api.registry_reviews(status=status, page=self.page, limit=PAGE_SIZE, q=q),
                 self.api.coalesced_mirrors(limit=PAGE_SIZE, q=q))
@@ -101,24 +95,12 @@ class RegistryScreen(SearchScreen):
                            cell(m["pipeline"]), cell(m["device_count"]),
                            cell(", ".join(h[:12] for h in m["schema_hashes"])),
                            key=m["source_table"])
-        pages = max(1, -(-self.total // PAGE_SIZE))
+        pages = self.pages
         self.query_one("#head", Static).update(
-            f"registry reviews · filter: {FILTERS[self.filter_index][1]} (f cycles) · "
+            f"registry reviews · filter: {self.filter_label} (f cycles) · "
             f"page {self.page} of {pages} · {len(reviews['data'])} of {self.total} reviews · "
             f"{mirrors['meta']['total']} coalesced mirrors"
             + (f" · search: {self.query_text!r}" if self.query_text else ""))
-
-    def action_cycle_filter(self) -> None:
-        self.filter_index = (self.filter_index + 1) % len(FILTERS)
-        self.page = 1
-        self.action_refresh()
-
-    def action_page(self, step: int) -> None:
-        pages = max(1, -(-self.total // PAGE_SIZE))
-        page = min(max(1, self.page + step), pages)
-        if page != self.page:
-            self.page = page
-            self.action_refresh()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "main-table" and event.row_key.value is not None:

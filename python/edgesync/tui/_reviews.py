@@ -11,11 +11,10 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from edgesync.tui._format import cell, short_time
-from edgesync.tui._search import SearchScreen
+from edgesync.tui._search import PAGE_SIZE, SearchScreen
 
 __all__ = ["FILTERS", "ReviewsScreen"]
 
-PAGE_SIZE = 50
 FILTERS: list[tuple[str | None, str]] = [
     (None, "All"), ("queued", "Queued"), ("in_review", "In review"), ("approved", "Approved"),
     ("rejected", "Rejected"), ("abandoned", "Abandoned")]
@@ -24,6 +23,7 @@ _STATUS_STYLE = {"queued": "yellow", "in_review": "cyan", "approved": "green",
 
 
 class ReviewsScreen(SearchScreen):
+    FILTERS = FILTERS
     TITLE = "Schema reviews"
     SEARCH_HINT = "search device, table, classification, claimer or decider; Enter applies"
     BINDINGS = [
@@ -35,13 +35,7 @@ class ReviewsScreen(SearchScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self.filter_index = 0
-        self.total = 0
         self.device_names: dict[str, str] = {}
-
-    @property
-    def filter_label(self) -> str:
-        return FILTERS[self.filter_index][1]
 
     def body(self) -> Iterable[Widget]:
         yield self.search_box()
@@ -63,7 +57,7 @@ class ReviewsScreen(SearchScreen):
         if not self.device_names:
             devices = self.api.devices(limit=500)["data"]
             self.device_names = {d["id"]: d["name"] for d in devices}
-        status = FILTERS[self.filter_index][0]
+        status = self.filter_status
         doc: dict[str, Any] = self.api.reviews(status=status, page=self.page, limit=PAGE_SIZE,
                                                q=self.query_text or None)
         return doc
@@ -84,23 +78,11 @@ class ReviewsScreen(SearchScreen):
                 Text(r["status"], style=_STATUS_STYLE.get(r["status"], "")),
                 cell(r["action_version"]), cell(r["claimed_by"]), cell(r["decided_by"]),
                 key=r["id"])
-        pages = max(1, -(-self.total // PAGE_SIZE))
+        pages = self.pages
         self.query_one("#head", Static).update(
             f"filter: {self.filter_label} (f cycles) · page {self.page} of {pages} · "
             f"{len(doc['data'])} of {self.total} reviews"
             + (f" · search: {self.query_text!r}" if self.query_text else ""))
-
-    def action_cycle_filter(self) -> None:
-        self.filter_index = (self.filter_index + 1) % len(FILTERS)
-        self.page = 1
-        self.action_refresh()
-
-    def action_page(self, step: int) -> None:
-        pages = max(1, -(-self.total // PAGE_SIZE))
-        page = min(max(1, self.page + step), pages)
-        if page != self.page:
-            self.page = page
-            self.action_refresh()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         from edgesync.tui._review_detail import ReviewDetailScreen

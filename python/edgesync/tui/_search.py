@@ -3,6 +3,7 @@ every page, not only the one shown. Enter applies it, Esc closes the box."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from textual.binding import Binding, BindingType
@@ -10,20 +11,49 @@ from textual.widgets import DataTable, Input
 
 from edgesync.tui._base import ApiScreen
 
-__all__ = ["SearchScreen"]
+__all__ = ["PAGE_SIZE", "SearchScreen"]
+
+PAGE_SIZE = 50  # rows a list screen asks the API for at a time
 
 
 class SearchScreen(ApiScreen):
     """A list screen with a search box (``#filter``, yielded first by ``body``); the
-    text is ``query_text``, read by ``reload``."""
+    text is ``query_text``, read by ``reload``. It pages (``page`` of ``pages``, ``total``
+    set by ``reload``) and, with ``FILTERS`` (status, label), cycles a status filter."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("slash", "filter", "filter")]
     SEARCH_HINT = "search; Enter applies, Esc closes"
+    FILTERS: ClassVar[Sequence[tuple[str | None, str]]] = ((None, "All"),)
 
     def __init__(self) -> None:
         super().__init__()
         self.query_text = ""
         self.page = 1
+        self.total = 0
+        self.filter_index = 0
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // PAGE_SIZE))
+
+    @property
+    def filter_status(self) -> str | None:
+        return self.FILTERS[self.filter_index][0]
+
+    @property
+    def filter_label(self) -> str:
+        return self.FILTERS[self.filter_index][1]
+
+    def action_page(self, step: int) -> None:
+        page = min(max(1, self.page + step), self.pages)
+        if page != self.page:
+            self.page = page
+            self.action_refresh()
+
+    def action_cycle_filter(self) -> None:
+        self.filter_index = (self.filter_index + 1) % len(self.FILTERS)
+        self.page = 1
+        self.action_refresh()
 
     def search_box(self) -> Input:
         return Input(placeholder=self.SEARCH_HINT, id="filter")
