@@ -70,6 +70,7 @@ from fanin_kit import (
     Device,
     Publishers,
     Tracked,
+    TunedPostgres,
     Watcher,
     Worker,
     register_fleet,
@@ -101,12 +102,16 @@ class Config:
     rss_s: float
     copy_rows: int
     publishers: int
+    # "shared": the tests' PostgreSQL as it is configured; "tuned": a private cluster with
+    # the settings of docs/production.md (fanin_kit.TUNED_SETTINGS).
+    postgres: str = "shared"
 
     @classmethod
     def from_env(cls, smoke: bool) -> Config:
         if smoke:
             return cls(scales=[10], devices=10, batches=3, cap=30, warm_cap=30, latency_s=2,
-                       rss_messages=40, rss_s=30, copy_rows=500, publishers=2)
+                       rss_messages=40, rss_s=30, copy_rows=500, publishers=2,
+                       postgres="tuned")
         env = os.environ.get
         devices = int(env("EDGESYNC_FANIN_DEVICES", "1000"))
         scales = sorted({int(s) for s in env("EDGESYNC_FANIN_SCALES",
@@ -118,7 +123,14 @@ class Config:
                    rss_messages=int(env("EDGESYNC_FANIN_RSS_MESSAGES", "100000")),
                    rss_s=float(env("EDGESYNC_FANIN_RSS_S", "60")),
                    copy_rows=int(env("EDGESYNC_FANIN_COPY_ROWS", "50000")),
-                   publishers=int(env("EDGESYNC_FANIN_PUBLISHERS", "4")))
+                   publishers=int(env("EDGESYNC_FANIN_PUBLISHERS", "4")),
+                   postgres=_postgres(env("EDGESYNC_FANIN_PG", "shared")))
+
+
+def _postgres(value: str) -> str:
+    if value not in ("shared", "tuned"):
+        raise ValueError(f"EDGESYNC_FANIN_PG must be 'shared' or 'tuned', not {value!r}")
+    return value
 
 
 # ------------------------------------------------------------------ driving the fleet
@@ -349,51 +361,65 @@ async def verify(pool: asyncpg.Pool, fleet: Fleet, targets: dict[str, str]) -> d
 
 
 async def run(cfg: Config, log: Callable[[str], None]) -> dict[str, Any]:
-    name = f"edgesync_fanin_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    admin = await asyncpg.connect(BASE_DB)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    await admin.close()
-    head, _, query = BASE_DB.partition("?")
-    url = head.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else "")
     results: dict[str, Any] = {"config": cfg.__dict__}
     with tempfile.TemporaryDirectory(prefix="fanin-") as tmp:
         work = Path(tmp)
-        broker = Broker(work)
-        pool = await create_pool(url, max_size=4)
-        worker: Worker | None = None
+        server = TunedPostgres(work) if cfg.postgres == "tuned" else None
+        if server is not None:
+            server.start()
         try:
-            await broker.start()
-            async with pool.acquire() as conn:
-                await migrate(conn)
-                project_id = await registry.ensure_project(conn, "fanin", "fanin")
-                await conn.execute("UPDATE edge_projects SET policy = policy || $2 "
-                                   "WHERE id = $1", project_id,
-                                   {"schema_coalescing_mode": "project"})
-                start = time.perf_counter()
-                total = sum(cfg.scales)
-                everyone = await register_fleet(conn, project_id, "fanin", total, "dev-")
-                results["register_devices_per_s"] = total / (time.perf_counter() - start)
-                (seed,) = await register_fleet(conn, project_id, "fanin", 1, "seed-")
-            targets = await seed_and_approve(pool, seed)
-            log(f"registered {total} devices; targets {targets}")
-            worker = Worker(work, url, broker.url)
-            await worker.start()
-            watch_conn = await asyncpg.connect(url)
-            async with Watcher(watch_conn).running() as watcher, \
-                    Publishers("127.0.0.1", broker.port, cfg.publishers) as pubs:
-                fleet = Fleet(pubs, watcher)
-                results |= await Figures(cfg, fleet, worker, pool, targets, broker,
-                                         log).all(everyone)
-                results["watcher_swept"] = watcher.swept
-            await watch_conn.close()
+            results |= await _in_database(cfg, work, server.url if server else BASE_DB, log)
         finally:
-            if worker is not None:
-                worker.stop()
-            broker.stop()
-            await pool.close()
-            admin = await asyncpg.connect(BASE_DB)
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            await admin.close()
+            if server is not None:
+                server.stop()
+    return results
+
+
+async def _in_database(cfg: Config, work: Path, base: str, log: Callable[[str], None]
+                       ) -> dict[str, Any]:
+    name = f"edgesync_fanin_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    admin = await asyncpg.connect(base)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    await admin.close()
+    head, _, query = base.partition("?")
+    url = head.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else "")
+    results: dict[str, Any] = {}
+    broker = Broker(work)
+    pool = await create_pool(url, max_size=4)
+    worker: Worker | None = None
+    try:
+        await broker.start()
+        async with pool.acquire() as conn:
+            await migrate(conn)
+            project_id = await registry.ensure_project(conn, "fanin", "fanin")
+            await conn.execute("UPDATE edge_projects SET policy = policy || $2 "
+                               "WHERE id = $1", project_id,
+                               {"schema_coalescing_mode": "project"})
+            start = time.perf_counter()
+            total = sum(cfg.scales)
+            everyone = await register_fleet(conn, project_id, "fanin", total, "dev-")
+            results["register_devices_per_s"] = total / (time.perf_counter() - start)
+            (seed,) = await register_fleet(conn, project_id, "fanin", 1, "seed-")
+        targets = await seed_and_approve(pool, seed)
+        log(f"registered {total} devices ({cfg.postgres} PostgreSQL); targets {targets}")
+        worker = Worker(work, url, broker.url)
+        await worker.start()
+        watch_conn = await asyncpg.connect(url)
+        async with Watcher(watch_conn).running() as watcher, \
+                Publishers("127.0.0.1", broker.port, cfg.publishers) as pubs:
+            fleet = Fleet(pubs, watcher)
+            results |= await Figures(cfg, fleet, worker, pool, targets, broker,
+                                     log).all(everyone)
+            results["watcher_swept"] = watcher.swept
+        await watch_conn.close()
+    finally:
+        if worker is not None:
+            worker.stop()
+        broker.stop()
+        await pool.close()
+        admin = await asyncpg.connect(base)
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
     return results
 
 

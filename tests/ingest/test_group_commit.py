@@ -196,3 +196,30 @@ async def test_a_group_records_the_columns_its_later_batch_carried(pool, batches
         "SELECT schema_columns FROM edge_schema_versions WHERE lineage_id = $1",
         outcomes[0].lineage_id)
     assert [c["name"] for c in columns["columns"]] == ["id", "mode", "setpoint"]
+
+
+async def test_one_group_with_a_device_twice_keeps_its_newest_change(pool, batches, unique):
+    """The group's rows are written with one COPY and one upsert. Batches of distinct
+    devices skip the newest-change sort; a device with two batches in the group (the
+    newer one first) does not, and its newest change wins."""
+    scopes, factories, table = await fleet(pool, batches, unique, 3)
+    for s, f in zip(scopes, factories, strict=True):  # the lineages, approved on arrival
+        await IngestPipeline(pool).handle(topic(s), upserts(f, 0, n=2))
+    older, newer = upserts(factories[0], 1, n=2), upserts(factories[0], 2, n=2)
+    others = [upserts(f, 3, n=2) for f in factories[1:]]
+
+    def work(scope: registry.DeviceScope, payload: bytes) -> Work:
+        return Work(scope, TopicKind.ROWS_BATCH, payload, _core.decode_row_batch(payload))
+
+    for group in ([work(scopes[0], newer), work(scopes[0], older)],  # one device twice
+                  [work(s, p) for s, p in zip(scopes[1:], others, strict=True)]):
+        async with pool.acquire() as conn, conn.transaction():
+            await accept_group(conn, group)
+        assert {w.outcome.status for w in group if w.outcome} == {OutcomeStatus.MATERIALIZED}
+    rows = await pool.fetch(f"SELECT device_id, id, mode FROM {quote_ident(table)} "
+                            "WHERE device_id = ANY($1) ORDER BY device_id, id",
+                            [s.device_id for s in scopes])
+    want = {(scopes[0].device_id, k, "m2") for k in (1, 2)}
+    want |= {(s.device_id, k, "m3") for s in scopes[1:] for k in (1, 2)}
+    want.add((scopes[0].device_id, 0, "seed"))
+    assert {(r["device_id"], r["id"], r["mode"]) for r in rows} == want

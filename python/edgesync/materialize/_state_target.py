@@ -141,11 +141,12 @@ class StateTarget:
         return await self.apply_encoded(conn, device_id, batch, self.encode(device_id, batch))
 
     async def write_group(self, conn: Conn, parts: list[tuple[RowBatch, bytes]],
-                          used: set[str]) -> int:
+                          used: set[str], *, distinct_devices: bool = False) -> int:
         """Upsert the batches of many devices (``parts``: each batch with its ``encode``
         output) with one COPY and one statement; returns the target rows changed. Only
         for ``plain`` targets. ``used``: the staging tables this transaction has filled
         already (it is emptied first when used again before the commit empties it).
+        ``distinct_devices``: no two parts are of the same device.
 
         ``INSERT … ON CONFLICT`` probes the primary key once per row, so a batch costs the
         same however many rows the device already has. (A MERGE joins the batch to the
@@ -165,7 +166,10 @@ class StateTarget:
         fmt = self.copy_format
         await conn.copy_to_table(staging, format=fmt,
                                  source=join_copy([c for _, c in parts], fmt))  # type: ignore[arg-type]
-        keys_unique = len(parts) == 1 and parts[0][0].keys_are_unique
+        # The newest change of each (device, key) is needed only when one could be there
+        # twice: no sort when every batch is of another device and its keys are distinct.
+        keys_unique = ((len(parts) == 1 or distinct_devices)
+                       and all(batch.keys_are_unique for batch, _ in parts))
         status: str = await conn.execute(self._upsert_sql(
             _newest(staging, keys_unique), "n._edge_device"))
         return int(status.rsplit(" ", 1)[-1])

@@ -86,6 +86,10 @@ async def write_batches(conn: Conn, items: Sequence[WriteItem],
     caller splits, see ``split_on``). ``used``: the staging tables of this transaction
     (``StateTarget.write_group``)."""
     state: dict[tuple[str, str], tuple[StateTarget, list[tuple[RowBatch, bytes]]]] = {}
+    # Devices of each state write: a group's rows have distinct keys when each batch's
+    # keys are distinct and no device has two batches in it.
+    devices: dict[tuple[str, str], set[uuid.UUID]] = defaultdict(set)
+    repeated: set[tuple[str, str]] = set()
     telemetry: dict[tuple[object, ...], list[tuple[TsTarget, TsRows]]] = defaultdict(list)
     alone: list[tuple[WriteItem, RowBatch, bytes]] = []
     for item in items:
@@ -109,11 +113,14 @@ async def write_batches(conn: Conn, items: Sequence[WriteItem],
             if key not in state:
                 state[key] = (item.target, [])
             state[key][1].append((batch, copy))
+            if item.device_id in devices[key]:
+                repeated.add(key)
+            devices[key].add(item.device_id)
         else:
             alone.append((item, batch, copy))
     used = set() if used is None else used
-    for target, parts in state.values():
-        await target.write_group(conn, parts, used)
+    for key, (target, parts) in state.items():
+        await target.write_group(conn, parts, used, distinct_devices=key not in repeated)
     for tparts in telemetry.values():
         await tparts[0][0].write_group(conn, [rows for _, rows in tparts])
     for item, batch, copy in alone:
