@@ -2,6 +2,7 @@
 
 from edgesync.protocol._acking import AckingClient
 from edgesync.protocol._broker_url import BrokerUrl, parse_broker_url
+from edgesync.protocol._consuming import ConsumingClient, MqttMessage
 from edgesync.protocol._control_kinds import ControlKind
 from edgesync.protocol._loop import (
     Healthy,
@@ -58,6 +59,7 @@ __all__ = [
     "AgentState",
     "Backoff",
     "BrokerUrl",
+    "ConsumingClient",
     "ControlKind",
     "FilterOp",
     "FilterTerm",
@@ -65,6 +67,7 @@ __all__ = [
     "KeyRange",
     "LoopState",
     "LoopStatus",
+    "MqttMessage",
     "PublishingClient",
     "RejectionCode",
     "SnapshotFilter",

@@ -34,6 +34,9 @@ from edgesync.protocol._packets import CONNACK_REFUSALS, DISCONNECT, PINGREQ, co
 __all__ = ["MqttConnection"]
 
 _CONNACK, _PINGRESP = 0x20, 0xD0
+# Seconds a closing connection waits for the broker to close its side, then for the
+# transport to be done, before it is dropped (a broker gone silent answers neither).
+_GOODBYE = 2.0
 
 
 class MqttConnection(asyncio.Protocol):
@@ -57,6 +60,7 @@ class MqttConnection(asyncio.Protocol):
         self._parts: list[bytes] = []
         self._at = self._have = self._need = 0
         self._held = False
+        self._ending = False  # DISCONNECT sent: what still comes is dropped
 
     async def __aenter__(self) -> Self:
         loop = asyncio.get_running_loop()
@@ -84,8 +88,26 @@ class MqttConnection(asyncio.Protocol):
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        try:
+            if self._transport is not None and self._gone is not None and self.is_connected:
+                self._end()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(_GOODBYE):
+                        await asyncio.shield(self._gone)  # the broker closes after DISCONNECT
+        finally:
+            await self._close(BrokerError("the connection was closed"))
+
+    def _end(self) -> None:
+        """DISCONNECT, and read on until the broker closes the connection. Closing it here
+        with unread bytes (a held window's, a backlog's) would make the kernel reset it,
+        dropping what it had not sent yet: the DISCONNECT, the last PUBACKs."""
+        assert self._transport is not None
         self._write(DISCONNECT)
-        await self._close(BrokerError("the connection was closed"))
+        self._ending = True
+        if self._transport.can_write_eof():
+            self._transport.write_eof()  # after what is buffered
+        if self._held:
+            self._transport.resume_reading()
 
     async def _close(self, reason: BrokerError) -> None:
         self._fail(reason)
@@ -95,7 +117,7 @@ class MqttConnection(asyncio.Protocol):
                 await self._pinging
         if self._gone is not None and self._transport is not None:
             try:
-                async with asyncio.timeout(5):  # what is written still goes out first
+                async with asyncio.timeout(_GOODBYE):  # what is written goes out first
                     await asyncio.shield(self._gone)
             except TimeoutError:
                 self._transport.abort()
@@ -180,14 +202,15 @@ class MqttConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         why = "the broker closed it" if exc is None else str(exc) or type(exc).__name__
-        self._fail(BrokerError(f"the connection to the broker is lost: {why}"))
+        self._fail(BrokerError("the connection was closed") if self._ending
+                   else BrokerError(f"the connection to the broker is lost: {why}"))
         if self._gone is not None and not self._gone.done():
             self._gone.set_result(None)
 
     def data_received(self, data: bytes) -> None:
         self._last_read = time.monotonic()
-        if not self.is_connected:
-            return  # ended (a malformed packet, DISCONNECT): the transport closes
+        if self._ending or not self.is_connected:
+            return  # after DISCONNECT, or ended (a malformed packet): not for anyone
         if not self._parts:
             self._frame(data, 0)
             return
