@@ -135,7 +135,7 @@ class MqttConnection(asyncio.Protocol):
         return self._closed is not None and not self._closed.done()
 
     def _write(self, data: bytes) -> None:
-        if self._transport is not None and self.is_connected:
+        if self._transport is not None and self.is_connected and not self._ending:
             self._transport.write(data)
             self._last_write = time.monotonic()
 

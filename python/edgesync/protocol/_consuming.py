@@ -3,11 +3,12 @@
 The worker acknowledges a device's message only once the transaction holding its effect
 committed, and holds no more than its in-flight window whatever the broker queued.
 aiomqtt acknowledges on receipt and queues without bound, so the worker used to reach
-into it and into paho for both (``AckingClient``); that cost ~70-80 µs of CPU a message
+into it and into paho for both (``AckingClient``); that cost 60-80 µs of CPU a message
 (``benches/bench_uplink.py``), the largest piece of per-message Python outside the
-database work. A connection that only consumes needs few packets — CONNECT/CONNACK,
-SUBSCRIBE/SUBACK, PUBLISH/PUBACK, PINGREQ/PINGRESP, DISCONNECT — so they are written
-here (the connection itself, shared with ``PublishingClient``, is ``MqttConnection``):
+database work; 3-7 µs here (docs/benchmarks.md, "Uplink"). A connection that only
+consumes needs few packets — CONNECT/CONNACK, SUBSCRIBE/SUBACK, PUBLISH/PUBACK,
+PINGREQ/PINGRESP, DISCONNECT — so they are written here (the connection itself, shared
+with ``PublishingClient``, is ``MqttConnection``):
 
 * CONNECT keeps the session (clean session off): while the worker is away its messages
   wait in the broker, and ``session_present`` says the broker kept them (and the
