@@ -30,7 +30,13 @@ from cryptography.x509.oid import NameOID
 from edgesync.agent import Agent, AgentConfig
 from edgesync.agent._config import ConnectionConfig, ReplicationConfig
 from edgesync.errors import BrokerError
-from edgesync.protocol import PublishingClient, TlsFiles, mqtt_client, parse_broker_url
+from edgesync.protocol import (
+    ConsumingClient,
+    PublishingClient,
+    TlsFiles,
+    mqtt_client,
+    parse_broker_url,
+)
 
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 
@@ -177,3 +183,22 @@ async def test_the_workers_downlink_client_connects_over_mtls(
                 "127.0.0.1", port, client_id=f"{device_id}-stranger",
                 tls_context=TlsFiles(other / "ca.pem").context()):
             pass
+
+
+async def test_the_workers_uplink_client_consumes_over_mtls(
+        tls_broker: tuple[int, Path], device_id: str) -> None:
+    """The worker's consuming client (``ConsumingClient``) on the same listener, with the
+    same TLS context as the downlink's."""
+    port, pki = tls_broker
+    tls = TlsFiles(pki / "ca.pem", pki / "client.pem", pki / "client.key")
+    topic = f"edgesync-test/{device_id}/sync/rows/batch"
+    async with ConsumingClient("127.0.0.1", port, client_id=f"{device_id}-worker",
+                               tls_context=tls.context()) as worker:
+        await worker.subscribe([topic])
+        async with PublishingClient("127.0.0.1", port, client_id=device_id,
+                                    tls_context=tls.context()) as device:
+            await device.publish_all([(topic, b'{"over": "tls"}')])
+        async with asyncio.timeout(10):
+            [message] = await worker.receive()
+        assert (message.topic, message.payload) == (topic, b'{"over": "tls"}')
+        worker.finished(message)

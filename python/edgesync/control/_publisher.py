@@ -15,6 +15,7 @@ from edgesync.protocol import (
     TlsFiles,
     raise_if_cancelling,
     session_loop,
+    tls_context,
 )
 
 __all__ = ["MqttPublisher"]
@@ -38,7 +39,7 @@ class MqttPublisher:
         client = PublishingClient(
             url.host, url.port, client_id=self._client_id, username=url.username,
             password=url.password,
-            tls_context=(self._tls or TlsFiles()).context() if url.tls else None)
+            tls_context=tls_context(url, self._tls))
         try:
             async with client:
                 healthy()  # first: it raises a stop swallowed while connecting

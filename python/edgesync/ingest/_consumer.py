@@ -9,8 +9,8 @@ persistent session when the worker comes back (a shared subscription does not mo
 in-flight messages to another member).
 
 At most ``window`` messages are in flight: past that the socket is not read (see
-``AckingClient``), so worker memory is bounded by the window, not by the broker's
-backlog. When the connection is lost, the messages in flight are abandoned
+``protocol.ConsumingClient``), so worker memory is bounded by the window, not by the
+broker's backlog. When the connection is lost, the messages in flight are abandoned
 unacknowledged (their acknowledgement could not reach the broker any more); the broker
 delivers them again on the next session, and the ledger makes that a no-op for any that
 had committed.
@@ -21,21 +21,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 from collections.abc import Awaitable
 from typing import NoReturn
 
-import aiomqtt
-
+from edgesync.errors import BrokerError
 from edgesync.ingest._pipeline import IngestPipeline
 from edgesync.protocol import (
-    AckingClient,
     Backoff,
     BrokerUrl,
+    ConsumingClient,
     Healthy,
+    MqttMessage,
     TlsFiles,
-    mqtt_client,
     session_loop,
+    tls_context,
     worker_subscriptions,
 )
 from edgesync.store import TRANSIENT_ERRORS
@@ -69,9 +68,11 @@ class MqttIngest:
         await session_loop(f"ingest from {self._url}", self._session, logger=_log)
 
     async def _session(self, healthy: Healthy) -> None:
-        client = mqtt_client(self._url, identifier=self._client_id, clean_session=False,
-                             tls=self._tls, client_type=AckingClient, window=self._window)
-        assert isinstance(client, AckingClient)
+        url = self._url
+        client = ConsumingClient(
+            url.host, url.port, client_id=self._client_id, username=url.username,
+            password=url.password, window=self._window,
+            tls_context=tls_context(url, self._tls))
         tasks: set[asyncio.Task[None]] = set()
         try:
             async with client:
@@ -104,23 +105,21 @@ class MqttIngest:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _subscribe(self, client: AckingClient) -> None:
-        for topic_filter in worker_subscriptions(self._shared_group):
-            await client.subscribe(topic_filter, qos=1, timeout=math.inf)
+    async def _subscribe(self, client: ConsumingClient) -> None:
+        await client.subscribe(worker_subscriptions(self._shared_group))
 
-    async def _read(self, client: AckingClient, tasks: set[asyncio.Task[None]]) -> None:
-        async for message in client.messages:
+    async def _read(self, client: ConsumingClient, tasks: set[asyncio.Task[None]]) -> None:
+        """Until the connection is lost (``receive`` raises why)."""
+        while True:
+            for message in await client.receive():
+                task = asyncio.create_task(self._process(client, message))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
             self.max_in_flight = max(self.max_in_flight, client.most_unfinished)
-            task = asyncio.create_task(self._process(client, message))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
 
-    async def _process(self, client: AckingClient, message: aiomqtt.Message) -> None:
+    async def _process(self, client: ConsumingClient, message: MqttMessage) -> None:
         try:
-            payload = message.payload
-            if not isinstance(payload, bytes | bytearray):
-                payload = str(payload).encode()
-            await self._handle(str(message.topic), bytes(payload))
+            await self._handle(message.topic, message.payload)
         except asyncio.CancelledError:
             client.finished(message, ack=False)  # abandoned: the broker sends it again
             raise
@@ -157,7 +156,7 @@ async def _first(reader: asyncio.Task[None], work: Awaitable[None]) -> None:
         await asyncio.wait([reader, task], return_when=asyncio.FIRST_COMPLETED)
         if not task.done():
             reader.result()  # raises the reader's error
-            raise aiomqtt.MqttError("the connection ended while subscribing")
+            raise BrokerError("the connection ended while subscribing")
         task.result()
     finally:
         task.cancel()

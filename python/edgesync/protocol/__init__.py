@@ -1,7 +1,7 @@
 """Wire protocol shared by the device agent and the cloud worker."""
 
-from edgesync.protocol._acking import AckingClient
 from edgesync.protocol._broker_url import BrokerUrl, parse_broker_url
+from edgesync.protocol._consuming import ConsumingClient, MqttMessage
 from edgesync.protocol._control_kinds import ControlKind
 from edgesync.protocol._loop import (
     Healthy,
@@ -12,7 +12,7 @@ from edgesync.protocol._loop import (
     periodic_loop,
     session_loop,
 )
-from edgesync.protocol._mqtt import TlsFiles, mqtt_client
+from edgesync.protocol._mqtt import TlsFiles, mqtt_client, tls_context
 from edgesync.protocol._publishing import PublishingClient
 from edgesync.protocol._reconnect import Backoff, raise_if_cancelling
 from edgesync.protocol._rejection import DECODER_CODES, RejectionCode
@@ -54,10 +54,10 @@ __all__ = [
     "DIGEST_VERSION",
     "MAX_PREFIX",
     "STATUS_REQUEST_KIND",
-    "AckingClient",
     "AgentState",
     "Backoff",
     "BrokerUrl",
+    "ConsumingClient",
     "ControlKind",
     "FilterOp",
     "FilterTerm",
@@ -65,6 +65,7 @@ __all__ = [
     "KeyRange",
     "LoopState",
     "LoopStatus",
+    "MqttMessage",
     "PublishingClient",
     "RejectionCode",
     "SnapshotFilter",
@@ -88,6 +89,7 @@ __all__ = [
     "raise_if_cancelling",
     "session_loop",
     "sign_control",
+    "tls_context",
     "topic_for",
     "uuid7",
     "verify_control",

@@ -1,4 +1,5 @@
-"""One way to open an MQTT client, for the agent and the worker alike."""
+"""TLS for every MQTT client (its files, checked before connecting, and its context), and
+the agent's aiomqtt client."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import aiomqtt
 from edgesync.errors import ConfigError
 from edgesync.protocol._broker_url import BrokerUrl
 
-__all__ = ["TlsFiles", "mqtt_client"]
+__all__ = ["TlsFiles", "mqtt_client", "tls_context"]
 
 
 class TlsFiles:
@@ -77,6 +78,12 @@ def _chain_error(fields: Mapping[str, str], cert: Path, key: Path | None,
                        f"private key ({exc.reason or exc})")
 
 
+def tls_context(url: BrokerUrl, tls: TlsFiles | None) -> ssl.SSLContext | None:
+    """The context a client of ``url`` connects with: none for plain MQTT; over TLS, that
+    of ``tls``'s files (the system's trust store when they give no CA)."""
+    return (tls or TlsFiles()).context() if url.tls else None
+
+
 def mqtt_client(
     url: BrokerUrl,
     *,
@@ -86,15 +93,12 @@ def mqtt_client(
     tls: TlsFiles | None = None,
     username: str | None = None,
     password: str | None = None,
-    client_type: type[aiomqtt.Client] = aiomqtt.Client,
     **extra: Any,
 ) -> aiomqtt.Client:
-    """``client_type`` and ``extra`` (its own keyword arguments): another client class,
-    e.g. ``AckingClient`` with its ``window``."""
-    tls_context = None
-    if url.tls:
-        tls_context = (tls or TlsFiles()).context()
-    return client_type(
+    """An aiomqtt client of ``url``, ``extra`` its own keyword arguments (``will``). The
+    agent's; the worker's clients are written by hand (``PublishingClient``,
+    ``ConsumingClient``)."""
+    return aiomqtt.Client(
         url.host,
         url.port,
         identifier=identifier,
@@ -102,7 +106,7 @@ def mqtt_client(
         keepalive=keepalive,
         username=username if username is not None else url.username,
         password=password if password is not None else url.password,
-        tls_context=tls_context,
+        tls_context=tls_context(url, tls),
         # QoS 1 redeliveries of a persistent session must not be refused for lack of room.
         max_inflight_messages=64,
         max_queued_outgoing_messages=10_000,
