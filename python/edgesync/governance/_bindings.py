@@ -43,7 +43,7 @@ from edgesync.materialize import (
     target_table_name,
     ts_table_name,
 )
-from edgesync.store import Conn
+from edgesync.store import Conn, any_of
 
 __all__ = ["approve_schema", "insert_bindings_many", "load_state_target", "load_state_targets",
            "plan_columns", "provision_target"]
@@ -116,7 +116,8 @@ async def load_state_targets(conn: Conn, wanted: list[tuple[Lineage, str]], *,
         "JOIN edge_column_bindings b ON b.lineage_id = w.lineage_id AND b.schema_hash = w.hash "
         "LEFT JOIN pg_attribute a ON a.attrelid = to_regclass(quote_ident(w.tbl)) "
         "AND a.attname = b.mirror_column_name AND a.attnum > 0 AND NOT a.attisdropped "
-        "WHERE b.action IN ('mirror', 'map', 'auto_create_and_map') ORDER BY b.id",
+        f"WHERE b.lineage_id = {any_of(1)} "
+        "AND b.action IN ('mirror', 'map', 'auto_create_and_map') ORDER BY b.id",
         [lin.id for lin, _ in unknown], [h for _, h in unknown],
         [lin.target_table for lin, _ in unknown])
     by_lineage: dict[uuid.UUID, list[asyncpg.Record]] = {lin.id: [] for lin, _ in unknown}

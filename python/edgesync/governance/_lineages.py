@@ -17,7 +17,7 @@ import asyncpg
 
 from edgesync.governance._events import EventType, emit
 from edgesync.registry import DeviceScope
-from edgesync.store import Conn
+from edgesync.store import Conn, any_of
 
 __all__ = ["Lineage", "LineageStatus", "PauseReason", "add_staged", "bump_cloud_version",
            "count_materialized", "count_rejected", "delete_lineage_row",
@@ -161,7 +161,7 @@ async def set_approved_many(conn: Conn, approved: list[tuple[uuid.UUID, str, str
         "UPDATE edge_table_lineages t SET approved_schema_hash = u.h, current_schema_hash = u.h, "
         "target_table = u.tbl, updated_at = now() "
         "FROM unnest($1::uuid[], $2::text[], $3::text[]) AS u(id, h, tbl) WHERE t.id = u.id "
-        "RETURNING t.*",
+        f"AND t.id = {any_of(1)} RETURNING t.*",
         [a[0] for a in approved], [a[1] for a in approved], [a[2] for a in approved])
     return {r["id"]: Lineage.from_record(r) for r in rows}
 
@@ -198,7 +198,8 @@ async def add_staged(conn: Conn, lineage_ids: list[uuid.UUID], rows: list[int],
         "WITH per AS (SELECT l, sum(r) AS r, sum(b) AS b FROM unnest($1::uuid[], $2::bigint[], "
         "  $3::bigint[]) AS x(l, r, b) GROUP BY l) "
         "UPDATE edge_table_lineages t SET staged_rows = staged_rows + per.r, "
-        "staged_bytes = staged_bytes + per.b, updated_at = now() FROM per WHERE t.id = per.l",
+        "staged_bytes = staged_bytes + per.b, updated_at = now() FROM per WHERE t.id = per.l "
+        f"AND t.id = {any_of(1)}",
         lineage_ids, rows, sizes)
 
 
@@ -260,8 +261,9 @@ async def lock_lineages(conn: Conn, wanted: list[tuple[DeviceScope, str, str]]
     return found
 
 
+# By index whatever the group's size (store.any_of).
 _LOCK_MANY = (
     "SELECT l.* FROM edge_table_lineages l "
     "JOIN unnest($1::uuid[], $2::text[]) AS k(device_id, source_table) "
     "ON l.device_id = k.device_id AND l.source_table = k.source_table "
-    "ORDER BY l.id FOR UPDATE OF l")
+    f"WHERE l.device_id = {any_of(1)} ORDER BY l.id FOR UPDATE OF l")

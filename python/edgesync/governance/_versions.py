@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 
 from edgesync.governance._statuses import SchemaStatus
-from edgesync.store import Conn
+from edgesync.store import Conn, any_of
 
 __all__ = ["detach_waiting", "fill_columns", "fill_columns_many", "insert_approved_many",
            "insert_version", "reject_waiting", "set_registry_id", "set_status"]
@@ -51,7 +51,8 @@ async def fill_columns_many(conn: Conn, lineage_ids: list[uuid.UUID], hashes: li
         "UPDATE edge_schema_versions v SET schema_columns = f.cols::jsonb "
         "FROM unnest($1::uuid[], $2::text[], $3::text[]) AS f(lineage_id, hash, cols) "
         "WHERE v.lineage_id = f.lineage_id AND v.schema_hash = f.hash "
-        "AND v.schema_columns IS NULL", lineage_ids, hashes, columns_json)
+        f"AND v.lineage_id = {any_of(1)} AND v.schema_columns IS NULL",
+        lineage_ids, hashes, columns_json)
 
 
 async def set_status(conn: Conn, version_id: uuid.UUID, status: SchemaStatus) -> None:

@@ -13,7 +13,7 @@ import orjson
 from edgesync.errors import BatchRejected
 from edgesync.governance import count_rejected
 from edgesync.protocol import RejectionCode
-from edgesync.store import Conn
+from edgesync.store import Conn, any_of
 
 __all__ = ["UNSTORABLE_TEXT", "UNSTORABLE_TEXT_ERRORS", "Claim", "SegmentKey", "claim_many",
            "ledger_text", "note_quarantined", "record_rejection", "redelivered_many",
@@ -175,7 +175,8 @@ async def settle_many(conn: Conn, materialized: list[tuple[uuid.UUID, int]],
         "per AS (SELECT l, sum(n) AS n FROM unnest($2::uuid[], $3::bigint[]) AS x(l, n) "
         "  GROUP BY l) "
         "UPDATE edge_table_lineages t SET materialized_rows = materialized_rows + per.n, "
-        "updated_at = now() FROM per WHERE t.id = per.l", staged, lineage_ids, rows)
+        f"updated_at = now() FROM per WHERE t.id = per.l AND t.id = {any_of(2)}",
+        staged, lineage_ids, rows)
 
 
 async def note_quarantined(conn: Conn, counts: list[tuple[int, int]]) -> None:

@@ -18,7 +18,7 @@ import asyncpg
 
 from edgesync.errors import ConfigError, ConflictError
 from edgesync.registry._policy import ProjectPolicy
-from edgesync.store import Conn
+from edgesync.store import Conn, any_of
 
 __all__ = ["DeviceResolver", "DeviceScope", "add_device", "ensure_fleet", "ensure_project",
            "get_device", "revoke_device"]
@@ -228,7 +228,7 @@ async def take_control_seqs(conn: Conn, counts: dict[uuid.UUID, int]) -> list[as
     return await conn.fetch(
         "UPDATE edge_devices d SET control_seq = d.control_seq + c.n "
         "FROM unnest($1::uuid[], $2::int[]) AS c(id, n) "
-        "WHERE d.id = c.id AND d.signed_control "
+        f"WHERE d.id = c.id AND d.id = {any_of(1)} AND d.signed_control "
         "RETURNING d.id, d.control_seq, d.control_token",
         list(counts), list(counts.values()))
 

@@ -3,6 +3,7 @@
 from edgesync.store._conn import Conn
 from edgesync.store._connect import open_database
 from edgesync.store._embedded import embedded_postgres
+from edgesync.store._keyed import any_of
 from edgesync.store._migrations import KNOWN_VERSION, applied_version, migrate
 from edgesync.store._pool import create_pool, unlock_session_lock
 from edgesync.store._records import from_record
@@ -13,6 +14,7 @@ __all__ = [
     "KNOWN_VERSION",
     "TRANSIENT_ERRORS",
     "Conn",
+    "any_of",
     "applied_version",
     "check_database_url",
     "create_pool",
