@@ -511,6 +511,8 @@ class Figures:
         # after the state figure it derives from (after the telemetry saturation, the
         # first seconds measured that burst's aftermath: docs/benchmarks.md, session 6).
         half = max(0.5 * out["state_batches_per_s"], 0.5)
+        if fixed := os.environ.get("EDGESYNC_FANIN_LATENCY_RATE"):  # side-by-side trials
+            half = float(fixed)
         self.fleet.watcher.interval = 0.005
         paced = await self.fleet.paced(make_state, cycle(devices, 0), half, cfg.latency_s)
         self.fleet.watcher.interval = 0.02
