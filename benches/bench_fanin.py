@@ -105,6 +105,8 @@ class Config:
     # "shared": the tests' PostgreSQL as it is configured; "tuned": a private cluster with
     # the settings of docs/production.md (fanin_kit.TUNED_SETTINGS).
     postgres: str = "shared"
+    # VACUUM (ANALYZE) and CHECKPOINT before each figure's window (Figures._vacuum).
+    vacuum: bool = True
 
     @classmethod
     def from_env(cls, smoke: bool) -> Config:
@@ -124,7 +126,8 @@ class Config:
                    rss_s=float(env("EDGESYNC_FANIN_RSS_S", "60")),
                    copy_rows=int(env("EDGESYNC_FANIN_COPY_ROWS", "50000")),
                    publishers=int(env("EDGESYNC_FANIN_PUBLISHERS", "4")),
-                   postgres=_postgres(env("EDGESYNC_FANIN_PG", "shared")))
+                   postgres=_postgres(env("EDGESYNC_FANIN_PG", "shared")),
+                   vacuum=env("EDGESYNC_FANIN_VACUUM", "1") != "0")
 
 
 def _postgres(value: str) -> str:
@@ -446,6 +449,20 @@ class Figures:
         self.out: dict[str, Any] = {"scales": []}
         self.problems: dict[str, dict[str, int]] = {}
 
+    async def _vacuum(self) -> None:
+        """Before a figure: what autovacuum would have done by then on a production server
+        (the shared server of this machine runs with autovacuum off, and one target table
+        takes every figure's rows: its dead versions and the ledger's would pile up from
+        one figure into the next), done outside the figure's window; then a checkpoint, so
+        that none is half done when the window opens."""
+        if not self.cfg.vacuum:
+            return
+        started = time.perf_counter()
+        async with self.pool.acquire() as conn:
+            await conn.execute("VACUUM (ANALYZE)")
+            await conn.execute("CHECKPOINT")
+        self.out.setdefault("vacuum_s", []).append(round(time.perf_counter() - started, 1))
+
     def _check(self, tag: str, tracked: Tracked) -> None:
         if bad := not_materialized(tracked):
             self.problems[tag] = bad
@@ -483,6 +500,7 @@ class Figures:
             self.log(f"{n} devices: only {warmed} first batches within the warm cap "
                      f"({lineage_rate:.1f}/s); no steady figure")
             return
+        await self._vacuum()
         steady = await self.fleet.saturate(make_state, cycle(devices, self.cfg.batches),
                                            self.cfg.cap)
         self._check(f"state_{n}", steady)
@@ -514,6 +532,7 @@ class Figures:
         if fixed := os.environ.get("EDGESYNC_FANIN_LATENCY_RATE"):  # side-by-side trials
             half = float(fixed)
         self.fleet.watcher.interval = 0.005
+        await self._vacuum()
         paced = await self.fleet.paced(make_state, cycle(devices, 0), half, cfg.latency_s)
         self.fleet.watcher.interval = 0.02
         self._check("latency", paced)
@@ -534,6 +553,7 @@ class Figures:
         first = await self.fleet.saturate(make_tele, devices, cfg.warm_cap)
         self._check("telemetry_first", first)
         out["telemetry_first_batches_per_s"], _, _ = first.rate()
+        await self._vacuum()
         steady = await self.fleet.saturate(make_tele, cycle(devices, cfg.batches), cfg.cap)
         self._check("telemetry", steady)
         rate, count, span = steady.rate()

@@ -90,7 +90,10 @@ def spawn(argv: list[str], log: Path | None,
 # the next change of every page write a full page image to the WAL). Durability is
 # unchanged: fsync and synchronous_commit stay on.
 TUNED_SETTINGS = {"shared_buffers": "2GB", "max_wal_size": "16GB",
-                  "checkpoint_timeout": "15min", "max_connections": "100"}
+                  "checkpoint_timeout": "15min", "max_connections": "100",
+                  # The bench vacuums between figures (Figures._vacuum), as on the shared
+                  # server: autovacuum's workers would take the same 2 cores mid-window.
+                  "autovacuum": "off"}
 PG_BIN = sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1:]
 _SNAKEOIL = (Path("/etc/ssl/certs/ssl-cert-snakeoil.pem"),
              Path("/etc/ssl/private/ssl-cert-snakeoil.key"))
