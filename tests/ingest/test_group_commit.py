@@ -14,6 +14,7 @@ from ingest.ingest_kit import fleet, topic
 from edgesync import _core, registry
 from edgesync.ingest import GroupWriter, IngestPipeline, OutcomeStatus
 from edgesync.ingest._accept import Work, accept_group
+from edgesync.ingest._group import _Entry
 from edgesync.materialize import quote_ident
 from edgesync.protocol import TopicKind
 from edgesync.store import create_pool
@@ -223,3 +224,27 @@ async def test_one_group_with_a_device_twice_keeps_its_newest_change(pool, batch
     want |= {(s.device_id, k, "m3") for s in scopes[1:] for k in (1, 2)}
     want.add((scopes[0].device_id, 0, "seed"))
     assert {(r["device_id"], r["id"], r["mode"]) for r in rows} == want
+
+
+async def test_a_lane_takes_no_batch_of_a_device_the_other_lane_writes(pool, unique):
+    """Two lanes lock disjoint lineages: batches of a device whose group is being
+    written wait, in their order, for the next group (GroupWriter._take)."""
+    async with pool.acquire() as conn:
+        a, b, c = [await registry.add_device(conn, project=f"ln-{unique}", name=f"{n}-{unique}",
+                                             topic_slug=f"ln-{unique}") for n in "abc"]
+    writer = GroupWriter(pool, max_group=3)
+    loop = asyncio.get_running_loop()
+    entries = [_Entry(s, TopicKind.ROWS_BATCH, b"", None, loop.create_future())
+               for s in (a, b, a, c, b, a)]
+    writer._pending.extend(entries)
+    first = writer._take()  # nothing in flight: the three oldest
+    assert first == entries[:3]
+    second = writer._take()  # a and b are being written: c only
+    assert second == [entries[3]]
+    assert list(writer._pending) == [entries[4], entries[5]]  # b and a keep their order
+    writer._release(first)
+    third = writer._take()
+    assert third == [entries[4], entries[5]]
+    for group in (second, third):
+        writer._release(group)
+    assert not writer._writing

@@ -7,6 +7,8 @@ a consumer that acknowledges after ``submit`` returns acknowledges after commit.
 (its own among them, sooner or later) and writes them in one transaction; the others
 wait for their outcome or for a free lane. No background task: the writer needs no
 start or stop, and a cancelled leader puts what it took back at the head of the queue.
+A leader takes no batch of a device the other lane is writing (``_take``), so the lanes'
+transactions never wait on each other's lineage locks.
 
 A group, in order:
 
@@ -107,6 +109,9 @@ class GroupWriter:
         self._linger = linger
         self._pending: collections.deque[_Entry] = collections.deque()
         self._leaders = 0
+        # Devices with batches in a group being written, and who waits for one to end.
+        self._writing: collections.Counter[uuid.UUID] = collections.Counter()
+        self._written: list[asyncio.Future[None]] = []
         # Sizes of the groups written, for metrics and tests.
         self.group_sizes: collections.Counter[int] = collections.Counter()
         # Metrics hook (edgesync.observe): called with (size, seconds) per group written.
@@ -161,10 +166,10 @@ class GroupWriter:
                 await asyncio.sleep(self._linger)
                 if own.taken:  # by the other leader, meanwhile
                     return
-            group = [self._pending.popleft()
-                     for _ in range(min(self._max_group, len(self._pending)))]
-            for e in group:
-                e.taken = True
+            group = self._take()
+            if not group:  # every queued batch is of a device the other lane writes
+                await self._a_group_written()
+                continue
             started = time.perf_counter()  # metrics hook (edgesync.observe)
             try:
                 await self._write(group)
@@ -177,9 +182,45 @@ class GroupWriter:
                 self._pending.extendleft(reversed(back))
                 self._free_lane()
                 raise
+            finally:
+                self._release(group)
             self.group_sizes[len(group)] += 1
             if self.on_group is not None:  # metrics hook (edgesync.observe)
                 self.on_group(len(group), time.perf_counter() - started)
+
+    def _take(self) -> list[_Entry]:
+        """Up to ``max_group`` queued batches, oldest first, of devices no other lane is
+        writing. The lanes' groups then lock disjoint lineages: a group sharing a
+        lineage with the other lane's would wait for that group's commit holding its
+        own locks, and two lanes would take turns instead of writing side by side (at
+        100 to 1,000 devices every pair of 128-batch groups shares some lineages). A
+        device's skipped batches keep their place for the next group."""
+        group: list[_Entry] = []
+        skipped: list[_Entry] = []
+        while self._pending and len(group) < self._max_group:
+            e = self._pending.popleft()
+            (skipped if self._writing[e.scope.device_id] else group).append(e)
+        self._pending.extendleft(reversed(skipped))
+        for e in group:
+            e.taken = True
+        for e in group:  # after the loop: a device's batches may be several in one group
+            self._writing[e.scope.device_id] += 1
+        return group
+
+    def _release(self, group: list[_Entry]) -> None:
+        for e in group:
+            self._writing[e.scope.device_id] -= 1
+            if not self._writing[e.scope.device_id]:
+                del self._writing[e.scope.device_id]
+        waiting, self._written = self._written, []
+        for w in waiting:
+            if not w.done():
+                w.set_result(None)
+
+    async def _a_group_written(self) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self._written.append(waiter)
+        await waiter
 
     async def _write(self, group: list[_Entry]) -> None:
         await split_on((Exception,), group, self._retrying, self._alone)
