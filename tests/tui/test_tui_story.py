@@ -26,7 +26,9 @@ from edgesync.tui._review_detail import ReviewDetailScreen
 from edgesync.tui._reviews import ReviewsScreen
 from edgesync.tui._rows import RowsScreen
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+# A terminal test (Textual pilot): run once, in the asyncio pass (a screen raced its
+# widgets once under uvloop in CI, session 8).
+pytestmark = [pytest.mark.e2e, pytest.mark.once, pytest.mark.timeout(180)]
 
 SCHEMA = (
     "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT, level INTEGER, note TEXT)",
