@@ -50,10 +50,11 @@ import asyncio
 import contextlib
 import io
 import os
+import signal
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,8 @@ from fanin_kit import (
     TunedPostgres,
     Watcher,
     Worker,
+    cpu_by_kind,
+    cpu_split,
     register_fleet,
     state_batch,
     telemetry_batch,
@@ -107,6 +110,15 @@ class Config:
     postgres: str = "shared"
     # VACUUM (ANALYZE) and CHECKPOINT before each figure's window (Figures._vacuum).
     vacuum: bool = True
+    # Where each window's profiles go (EDGESYNC_FANIN_PROFILE), and its statements
+    # (EDGESYNC_FANIN_STATEMENTS: pg_stat_statements, on the tuned cluster only).
+    profile_dir: Path | None = None
+    statements_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.statements_dir is not None and self.postgres != "tuned":
+            raise ValueError("EDGESYNC_FANIN_STATEMENTS needs EDGESYNC_FANIN_PG=tuned (the "
+                             "shared server does not load pg_stat_statements)")
 
     @classmethod
     def from_env(cls, smoke: bool) -> Config:
@@ -127,7 +139,17 @@ class Config:
                    copy_rows=int(env("EDGESYNC_FANIN_COPY_ROWS", "50000")),
                    publishers=int(env("EDGESYNC_FANIN_PUBLISHERS", "4")),
                    postgres=_postgres(env("EDGESYNC_FANIN_PG", "shared")),
-                   vacuum=env("EDGESYNC_FANIN_VACUUM", "1") != "0")
+                   vacuum=env("EDGESYNC_FANIN_VACUUM", "1") != "0",
+                   profile_dir=_directory(env("EDGESYNC_FANIN_PROFILE")),
+                   statements_dir=_directory(env("EDGESYNC_FANIN_STATEMENTS")))
+
+
+def _directory(value: str | None) -> Path | None:
+    if not value:
+        return None
+    path = Path(value)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _postgres(value: str) -> str:
@@ -367,7 +389,8 @@ async def run(cfg: Config, log: Callable[[str], None]) -> dict[str, Any]:
     results: dict[str, Any] = {"config": cfg.__dict__}
     with tempfile.TemporaryDirectory(prefix="fanin-") as tmp:
         work = Path(tmp)
-        server = TunedPostgres(work) if cfg.postgres == "tuned" else None
+        server = (TunedPostgres(work, statements=cfg.statements_dir is not None)
+                  if cfg.postgres == "tuned" else None)
         if server is not None:
             server.start()
         try:
@@ -394,6 +417,8 @@ async def _in_database(cfg: Config, work: Path, base: str, log: Callable[[str], 
         await broker.start()
         async with pool.acquire() as conn:
             await migrate(conn)
+            if cfg.statements_dir is not None:
+                await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
             project_id = await registry.ensure_project(conn, "fanin", "fanin")
             await conn.execute("UPDATE edge_projects SET policy = policy || $2 "
                                "WHERE id = $1", project_id,
@@ -463,6 +488,61 @@ class Figures:
             await conn.execute("CHECKPOINT")
         self.out.setdefault("vacuum_s", []).append(round(time.perf_counter() - started, 1))
 
+    @contextlib.asynccontextmanager
+    async def _cores(self, tag: str) -> AsyncIterator[None]:
+        """Around a window: the cores each kind of process used (``cores_<tag>``), the
+        groups the worker wrote (``groups_<tag>``: count, mean size, mean ms from start
+        to commit), and when asked, the worker's profiles and PostgreSQL's statements."""
+        pid = self.worker.proc.pid if self.worker.proc is not None else None
+        groups = await self.worker.group_totals()
+        if self.cfg.statements_dir is not None:
+            async with self.pool.acquire() as conn:
+                await conn.execute("SELECT pg_stat_statements_reset()")
+        before, started = cpu_by_kind(pid), time.monotonic()
+        profilers = await self._profilers(tag, pid)
+        yield
+        for proc in profilers:
+            proc.send_signal(signal.SIGINT)
+            await proc.wait()
+        self.out[f"cores_{tag}"] = cpu_split(before, cpu_by_kind(pid),
+                                             time.monotonic() - started)
+        after = await self.worker.group_totals()
+        if self.cfg.statements_dir is not None:
+            await self._statements(self.cfg.statements_dir / f"{tag}.txt")
+        if n := after.get("groups", 0) - groups.get("groups", 0):  # the groups written
+            self.out[f"groups_{tag}"] = {
+                "groups": int(n),
+                "mean_size": round((after["batches"] - groups["batches"]) / n, 1),
+                "mean_ms": round(1000 * (after["seconds"] - groups["seconds"]) / n, 1)}
+
+    async def _profilers(self, tag: str, pid: int | None) -> list[asyncio.subprocess.Process]:
+        """``EDGESYNC_FANIN_PROFILE``: py-spy (raw stacks) of the worker and of this bench,
+        and perf (call graphs) of the worker, for the window."""
+        where = self.cfg.profile_dir
+        if where is None or pid is None:
+            return []
+        argvs = [["py-spy", "record", "-p", str(pid), "-r", "200", "-f", "raw", "-o",
+                  str(where / f"{tag}.txt")],
+                 ["py-spy", "record", "-p", str(os.getpid()), "-r", "200", "-f", "raw", "-o",
+                  str(where / f"bench_{tag}.txt")],
+                 ["perf", "record", "-F", "499", "-g", "-p", str(pid), "-o",
+                  str(where / f"{tag}.perf")]]
+        return [await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+            for argv in argvs]
+
+    async def _statements(self, path: Path) -> None:
+        """The window's statements by total time (pg_stat_statements, tuned cluster)."""
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT calls, total_exec_time, rows, left(regexp_replace(query, '\\s+', ' ', "
+                "'g'), 160) AS q FROM pg_stat_statements ORDER BY total_exec_time DESC "
+                "LIMIT 40")
+        lines = [f"{r['total_exec_time']:10.0f} ms {r['calls']:8} calls "
+                 f"{r['total_exec_time'] / max(r['calls'], 1):8.3f} ms/call {r['rows']:9} rows "
+                 f"{r['q']}" for r in rows]
+        await asyncio.to_thread(path.write_text, "\n".join(lines) + "\n")
+
     def _check(self, tag: str, tracked: Tracked) -> None:
         if bad := not_materialized(tracked):
             self.problems[tag] = bad
@@ -501,8 +581,9 @@ class Figures:
                      f"({lineage_rate:.1f}/s); no steady figure")
             return
         await self._vacuum()
-        steady = await self.fleet.saturate(make_state, cycle(devices, self.cfg.batches),
-                                           self.cfg.cap)
+        async with self._cores(f"state_{n}"):
+            steady = await self.fleet.saturate(make_state, cycle(devices, self.cfg.batches),
+                                               self.cfg.cap)
         self._check(f"state_{n}", steady)
         rate, count, span = steady.rate()
         row |= {"batches_per_s": rate, "per_batch_ms": ms(1 / rate) if rate else None,
@@ -533,7 +614,8 @@ class Figures:
             half = float(fixed)
         self.fleet.watcher.interval = 0.005
         await self._vacuum()
-        paced = await self.fleet.paced(make_state, cycle(devices, 0), half, cfg.latency_s)
+        async with self._cores("latency"):
+            paced = await self.fleet.paced(make_state, cycle(devices, 0), half, cfg.latency_s)
         self.fleet.watcher.interval = 0.02
         self._check("latency", paced)
         lat = [paced.seen[b] - paced.published[b] for b in paced.seen]
@@ -554,7 +636,8 @@ class Figures:
         self._check("telemetry_first", first)
         out["telemetry_first_batches_per_s"], _, _ = first.rate()
         await self._vacuum()
-        steady = await self.fleet.saturate(make_tele, cycle(devices, cfg.batches), cfg.cap)
+        async with self._cores("telemetry"):
+            steady = await self.fleet.saturate(make_tele, cycle(devices, cfg.batches), cfg.cap)
         self._check("telemetry", steady)
         rate, count, span = steady.rate()
         out |= {"telemetry_batches_per_s": rate, "telemetry_rows_per_s": rate * ROWS,
@@ -683,7 +766,9 @@ def report(results: dict[str, Any]) -> str:
         lines.append(f"{r['devices']:7,}  {r['first_batches_per_s']:15.1f}  "
                      f"{r['batches_per_s']:9.1f}  {cost}  {ratio}  "
                      f"({r['batches']}, {r['window_s']:.1f})")
-    skip = {"scales", "config", "checks", "checks_after_rss", "problems", "rss_trace_mb"}
+    cores = [k for k in results if k.startswith(("cores_", "groups_"))]
+    skip = {"scales", "config", "checks", "checks_after_rss", "problems", "rss_trace_mb",
+            *cores}
     width = max(len(k) for k in results if k not in skip)
     for k, v in results.items():
         if k in skip:
@@ -691,7 +776,7 @@ def report(results: dict[str, Any]) -> str:
         lines.append(f"  {k:<{width}}  {v:14,.2f}" if isinstance(v, float) and abs(v) >= 1
                      else f"  {k:<{width}}  {v:14.4f}" if isinstance(v, float)
                      else f"  {k:<{width}}  {v!s:>14}")
-    for k in ("rss_trace_mb", "checks", "checks_after_rss", "problems"):
+    for k in ("rss_trace_mb", *cores, "checks", "checks_after_rss", "problems"):
         if k in results:
             lines.append(f"  {k}: {results[k]}")
     return "\n".join(lines)

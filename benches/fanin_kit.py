@@ -24,6 +24,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -72,6 +73,42 @@ async def port_open(port: int) -> bool:
     return True
 
 
+# ------------------------------------------------------------------ where the cores go
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_by_kind(worker_pid: int | None) -> dict[str, float]:
+    """CPU seconds (user + system) so far of every process on the machine, summed by
+    kind: the worker, PostgreSQL, the broker, this bench, and everything else. Two
+    readings around a window say which process took the 2 cores."""
+    out: dict[str, float] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+        except OSError:
+            continue  # gone since the listing
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields_ = stat[stat.rindex(")") + 2:].split()
+        seconds = (int(fields_[11]) + int(fields_[12])) / _TICK
+        pid = int(proc.name)
+        kind = ("worker" if pid == worker_pid else "bench" if pid == os.getpid()
+                else "postgres" if comm.startswith("postgres") else
+                "broker" if comm.startswith("mosquitto") else "other")
+        out[kind] = out.get(kind, 0.0) + seconds
+    return out
+
+
+def cpu_split(before: dict[str, float], after: dict[str, float],
+              wall: float) -> dict[str, float]:
+    """Cores used by each kind of process between two ``cpu_by_kind`` readings (a process
+    that ended in between is left out: its seconds would count as negative)."""
+    return {k: round(max(after.get(k, 0.0) - before.get(k, 0.0), 0.0) / wall, 2)
+            for k in sorted(after) if wall > 0}
+
+
 # ------------------------------------------------------------------ broker and worker
 
 def spawn(argv: list[str], log: Path | None,
@@ -105,7 +142,8 @@ class TunedPostgres:
     the distro's snakeoil certificate is there, as on the shared server, so that only
     the sizing differs between the two."""
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, *, statements: bool = False) -> None:
+        self.statements = statements
         if not PG_BIN:
             raise AssertionError("EDGESYNC_FANIN_PG=tuned needs PostgreSQL's server "
                                  "binaries under /usr/lib/postgresql/*/bin")
@@ -134,6 +172,9 @@ class TunedPostgres:
                   "-A", "trust", "-E", "UTF8", "--no-sync")
         opts = [f"-p {self.port}", "-c listen_addresses=127.0.0.1", f"-k {self.root}"]
         opts += [f"-c {k}={v}" for k, v in TUNED_SETTINGS.items()]
+        if self.statements:  # each window's statements (bench_fanin, _statements)
+            opts += ["-c shared_preload_libraries=pg_stat_statements",
+                     "-c pg_stat_statements.track=all"]
         if all(p.exists() for p in _SNAKEOIL):
             opts += ["-c ssl=on", f"-c ssl_cert_file={_SNAKEOIL[0]}",
                      f"-c ssl_key_file={_SNAKEOIL[1]}"]
@@ -203,6 +244,35 @@ class Worker:
             return "ingest subscribed" in text
 
         await until(subscribed, 120, "edgesync serve subscribed")
+
+    def api_url(self) -> str | None:
+        """The HTTP API's address, from the serve log (``--api-port 0`` picks a port)."""
+        found = None
+        for line in self.log.read_text(errors="replace").splitlines():
+            if "HTTP API listening on " in line:
+                found = line.split("HTTP API listening on ", 1)[1].split()[0]
+        return found
+
+    async def group_totals(self) -> dict[str, float]:
+        """The group writer's totals so far, from ``/metrics``: groups, batches in them,
+        seconds from each group's start to its commit."""
+        url = self.api_url()
+        if url is None:
+            return {}
+
+        def read() -> str:
+            with urllib.request.urlopen(f"{url}/metrics", timeout=5) as resp:
+                return str(resp.read().decode())
+
+        out: dict[str, float] = {}
+        names = {"edgesync_ingest_group_size_count": "groups",
+                 "edgesync_ingest_group_size_sum": "batches",
+                 "edgesync_ingest_group_commit_seconds_sum": "seconds"}
+        for line in (await asyncio.to_thread(read)).splitlines():
+            name, _, value = line.partition(" ")
+            if name in names:
+                out[names[name]] = float(value)
+        return out
 
     def rss_bytes(self) -> int:
         assert self.proc is not None
@@ -298,6 +368,12 @@ def _template(key: tuple[str, int, int, int], render: Any) -> bytes:
     return payload
 
 
+def _schema_columns(first: bool, columns: Any) -> dict[str, Any]:
+    """A device's first batch of a table carries its ``schema_columns``, the next ones
+    not: as an agent sends them (until a batch with them was acknowledged)."""
+    return {"schema_columns": columns} if first else {}
+
+
 def state_batch(d: Device, rows: int) -> Batch:
     """Batch k of a device: updates the last half of batch k-1's keys, inserts as many new
     ones (the first batch inserts only)."""
@@ -314,7 +390,7 @@ def state_batch(d: Device, rows: int) -> Batch:
                for i in range(rows)]
         return {"format_version": 1, "capture_strategy": "sqlite_row_batch_v1",
                 "batch_id": _BATCH_ID, "journal_epoch": _EPOCH, "source_table": STATE_TABLE,
-                "schema_hash": _STATE_SCHEMA[0], "schema_columns": _STATE_COLUMNS,
+                "schema_hash": _STATE_SCHEMA[0], **_schema_columns(k == 0, _STATE_COLUMNS),
                 "first_commit_seq": first_seq, "last_commit_seq": d.commit_seq, "rows": ops}
 
     batch_id = uuid7()
@@ -340,7 +416,7 @@ def telemetry_batch(d: Device, rows: int) -> Batch:
     def render() -> dict[str, Any]:
         return {"format_version": 1, "capture_strategy": "sqlite_telemetry_batch_v1",
                 "batch_id": _BATCH_ID, "batch_seq": seq, "source_table": TELEMETRY_TABLE,
-                "schema_hash": _TELE_SCHEMA[0], "schema_columns": _TELE_COLUMNS,
+                "schema_hash": _TELE_SCHEMA[0], **_schema_columns(seq == 1, _TELE_COLUMNS),
                 "cursor_start_ts": _stamp(start), "cursor_end_ts": _stamp(start + rows - 1),
                 "row_count": rows,
                 "rows": [{"ts": _stamp(start + i), "row_id": f"{_PREFIX}{start + i:012x}",

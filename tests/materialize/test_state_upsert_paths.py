@@ -87,3 +87,16 @@ async def test_live_and_replay_paths_agree(pool: asyncpg.Pool, unique: str, seed
                               (3, None, True, 8), (4, "d", False, 9)]
     assert not _core.decode_row_batch(payloads[0]).keys_are_unique
     assert _core.decode_row_batch(payloads[1]).keys_are_unique
+
+
+def test_a_layout_sends_one_upsert_text_whatever_the_binding_order() -> None:
+    """Bindings are read in the order of their UUIDs, a random one per lineage: the
+    upsert of each group must not depend on it, or PostgreSQL parses and plans a new
+    statement for every group (pg_stat_statements showed one text per group)."""
+    columns = [MirrorColumn(f"c{i}", f"c{i}", "bigint") for i in range(10)]
+    texts = set()
+    for seed in range(5):
+        shuffled = columns[:]
+        random.Random(seed).shuffle(shuffled)
+        texts.add(StateTarget("t", shuffled)._upsert_sql("_edge_in_x", "n._edge_device"))
+    assert len(texts) == 1

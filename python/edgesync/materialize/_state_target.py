@@ -175,7 +175,9 @@ class StateTarget:
         return int(status.rsplit(" ", 1)[-1])
 
     def _upsert_sql(self, source: str, device: str) -> str:
-        targets = [quote_ident(c.target) for c in self.columns]
+        # In the staging table's order: every group of a layout sends the same text
+        # (the bindings are read in random order: their ids are UUIDs).
+        targets = [quote_ident(c.target) for c in self._ordered]
         insert_cols = ", ".join(
             ["device_id", "_edge_pk_hash", "_edge_journal_epoch", "_edge_commit_seq",
              "_edge_deleted", *targets])

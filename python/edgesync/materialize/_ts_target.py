@@ -18,6 +18,7 @@ for duplicates the ledger already excludes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import uuid
 from dataclasses import dataclass
@@ -160,10 +161,11 @@ class TsTarget:
         await conn.execute(f"ALTER TABLE {q} ATTACH PARTITION {part} {bounds}")
         return 1
 
-    @property
+    @functools.cached_property
     def copy_format(self) -> Literal["binary", "text"]:
         # Binary values go straight into the table: only when each column is known to
         # have the type they are encoded for (text input would be converted instead).
+        # Asked for each batch of a group: worked out once per target.
         columns = [(c.source, c.pg_type) for c in self.columns]
         checked = all(c.stored_type == c.pg_type for c in self.columns)
         return copy_format(columns) if checked else "text"
