@@ -386,7 +386,8 @@ async def verify(pool: asyncpg.Pool, fleet: Fleet, targets: dict[str, str]) -> d
 
 
 async def run(cfg: Config, log: Callable[[str], None]) -> dict[str, Any]:
-    results: dict[str, Any] = {"config": cfg.__dict__}
+    results: dict[str, Any] = {"config": {k: str(v) if isinstance(v, Path) else v
+                                          for k, v in cfg.__dict__.items()}}
     with tempfile.TemporaryDirectory(prefix="fanin-") as tmp:
         work = Path(tmp)
         server = (TunedPostgres(work, statements=cfg.statements_dir is not None)
