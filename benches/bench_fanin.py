@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import io
 import os
 import signal
@@ -55,7 +56,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,7 @@ from fanin_kit import (
     TunedPostgres,
     Watcher,
     Worker,
+    bench_pauses,
     cpu_by_kind,
     cpu_split,
     register_fleet,
@@ -114,8 +116,13 @@ class Config:
     # (EDGESYNC_FANIN_STATEMENTS: pg_stat_statements, on the tuned cluster only).
     profile_dir: Path | None = None
     statements_dir: Path | None = None
+    # Settings of the private cluster in place of TUNED_SETTINGS' (EDGESYNC_FANIN_PG_SET).
+    pg_settings: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.pg_settings and self.postgres != "tuned":
+            raise ValueError("EDGESYNC_FANIN_PG_SET needs EDGESYNC_FANIN_PG=tuned (the "
+                             "shared server's settings are the machine's)")
         if self.statements_dir is not None and self.postgres != "tuned":
             raise ValueError("EDGESYNC_FANIN_STATEMENTS needs EDGESYNC_FANIN_PG=tuned (the "
                              "shared server does not load pg_stat_statements)")
@@ -141,7 +148,20 @@ class Config:
                    postgres=_postgres(env("EDGESYNC_FANIN_PG", "shared")),
                    vacuum=env("EDGESYNC_FANIN_VACUUM", "1") != "0",
                    profile_dir=_directory(env("EDGESYNC_FANIN_PROFILE")),
-                   statements_dir=_directory(env("EDGESYNC_FANIN_STATEMENTS")))
+                   statements_dir=_directory(env("EDGESYNC_FANIN_STATEMENTS")),
+                   pg_settings=_settings(env("EDGESYNC_FANIN_PG_SET", "")))
+
+
+def _settings(value: str) -> dict[str, str]:
+    """``name=value,name=value`` → a dict; a clear error for anything else."""
+    out = {}
+    for item in filter(None, (i.strip() for i in value.split(","))):
+        name, sep, setting = item.partition("=")
+        if not sep or not name.strip() or not setting.strip():
+            raise ValueError(f"EDGESYNC_FANIN_PG_SET: {item!r} is not name=value "
+                             "(e.g. max_wal_size=1GB,shared_buffers=128MB)")
+        out[name.strip()] = setting.strip()
+    return out
 
 
 def _directory(value: str | None) -> Path | None:
@@ -390,7 +410,8 @@ async def run(cfg: Config, log: Callable[[str], None]) -> dict[str, Any]:
                                           for k, v in cfg.__dict__.items()}}
     with tempfile.TemporaryDirectory(prefix="fanin-") as tmp:
         work = Path(tmp)
-        server = (TunedPostgres(work, statements=cfg.statements_dir is not None)
+        server = (TunedPostgres(work, statements=cfg.statements_dir is not None,
+                                settings=cfg.pg_settings)
                   if cfg.postgres == "tuned" else None)
         if server is not None:
             server.start()
@@ -493,21 +514,35 @@ class Figures:
     async def _cores(self, tag: str) -> AsyncIterator[None]:
         """Around a window: the cores each kind of process used (``cores_<tag>``), the
         groups the worker wrote (``groups_<tag>``: count, mean size, mean ms from start
-        to commit), and when asked, the worker's profiles and PostgreSQL's statements."""
+        to commit), the WAL written and checkpoints begun (``wal_<tag>``), the bench's
+        own collector pauses (``bench_gc_<tag>``), and when asked, the worker's profiles
+        and PostgreSQL's statements."""
         pid = self.worker.proc.pid if self.worker.proc is not None else None
         groups = await self.worker.group_totals()
+        wal = await self._wal()
         if self.cfg.statements_dir is not None:
             async with self.pool.acquire() as conn:
                 await conn.execute("SELECT pg_stat_statements_reset()")
         before, started = cpu_by_kind(pid), time.monotonic()
         profilers = await self._profilers(tag, pid)
-        yield
+        # What the bench itself holds (every batch sent so far, ~100,000s of objects) out
+        # of its collector's sight: a full collection of it stalled this process for up
+        # to 150 ms mid-window, the watcher with it, and every batch committed meanwhile
+        # was seen that much late: one such stall in the latency run is its p99.
+        gc.freeze()
+        with bench_pauses() as pauses:
+            yield
+        self.out[f"bench_gc_{tag}"] = {"collections": len(pauses),
+                                       "max_ms": round(max(pauses, default=0.0), 1)}
         for proc in profilers:
             proc.send_signal(signal.SIGINT)
             await proc.wait()
         self.out[f"cores_{tag}"] = cpu_split(before, cpu_by_kind(pid),
                                              time.monotonic() - started)
         after = await self.worker.group_totals()
+        wal_after = await self._wal()
+        self.out[f"wal_{tag}"] = {"mb": round((wal_after[0] - wal[0]) / 2**20, 1),
+                                  "checkpoints": wal_after[1] - wal[1]}
         if self.cfg.statements_dir is not None:
             await self._statements(self.cfg.statements_dir / f"{tag}.txt")
         if n := after.get("groups", 0) - groups.get("groups", 0):  # the groups written
@@ -515,6 +550,16 @@ class Figures:
                 "groups": int(n),
                 "mean_size": round((after["batches"] - groups["batches"]) / n, 1),
                 "mean_ms": round(1000 * (after["seconds"] - groups["seconds"]) / n, 1)}
+
+    async def _wal(self) -> tuple[int, int]:
+        """WAL bytes written so far, checkpoints begun so far (timed or requested: a
+        checkpoint forced by WAL volume counts as requested, as the bench's own do)."""
+        async with self.pool.acquire() as conn:
+            row = await conn.fetchrow(
+                "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn AS wal, "
+                "checkpoints_timed + checkpoints_req AS n FROM pg_stat_bgwriter")
+        assert row is not None
+        return int(row["wal"]), int(row["n"])
 
     async def _profilers(self, tag: str, pid: int | None) -> list[asyncio.subprocess.Process]:
         """``EDGESYNC_FANIN_PROFILE``: py-spy (raw stacks) of the worker and of this bench,
@@ -767,7 +812,7 @@ def report(results: dict[str, Any]) -> str:
         lines.append(f"{r['devices']:7,}  {r['first_batches_per_s']:15.1f}  "
                      f"{r['batches_per_s']:9.1f}  {cost}  {ratio}  "
                      f"({r['batches']}, {r['window_s']:.1f})")
-    cores = [k for k in results if k.startswith(("cores_", "groups_"))]
+    cores = [k for k in results if k.startswith(("cores_", "groups_", "wal_", "bench_gc_"))]
     skip = {"scales", "config", "checks", "checks_after_rss", "problems", "rss_trace_mb",
             *cores}
     width = max(len(k) for k in results if k not in skip)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import shutil
 import signal
@@ -26,7 +27,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -101,6 +102,26 @@ def cpu_by_kind(worker_pid: int | None) -> dict[str, float]:
     return out
 
 
+@contextlib.contextmanager
+def bench_pauses() -> Iterator[list[float]]:
+    """Milliseconds of each collection of this process's garbage collector meanwhile: a
+    pause of the bench is a pause of its watcher, so it would count as latency."""
+    pauses: list[float] = []
+    started = [0.0]
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            pauses.append(1000 * (time.perf_counter() - started[0]))
+
+    gc.callbacks.append(timed)
+    try:
+        yield pauses
+    finally:
+        gc.callbacks.remove(timed)
+
+
 def cpu_split(before: dict[str, float], after: dict[str, float],
               wall: float) -> dict[str, float]:
     """Cores used by each kind of process between two ``cpu_by_kind`` readings (a process
@@ -142,8 +163,11 @@ class TunedPostgres:
     the distro's snakeoil certificate is there, as on the shared server, so that only
     the sizing differs between the two."""
 
-    def __init__(self, work: Path, *, statements: bool = False) -> None:
+    def __init__(self, work: Path, *, statements: bool = False,
+                 settings: dict[str, str] | None = None) -> None:
         self.statements = statements
+        # TUNED_SETTINGS with these in their place (EDGESYNC_FANIN_PG_SET).
+        self.settings = TUNED_SETTINGS | (settings or {})
         if not PG_BIN:
             raise AssertionError("EDGESYNC_FANIN_PG=tuned needs PostgreSQL's server "
                                  "binaries under /usr/lib/postgresql/*/bin")
@@ -171,7 +195,8 @@ class TunedPostgres:
         self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres",
                   "-A", "trust", "-E", "UTF8", "--no-sync")
         opts = [f"-p {self.port}", "-c listen_addresses=127.0.0.1", f"-k {self.root}"]
-        opts += [f"-c {k}={v}" for k, v in TUNED_SETTINGS.items()]
+        opts += [f"-c {k}={v}" for k, v in self.settings.items()]
+        opts.append("-c log_checkpoints=on")  # postgres.log says when each one ran
         if self.statements:  # each window's statements (bench_fanin, _statements)
             opts += ["-c shared_preload_libraries=pg_stat_statements",
                      "-c pg_stat_statements.track=all"]
