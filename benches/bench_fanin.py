@@ -118,6 +118,10 @@ class Config:
     statements_dir: Path | None = None
     # Settings of the private cluster in place of TUNED_SETTINGS' (EDGESYNC_FANIN_PG_SET).
     pg_settings: dict[str, str] = field(default_factory=dict)
+    # The latency run's rate instead of half the state maximum (EDGESYNC_FANIN_LATENCY_RATE),
+    # and where its every batch's (publish s, latency s) go (EDGESYNC_FANIN_LATENCY_DUMP).
+    latency_rate: float | None = None
+    latency_dump: Path | None = None
 
     def __post_init__(self) -> None:
         if self.pg_settings and self.postgres != "tuned":
@@ -149,7 +153,11 @@ class Config:
                    vacuum=env("EDGESYNC_FANIN_VACUUM", "1") != "0",
                    profile_dir=_directory(env("EDGESYNC_FANIN_PROFILE")),
                    statements_dir=_directory(env("EDGESYNC_FANIN_STATEMENTS")),
-                   pg_settings=_settings(env("EDGESYNC_FANIN_PG_SET", "")))
+                   pg_settings=_settings(env("EDGESYNC_FANIN_PG_SET", "")),
+                   latency_rate=float(rate) if (rate := env("EDGESYNC_FANIN_LATENCY_RATE"))
+                   else None,
+                   latency_dump=Path(dump) if (dump := env("EDGESYNC_FANIN_LATENCY_DUMP"))
+                   else None)
 
 
 def _settings(value: str) -> dict[str, str]:
@@ -511,7 +519,7 @@ class Figures:
         self.out.setdefault("vacuum_s", []).append(round(time.perf_counter() - started, 1))
 
     @contextlib.asynccontextmanager
-    async def _cores(self, tag: str) -> AsyncIterator[None]:
+    async def _window(self, tag: str) -> AsyncIterator[None]:
         """Around a window: the cores each kind of process used (``cores_<tag>``), the
         groups the worker wrote (``groups_<tag>``: count, mean size, mean ms from start
         to commit), the WAL written and checkpoints begun (``wal_<tag>``), the bench's
@@ -627,7 +635,7 @@ class Figures:
                      f"({lineage_rate:.1f}/s); no steady figure")
             return
         await self._vacuum()
-        async with self._cores(f"state_{n}"):
+        async with self._window(f"state_{n}"):
             steady = await self.fleet.saturate(make_state, cycle(devices, self.cfg.batches),
                                                self.cfg.cap)
         self._check(f"state_{n}", steady)
@@ -656,20 +664,20 @@ class Figures:
         # after the state figure it derives from (after the telemetry saturation, the
         # first seconds measured that burst's aftermath: docs/benchmarks.md, session 6).
         half = max(0.5 * out["state_batches_per_s"], 0.5)
-        if fixed := os.environ.get("EDGESYNC_FANIN_LATENCY_RATE"):  # side-by-side trials
-            half = float(fixed)
+        if cfg.latency_rate is not None:  # side-by-side trials at one rate
+            half = cfg.latency_rate
         self.fleet.watcher.interval = 0.005
         await self._vacuum()
-        async with self._cores("latency"):
+        async with self._window("latency"):
             paced = await self.fleet.paced(make_state, cycle(devices, 0), half, cfg.latency_s)
         self.fleet.watcher.interval = 0.02
         self._check("latency", paced)
         lat = [paced.seen[b] - paced.published[b] for b in paced.seen]
-        if dump := os.environ.get("EDGESYNC_FANIN_LATENCY_DUMP"):  # (publish s, latency s)
+        if cfg.latency_dump is not None:  # (publish s, latency s) of every batch
             t0 = min(paced.published.values())
             points = sorted((paced.published[b] - t0, paced.seen[b] - paced.published[b])
                             for b in paced.seen)
-            await asyncio.to_thread(Path(dump).write_bytes, orjson.dumps(points))
+            await asyncio.to_thread(cfg.latency_dump.write_bytes, orjson.dumps(points))
         out |= {"latency_rate_batches_per_s": half, "latency_samples": len(lat),
                 "latency_p50_ms": ms(pct(lat, 0.5)) if lat else None,
                 "latency_p99_ms": ms(pct(lat, 0.99)) if lat else None,
@@ -682,7 +690,7 @@ class Figures:
         self._check("telemetry_first", first)
         out["telemetry_first_batches_per_s"], _, _ = first.rate()
         await self._vacuum()
-        async with self._cores("telemetry"):
+        async with self._window("telemetry"):
             steady = await self.fleet.saturate(make_tele, cycle(devices, cfg.batches), cfg.cap)
         self._check("telemetry", steady)
         rate, count, span = steady.rate()
@@ -812,9 +820,9 @@ def report(results: dict[str, Any]) -> str:
         lines.append(f"{r['devices']:7,}  {r['first_batches_per_s']:15.1f}  "
                      f"{r['batches_per_s']:9.1f}  {cost}  {ratio}  "
                      f"({r['batches']}, {r['window_s']:.1f})")
-    cores = [k for k in results if k.startswith(("cores_", "groups_", "wal_", "bench_gc_"))]
+    windows = [k for k in results if k.startswith(("cores_", "groups_", "wal_", "bench_gc_"))]
     skip = {"scales", "config", "checks", "checks_after_rss", "problems", "rss_trace_mb",
-            *cores}
+            *windows}
     width = max(len(k) for k in results if k not in skip)
     for k, v in results.items():
         if k in skip:
@@ -822,7 +830,7 @@ def report(results: dict[str, Any]) -> str:
         lines.append(f"  {k:<{width}}  {v:14,.2f}" if isinstance(v, float) and abs(v) >= 1
                      else f"  {k:<{width}}  {v:14.4f}" if isinstance(v, float)
                      else f"  {k:<{width}}  {v!s:>14}")
-    for k in ("rss_trace_mb", *cores, "checks", "checks_after_rss", "problems"):
+    for k in ("rss_trace_mb", *windows, "checks", "checks_after_rss", "problems"):
         if k in results:
             lines.append(f"  {k}: {results[k]}")
     return "\n".join(lines)
