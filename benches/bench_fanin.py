@@ -589,12 +589,12 @@ class Figures:
         """The window's statements by total time (pg_stat_statements, tuned cluster)."""
         async with self.pool.acquire() as conn:
             rows = await conn.fetch(
-                "SELECT calls, total_exec_time, rows, left(regexp_replace(query, '\\s+', ' ', "
-                "'g'), 160) AS q FROM pg_stat_statements ORDER BY total_exec_time DESC "
-                "LIMIT 40")
-        lines = [f"{r['total_exec_time']:10.0f} ms {r['calls']:8} calls "
-                 f"{r['total_exec_time'] / max(r['calls'], 1):8.3f} ms/call {r['rows']:9} rows "
-                 f"{r['q']}" for r in rows]
+                "SELECT calls, total_exec_time, total_plan_time, rows, "
+                "left(regexp_replace(query, '\\s+', ' ', 'g'), 160) AS q FROM pg_stat_statements "
+                "ORDER BY total_exec_time + total_plan_time DESC LIMIT 40")
+        lines = [f"{r['total_exec_time']:10.0f} ms {r['total_plan_time']:8.0f} ms planning "
+                 f"{r['calls']:8} calls {r['total_exec_time'] / max(r['calls'], 1):8.3f} ms/call "
+                 f"{r['rows']:9} rows {r['q']}" for r in rows]
         await asyncio.to_thread(path.write_text, "\n".join(lines) + "\n")
 
     def _check(self, tag: str, tracked: Tracked) -> None:

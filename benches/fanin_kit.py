@@ -199,7 +199,8 @@ class TunedPostgres:
         opts.append("-c log_checkpoints=on")  # postgres.log says when each one ran
         if self.statements:  # each window's statements (bench_fanin, _statements)
             opts += ["-c shared_preload_libraries=pg_stat_statements",
-                     "-c pg_stat_statements.track=all"]
+                     "-c pg_stat_statements.track=all",
+                     "-c pg_stat_statements.track_planning=on"]
         if all(p.exists() for p in _SNAKEOIL):
             opts += ["-c ssl=on", f"-c ssl_cert_file={_SNAKEOIL[0]}",
                      f"-c ssl_key_file={_SNAKEOIL[1]}"]

@@ -90,6 +90,45 @@ async def test_cost_per_batch_does_not_grow_with_devices(pool, database_url, bat
     assert biggest > 50, figures
 
 
+async def test_a_live_group_sends_its_upsert_and_settle_with_the_commit(
+        pool, database_url, batches, unique):
+    """At half load a group is small and every round trip of it waits for a core: a
+    live group of state batches is BEGIN, lock, ledger claim, staging table, COPY, and
+    one message with the upsert, the settle and the COMMIT."""
+    scopes, factories, table = await fleet(pool, batches, unique, 6)
+    counted = await Counted.open(database_url)
+    sent: list[str] = []
+    try:
+        await round_of(counted.pipe, scopes, factories, 0)  # lineage creation
+        conns = [await counted.pool.acquire() for _ in range(2)]
+        for conn in conns:
+            conn.add_query_logger(lambda r: sent.append(r.query))
+            await counted.pool.release(conn)
+        writer = counted.pipe.writer
+        writer.group_sizes.clear()
+        # Queued before anyone leads: one group.
+        entries = [_Entry(s, TopicKind.ROWS_BATCH, upserts(f, 1), None,
+                          asyncio.get_running_loop().create_future())
+                   for s, f in zip(scopes, factories, strict=True)]
+        writer._pending.extend(entries)
+        await writer._lead(entries[0])
+        await asyncio.sleep(0)  # (query loggers are called soon after)
+        assert {e.future.result().status for e in entries} == {OutcomeStatus.MATERIALIZED}
+    finally:
+        await counted.pool.close()
+    assert dict(writer.group_sizes) == {6: 1}
+    # (asyncpg's query logger does not see the COPY, between CREATE and the last one.)
+    assert [q.split()[0] for q in sent] == ["BEGIN", "SELECT", "INSERT", "CREATE", "INSERT"], sent
+    last = sent[-1]
+    assert f"INSERT INTO {quote_ident(table)}" in last
+    assert "UPDATE edge_table_lineages" in last and last.endswith("COMMIT")
+    rows = await pool.fetchval(f"SELECT count(*) FROM {quote_ident(table)} WHERE mode = 'm1'")
+    assert rows == 6 * 5
+    counts = await pool.fetchval("SELECT sum(materialized_rows) FROM edge_table_lineages "
+                                 "WHERE device_id = ANY($1)", [s.device_id for s in scopes])
+    assert counts == 1 + 6 * 5 + 6 * 5
+
+
 async def test_a_poisoned_row_is_quarantined_and_its_batch_and_neighbours_materialize(
         pool, batches, unique):
     scopes, factories, table = await fleet(pool, batches, unique, 12)

@@ -109,7 +109,7 @@ async def test_a_batch_postgresql_cannot_store_even_staged_is_rejected_not_lost(
     ``unstorable_text`` rather than left to a log line."""
     import edgesync.ingest._group as group
 
-    async def refuse(conn: Any, works: Any) -> None:
+    async def refuse(conn: Any, works: Any, tail: Any = None) -> None:
         raise asyncpg.UntranslatableCharacterError("unsupported Unicode escape sequence")
 
     monkeypatch.setattr(group, "accept_group", refuse)

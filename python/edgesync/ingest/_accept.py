@@ -73,7 +73,7 @@ from edgesync.protocol import RejectionCode, TopicKind
 from edgesync.quarantine import quarantine_refused
 from edgesync.registry import DeviceScope
 from edgesync.staging import StagedBatch, stage_many
-from edgesync.store import Conn
+from edgesync.store import CommitTail, Conn
 
 __all__ = ["Work", "accept_group"]
 
@@ -112,8 +112,10 @@ class Work:
         return "telemetry" if isinstance(self.batch, TelemetryBatch) else "rows"
 
 
-async def accept_group(conn: Conn, works: list[Work]) -> None:
-    """Accept ``works`` in the caller's transaction; sets each one's ``outcome``."""
+async def accept_group(conn: Conn, works: list[Work], tail: CommitTail | None = None) -> None:
+    """Accept ``works`` in the caller's transaction; sets each one's ``outcome``. With
+    ``tail`` (``store.committing``), the state upserts and the settle run with the
+    COMMIT."""
     lineages = await lock_lineages(
         conn, [(w.scope, w.batch.source_table, w.pipeline) for w in works])
     for w in works:
@@ -124,17 +126,17 @@ async def accept_group(conn: Conn, works: list[Work]) -> None:
     for w in live:
         if w.key in segments:
             claimed.append(w)
-        else:  # accepted by another worker since the redelivery check
+        else:  # a redelivery: accepted before (by any worker)
             w.outcome = IngestOutcome(OutcomeStatus.DUPLICATE, None, w.batch.batch_id,
                                       _lineage(w).id)
-    # A duplicate found only now had its ledger row before this transaction: re-queue
-    # its confirmation, as for any redelivery.
+    # A redelivery writes nothing; its confirmation is queued again (the device may have
+    # missed the first one, and re-sends until it has one).
     await redelivered_many(conn, [w.key for w in live if w.key not in segments])
     if not claimed:
         return
     admissions = await _admit(conn, claimed)
     staged: list[tuple[Work, str]] = []
-    materialized = await _materialize(conn, claimed, admissions, staged)
+    materialized = await _materialize(conn, claimed, admissions, staged, tail)
     for w, error in [(w, w.write_error) for w, _ in staged if w.write_error]:
         await record_materialization_failure(conn, _lineage(w).id, error)
         _log.warning("batch %s staged: %s", w.batch.batch_id, error)
@@ -147,7 +149,7 @@ async def accept_group(conn: Conn, works: list[Work]) -> None:
         w.outcome = IngestOutcome(OutcomeStatus.STAGED, reason, None, _lineage(w).id,
                                   w.batch.row_count)
     await settle_many(conn, [(_lineage(w).id, w.written_rows) for w in materialized],
-                      [segments[w.key] for w, _ in staged])
+                      [segments[w.key] for w, _ in staged], tail)
     for w in materialized:
         detail = None
         if w.refused is not None:  # the slow path: rows set apart
@@ -265,7 +267,7 @@ async def _admit(conn: Conn, works: list[Work]) -> dict[tuple[uuid.UUID, str], A
 
 async def _materialize(conn: Conn, works: list[Work],
                        admissions: dict[tuple[uuid.UUID, str], Admission],
-                       staged: list[tuple[Work, str]]) -> list[Work]:
+                       staged: list[tuple[Work, str]], tail: CommitTail | None) -> list[Work]:
     """Write what can be written; append the rest to ``staged`` with its reason."""
     items: list[tuple[Work, WriteItem]] = []
     apart: list[tuple[Work, WriteItem]] = []
@@ -280,7 +282,9 @@ async def _materialize(conn: Conn, works: list[Work],
             apart.append((w, WriteItem(w.scope.device_id, w.batch, adm.target)))
         else:
             items.append((w, WriteItem(w.scope.device_id, w.batch, adm.target)))
-    await write_batches(conn, [item for _, item in items])
+    await write_batches(conn, [item for _, item in items], tail=tail)
+    if apart and tail is not None:
+        await tail.flush(conn)  # the rows-apart savepoints reuse the staging tables
     for w, item in apart:  # the slow path, after a failure
         await write_rows_apart(conn, item)
         items.append((w, item))

@@ -13,7 +13,7 @@ import orjson
 from edgesync.errors import BatchRejected
 from edgesync.governance import count_rejected
 from edgesync.protocol import RejectionCode
-from edgesync.store import Conn, any_of
+from edgesync.store import CommitTail, Conn, any_of, array_literal
 
 __all__ = ["UNSTORABLE_TEXT", "UNSTORABLE_TEXT_ERRORS", "Claim", "SegmentKey", "claim_many",
            "ledger_text", "note_quarantined", "record_rejection", "redelivered_many",
@@ -86,7 +86,7 @@ SegmentKey = tuple[uuid.UUID, uuid.UUID]  # (device_id, batch_id)
 async def redelivered_many(conn: Conn, keys: list[SegmentKey]) -> set[SegmentKey]:
     """Which of ``keys`` were accepted already; those take a new seen_seq, so the progress
     reporter confirms them once more and a device that missed the first confirmation
-    stops re-sending. One statement for the whole group, outside any transaction."""
+    stops re-sending. One statement for the whole group."""
     if not keys:
         return set()
     rows = await conn.fetch(
@@ -162,21 +162,25 @@ async def taken_batch_seqs(conn: Conn, keys: list[tuple[uuid.UUID, str, int, uui
 
 
 async def settle_many(conn: Conn, materialized: list[tuple[uuid.UUID, int]],
-                      staged: list[int]) -> None:
+                      staged: list[int], tail: CommitTail | None = None) -> None:
     """Count the rows of the materialized ``(lineage_id, rows)`` on their lineages, and
-    mark the ledger rows of the ``staged`` segment ids staged, in one statement."""
+    mark the ledger rows of the ``staged`` segment ids staged, in one statement: run
+    now, or with the COMMIT when ``tail`` is given (nothing reads its result). Its
+    values are ids and counts, written as literals either way (one text for both)."""
     if not materialized and not staged:
         return
-    lineage_ids, rows = ([list(c) for c in zip(*materialized, strict=True)]
-                         if materialized else ([], []))
-    await conn.execute(
-        "WITH seg AS (UPDATE edge_export_segments SET outcome = 'staged' "
-        "  WHERE id = ANY($1::bigint[])), "
-        "per AS (SELECT l, sum(n) AS n FROM unnest($2::uuid[], $3::bigint[]) AS x(l, n) "
-        "  GROUP BY l) "
-        "UPDATE edge_table_lineages t SET materialized_rows = materialized_rows + per.n, "
-        f"updated_at = now() FROM per WHERE t.id = per.l AND t.id = {any_of(2)}",
-        staged, lineage_ids, rows)
+    lineage_ids = array_literal([m[0] for m in materialized], "uuid")
+    rows = array_literal([m[1] for m in materialized], "bigint")
+    sql = ("WITH seg AS (UPDATE edge_export_segments SET outcome = 'staged' "
+           f"  WHERE id = ANY({array_literal(staged, 'bigint')})), "
+           f"per AS (SELECT l, sum(n) AS n FROM unnest({lineage_ids}, {rows}) AS x(l, n) "
+           "  GROUP BY l) "
+           "UPDATE edge_table_lineages t SET materialized_rows = materialized_rows + per.n, "
+           f"updated_at = now() FROM per WHERE t.id = per.l AND t.id = {any_of(lineage_ids)}")
+    if tail is not None:
+        tail.defer(sql)
+    else:
+        await conn.execute(sql)
 
 
 async def note_quarantined(conn: Conn, counts: list[tuple[int, int]]) -> None:

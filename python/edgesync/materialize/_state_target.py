@@ -18,7 +18,7 @@ from edgesync._core import RowBatch
 from edgesync.materialize._data_points import MappedColumn, state_values_sql, temp_columns_ddl
 from edgesync.materialize._identifiers import quote_ident
 from edgesync.materialize._types import copy_format, join_copy
-from edgesync.store import Conn
+from edgesync.store import CommitTail, Conn
 
 __all__ = ["MirrorColumn", "StateTarget"]
 
@@ -136,17 +136,21 @@ class StateTarget:
         """Upsert one batch; returns how many target rows changed. Runs inside the caller's
         transaction (the ledger row commits with it)."""
         if self.plain:
-            return await self.write_group(conn, [(batch, self.encode(device_id, batch))],
-                                          set())
+            written = await self.write_group(conn, [(batch, self.encode(device_id, batch))],
+                                             set())
+            assert written is not None  # (no tail)
+            return written
         return await self.apply_encoded(conn, device_id, batch, self.encode(device_id, batch))
 
     async def write_group(self, conn: Conn, parts: list[tuple[RowBatch, bytes]],
-                          used: set[str], *, distinct_devices: bool = False) -> int:
+                          used: set[str], *, distinct_devices: bool = False,
+                          tail: CommitTail | None = None) -> int | None:
         """Upsert the batches of many devices (``parts``: each batch with its ``encode``
         output) with one COPY and one statement; returns the target rows changed. Only
         for ``plain`` targets. ``used``: the staging tables this transaction has filled
         already (it is emptied first when used again before the commit empties it).
-        ``distinct_devices``: no two parts are of the same device.
+        ``distinct_devices``: no two parts are of the same device. ``tail``: the upsert
+        runs with the transaction's COMMIT (``store.committing``), and None is returned.
 
         ``INSERT … ON CONFLICT`` probes the primary key once per row, so a batch costs the
         same however many rows the device already has. (A MERGE joins the batch to the
@@ -158,6 +162,8 @@ class StateTarget:
         # catalog churn per batch, and one truncation per layout at commit.
         staging = "_edge_in_" + hashlib.sha256(ddl.encode()).hexdigest()[:16]
         if staging in used:
+            if tail is not None:  # an upsert deferred from it reads it first
+                await tail.flush(conn)
             await conn.execute(f"DELETE FROM {staging}")
         else:
             await conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {staging} {ddl} "
@@ -170,8 +176,11 @@ class StateTarget:
         # twice: no sort when every batch is of another device and its keys are distinct.
         keys_unique = ((len(parts) == 1 or distinct_devices)
                        and all(batch.keys_are_unique for batch, _ in parts))
-        status: str = await conn.execute(self._upsert_sql(
-            _newest(staging, keys_unique), "n._edge_device"))
+        upsert = self._upsert_sql(_newest(staging, keys_unique), "n._edge_device")
+        if tail is not None:
+            tail.defer(upsert)
+            return None
+        status: str = await conn.execute(upsert)
         return int(status.rsplit(" ", 1)[-1])
 
     def _upsert_sql(self, source: str, device: str) -> str:

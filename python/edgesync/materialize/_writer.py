@@ -22,7 +22,7 @@ from edgesync._core import RowBatch, TelemetryBatch
 from edgesync.errors import BatchRejected
 from edgesync.materialize._state_target import StateTarget
 from edgesync.materialize._ts_target import TsRows, TsTarget
-from edgesync.store import Conn
+from edgesync.store import CommitTail, Conn
 
 __all__ = ["LINEAGE_ERRORS", "ROW_ERRORS", "WRITE_ERRORS", "RowFailure", "WriteItem",
            "split_on", "write_batches", "write_rows_apart"]
@@ -78,13 +78,14 @@ class WriteItem:
 
 
 async def write_batches(conn: Conn, items: Sequence[WriteItem],
-                        used: set[str] | None = None) -> None:
+                        used: set[str] | None = None, tail: CommitTail | None = None) -> None:
     """Write ``items`` in the caller's transaction. Every batch is encoded first: a row
     with a value that does not fit is set apart (``refused``) and the batch's other rows
     are encoded again without it, before anything is written (a refusal naming no row
     gives the item ``error``: nothing of it is written). A PostgreSQL error raises (the
     caller splits, see ``split_on``). ``used``: the staging tables of this transaction
-    (``StateTarget.write_group``)."""
+    (``StateTarget.write_group``). ``tail``: the state upserts run with the COMMIT
+    (``store.committing``); a PostgreSQL error of theirs is raised there."""
     state: dict[tuple[str, str], tuple[StateTarget, list[tuple[RowBatch, bytes]]]] = {}
     # Devices of each state write: a group's rows have distinct keys when each batch's
     # keys are distinct and no device has two batches in it.
@@ -120,7 +121,8 @@ async def write_batches(conn: Conn, items: Sequence[WriteItem],
             alone.append((item, batch, copy))
     used = set() if used is None else used
     for key, (target, parts) in state.items():
-        await target.write_group(conn, parts, used, distinct_devices=key not in repeated)
+        await target.write_group(conn, parts, used, distinct_devices=key not in repeated,
+                                 tail=tail)
     for tparts in telemetry.values():
         await tparts[0][0].write_group(conn, [rows for _, rows in tparts])
     for item, batch, copy in alone:

@@ -7,16 +7,20 @@ from edgesync.store._keyed import any_of
 from edgesync.store._migrations import KNOWN_VERSION, applied_version, migrate
 from edgesync.store._pool import create_pool, unlock_session_lock
 from edgesync.store._records import from_record
+from edgesync.store._tail import CommitTail, array_literal, committing
 from edgesync.store._transient import TRANSIENT_ERRORS
 from edgesync.store._url import check_database_url
 
 __all__ = [
     "KNOWN_VERSION",
     "TRANSIENT_ERRORS",
+    "CommitTail",
     "Conn",
     "any_of",
     "applied_version",
+    "array_literal",
     "check_database_url",
+    "committing",
     "create_pool",
     "embedded_postgres",
     "from_record",

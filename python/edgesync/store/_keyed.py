@@ -21,7 +21,8 @@ from __future__ import annotations
 __all__ = ["any_of"]
 
 
-def any_of(param: int, pg_type: str = "uuid") -> str:
-    """SQL ``ANY(…)`` of the array parameter ``$param`` of ``pg_type``, its length
-    hidden from the planner."""
-    return f"ANY(ARRAY(SELECT unnest(${param}::{pg_type}[])))"
+def any_of(param: int | str, pg_type: str = "uuid") -> str:
+    """SQL ``ANY(…)`` of the array parameter ``$param`` of ``pg_type`` (or of an array
+    literal, ``store.array_literal``), its length hidden from the planner."""
+    array = param if isinstance(param, str) else f"${param}::{pg_type}[]"
+    return f"ANY(ARRAY(SELECT unnest({array})))"
