@@ -96,3 +96,27 @@ async def test_array_literals_hold_ids_and_counts_only(pool):
         array_literal(["1}'::int[]; DROP TABLE x; --"], "bigint")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="not an integer"):
         array_literal([True], "int")
+
+
+async def test_a_prelude_travels_with_the_begin_and_ensure_skips_it(pool, unique):
+    create = f"CREATE TEMP TABLE IF NOT EXISTS pre_{unique} (id int) ON COMMIT DELETE ROWS"
+    other = f"CREATE TEMP TABLE IF NOT EXISTS pre2_{unique} (id int) ON COMMIT DELETE ROWS"
+    async with pool.acquire() as conn:
+        sent: list[str] = []
+
+        def log(record: Any) -> None:
+            sent.append(record.query)
+
+        conn.add_query_logger(log)
+        try:
+            async with committing(conn, [create]) as tail:
+                await tail.ensure(conn, create)  # carried by the BEGIN: not sent again
+                await tail.ensure(conn, other)  # sent now
+                await conn.execute(f"INSERT INTO pre_{unique} VALUES (1)")
+                await conn.execute(f"INSERT INTO pre2_{unique} VALUES (1)")
+        finally:
+            await asyncio.sleep(0)
+            conn.remove_query_logger(log)
+        assert tail.ensured == [create, other]
+        assert sent[0] == f"BEGIN;\n{create}"
+        assert sent.count(other) == 1 and sent.count(create) == 0

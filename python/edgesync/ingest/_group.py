@@ -63,6 +63,9 @@ __all__ = ["GroupWriter"]
 
 _log = logging.getLogger("edgesync.ingest")
 
+# Staging tables created with a group's BEGIN (``GroupWriter._prelude``).
+_PRELUDE_MAX = 4
+
 
 @dataclass(slots=True, eq=False)
 class _Entry:
@@ -108,6 +111,10 @@ class GroupWriter:
         # Waiting for a group to fill is worth it only when groups are already being
         # written (load); alone, a message is written at once.
         self._linger = linger
+        # The staging tables' CREATE … IF NOT EXISTS that the last groups needed: sent
+        # with the next BEGIN, they cost no round trip (a fleet's tables mostly share
+        # a few layouts; more than a few are created apart, as they come).
+        self._prelude: list[str] = []
         self._pending: collections.deque[_Entry] = collections.deque()
         self._leaders = 0
         # Devices with batches in a group being written, and who waits for one to end.
@@ -317,8 +324,10 @@ class GroupWriter:
                     await accept_group(conn, works)
             else:
                 # The upserts and the settle travel with the COMMIT: one round trip.
-                async with committing(conn) as tail:
+                async with committing(conn, self._prelude) as tail:
                     await accept_group(conn, works, tail)
+                self._prelude = list(dict.fromkeys(
+                    tail.ensured + self._prelude))[:_PRELUDE_MAX]
             if self.on_committed is not None:
                 self.on_committed(works)
         for e in todo:

@@ -166,8 +166,11 @@ class StateTarget:
                 await tail.flush(conn)
             await conn.execute(f"DELETE FROM {staging}")
         else:
-            await conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {staging} {ddl} "
-                               "ON COMMIT DELETE ROWS")
+            create = f"CREATE TEMP TABLE IF NOT EXISTS {staging} {ddl} ON COMMIT DELETE ROWS"
+            if tail is not None:  # (the BEGIN may have carried it)
+                await tail.ensure(conn, create)
+            else:
+                await conn.execute(create)
             used.add(staging)
         fmt = self.copy_format
         await conn.copy_to_table(staging, format=fmt,

@@ -11,6 +11,10 @@ An error of a deferred statement surfaces at the commit, as if it had run then: 
 transaction rolls back whole, as it would have anyway. A statement that needs a deferred
 one's effect first calls ``flush``.
 
+The other end works alike: idempotent statements the previous transactions needed
+(``ensure``: the staging tables' ``CREATE TEMP TABLE IF NOT EXISTS``) can travel with
+the ``BEGIN`` (``prelude``), where they cost no round trip of their own.
+
 The simple query protocol takes no parameters, so a deferred statement carries its
 values as literals (``array_literal``): only values edgesync made itself — ids, counts,
 identifiers it quoted — never a device's text.
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Literal
 
 from edgesync.store._conn import Conn
@@ -31,14 +35,24 @@ __all__ = ["CommitTail", "array_literal", "committing"]
 class CommitTail:
     """The deferred statements of one transaction (see the module's docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, prelude: Sequence[str] = ()) -> None:
         self._sql: list[str] = []
+        self.prelude = tuple(prelude)
+        # The idempotent statements this transaction needed (for a later prelude).
+        self.ensured: list[str] = []
 
     def __len__(self) -> int:
         return len(self._sql)
 
     def defer(self, sql: str) -> None:
         self._sql.append(sql)
+
+    async def ensure(self, conn: Conn, sql: str) -> None:
+        """Run the idempotent statement ``sql`` unless the BEGIN carried it already."""
+        if sql not in self.ensured:
+            self.ensured.append(sql)
+        if sql not in self.prelude:
+            await conn.execute(sql)
 
     async def flush(self, conn: Conn) -> None:
         """Run the deferred statements now (one round trip)."""
@@ -52,14 +66,15 @@ class CommitTail:
 
 
 @contextlib.asynccontextmanager
-async def committing(conn: Conn) -> AsyncIterator[CommitTail]:
-    """``BEGIN``; on leaving, the tail's statements and ``COMMIT`` in one round trip,
+async def committing(conn: Conn, prelude: Sequence[str] = ()) -> AsyncIterator[CommitTail]:
+    """``BEGIN`` and the ``prelude`` (idempotent statements, see ``CommitTail.ensure``)
+    in one round trip; on leaving, the tail's statements and ``COMMIT`` in one,
     or ``ROLLBACK`` when the block (or a deferred statement) raised. No
     ``conn.transaction()`` inside: asyncpg refuses a savepoint in a transaction it did
     not begin (the group writer's rows-apart path, which needs savepoints, takes
     asyncpg's own transaction)."""
-    await conn.execute("BEGIN")
-    tail = CommitTail()
+    await conn.execute(";\n".join(["BEGIN", *prelude]))
+    tail = CommitTail(prelude)
     try:
         yield tail
         await tail._commit(conn)
