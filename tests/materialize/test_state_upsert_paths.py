@@ -100,3 +100,23 @@ def test_a_layout_sends_one_upsert_text_whatever_the_binding_order() -> None:
         random.Random(seed).shuffle(shuffled)
         texts.add(StateTarget("t", shuffled)._upsert_sql("_edge_in_x", "n._edge_device"))
     assert len(texts) == 1
+
+
+def test_lineages_of_one_table_and_columns_share_one_shape_whatever_the_binding_order(
+) -> None:
+    """A StateTarget is built for each lineage of each group; what follows from its
+    columns (staging layout, COPY columns, statements, the telemetry target) is worked
+    out once and shared. The telemetry target is what ``write_batches`` groups COPYs
+    by: lineages whose bindings came in another order must still share one."""
+    columns = [MirrorColumn(f"c{i}", f"c{i}", "bigint", "bigint") for i in range(10)]
+    targets = []
+    for seed in range(5):
+        shuffled = columns[:]
+        random.Random(seed).shuffle(shuffled)
+        targets.append(StateTarget("t_shape", shuffled))
+    assert len({id(t.telemetry) for t in targets}) == 1
+    assert len({t.layout for t in targets}) == 1
+    assert [c for c, _ in targets[0]._copy_columns()] == sorted(f"c{i}" for i in range(10))
+    # Another table, or other columns: another shape.
+    assert StateTarget("t_other", columns).telemetry is not targets[0].telemetry
+    assert StateTarget("t_shape", columns[:9]).telemetry is not targets[0].telemetry

@@ -8,10 +8,10 @@ from edgesync.materialize._identifiers import (
     quote_ident,
     target_table_name,
 )
-from edgesync.materialize._state_target import MirrorColumn, StateTarget
+from edgesync.materialize._state_target import StateTarget
 from edgesync.materialize._sweep import sweep_state_rows
 from edgesync.materialize._ts_target import TS_PLATFORM_COLUMNS, TsTarget, ts_table_name
-from edgesync.materialize._types import PG_TYPES, pg_type_for
+from edgesync.materialize._types import PG_TYPES, MirrorColumn, pg_type_for
 from edgesync.materialize._writer import (
     LINEAGE_ERRORS,
     ROW_ERRORS,

@@ -9,8 +9,8 @@ import uuid
 from datetime import datetime
 
 from edgesync.materialize._identifiers import quote_ident
-from edgesync.materialize._state_target import MirrorColumn
 from edgesync.materialize._ts_target import TsTarget
+from edgesync.materialize._types import MirrorColumn
 from edgesync.store import Conn
 
 __all__ = ["copy_state_rows", "copy_ts_rows", "upsert_cloud_row"]

@@ -8,31 +8,22 @@ parallel workers all converge on the device's latest state without a lock.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import uuid
-from dataclasses import dataclass
 from typing import Literal
 
 from edgesync._core import RowBatch
 from edgesync.materialize._data_points import MappedColumn, state_values_sql, temp_columns_ddl
 from edgesync.materialize._identifiers import quote_ident
-from edgesync.materialize._types import copy_format, join_copy
+from edgesync.materialize._ts_target import TsTarget
+from edgesync.materialize._types import MirrorColumn, copy_format, join_copy
 from edgesync.store import CommitTail, Conn
 
 __all__ = ["MirrorColumn", "StateTarget"]
 
 _temp_names = itertools.count()
-
-
-@dataclass(frozen=True, slots=True)
-class MirrorColumn:
-    source: str
-    target: str
-    pg_type: str
-    # The column's type in the target table as last read from the catalog; None when
-    # not read.
-    stored_type: str | None = None
 
 
 def _newest(source: str, keys_unique: bool) -> str:
@@ -42,6 +33,42 @@ def _newest(source: str, keys_unique: bool) -> str:
         return source
     return (f"(SELECT DISTINCT ON (_edge_device, _edge_pk_hash) * FROM {source} "
             "ORDER BY _edge_device, _edge_pk_hash, _edge_epoch DESC, _edge_seq DESC)")
+
+
+class _Shape:
+    """What follows from a target's table and columns: worked out once per shape and
+    shared by every lineage of it. A StateTarget is built for each lineage of each
+    group, and the staging layout, COPY columns and statement texts were worked out
+    again each time (a few percent of the worker's CPU at half load, py-spy)."""
+
+    def __init__(self, table: str, columns: tuple[MirrorColumn, ...],
+                 mapped: tuple[MappedColumn, ...]) -> None:
+        # The staging table's layout depends on the columns, never on the order their
+        # bindings were read in: one temp table per layout and connection, however many
+        # lineages (devices) share the layout.
+        self.ordered = sorted(columns, key=lambda c: (c.target, c.pg_type))
+        self.copy_columns = ([(c.source, c.pg_type) for c in self.ordered]
+                             + [(m.source, m.pg_type) for m in mapped])
+        cols_ddl = "".join(f", {quote_ident(c.target)} {c.pg_type}" for c in self.ordered)
+        self.layout = ("(_edge_device uuid, _edge_pk_hash text, _edge_epoch uuid, "
+                       f"_edge_seq bigint, _edge_deleted boolean{cols_ddl}"
+                       f"{temp_columns_ddl(list(mapped))})")
+        # One staging table per column layout and connection (see ``write_group``).
+        self.staging = "_edge_in_" + hashlib.sha256(self.layout.encode()).hexdigest()[:16]
+        self.copy_format = copy_format(self.copy_columns)
+        self.telemetry = TsTarget(table, sorted(columns, key=lambda c: c.target), list(mapped))
+        # write_group's statement, by whether the keys are unique.
+        self.group_upserts: dict[bool, str] = {}
+
+
+def _by_target(c: MirrorColumn) -> tuple[str, str, str, str]:
+    return (c.target, c.pg_type, c.source, c.stored_type or "")
+
+
+@functools.lru_cache(maxsize=4096)
+def _shape(table: str, columns: tuple[MirrorColumn, ...],
+           mapped: tuple[MappedColumn, ...]) -> _Shape:
+    return _Shape(table, columns, mapped)
 
 
 class StateTarget:
@@ -56,6 +83,10 @@ class StateTarget:
         # cloud's version of the row (see docs/protocol.md, "Write-back").
         self.cloud_authoritative = cloud_authoritative
         self.conflicts: list[str] = []
+        # Bindings are read in id order, a different one for each lineage: in the
+        # columns' own order, lineages of one table and columns share one shape (and
+        # one telemetry COPY, ``write_batches``).
+        self._shape = _shape(table, tuple(sorted(columns, key=_by_target)), tuple(self.mapped))
 
     async def provision_cloud_authority(self, conn: Conn) -> None:
         q = quote_ident(self.table)
@@ -99,30 +130,30 @@ class StateTarget:
         share one COPY and one upsert (``write_group``)."""
         return not self.mapped and not self.cloud_authoritative
 
+    # A target's columns never change once it is built (a new schema builds a new one).
     def _copy_columns(self) -> list[tuple[str, str]]:
-        return ([(c.source, c.pg_type) for c in self._ordered]
-                + [(m.source, m.pg_type) for m in self.mapped])
+        return self._shape.copy_columns
 
     @property
     def _ordered(self) -> list[MirrorColumn]:
-        # The staging table's layout depends on the columns, never on the order their
-        # bindings were read in: one temp table per layout and connection, however many
-        # lineages (devices) share the layout.
-        return sorted(self.columns, key=lambda c: (c.target, c.pg_type))
+        return self._shape.ordered
 
     @property
     def layout(self) -> str:
         """The staging table's columns: targets with equal layouts can share a COPY."""
-        return self._staging_ddl()
+        return self._shape.layout
+
+    @property
+    def telemetry(self) -> TsTarget:
+        """The telemetry target of the same table and bindings."""
+        return self._shape.telemetry
 
     def _staging_ddl(self) -> str:
-        cols_ddl = "".join(f", {quote_ident(c.target)} {c.pg_type}" for c in self._ordered)
-        return ("(_edge_device uuid, _edge_pk_hash text, _edge_epoch uuid, _edge_seq bigint, "
-                f"_edge_deleted boolean{cols_ddl}{temp_columns_ddl(self.mapped)})")
+        return self._shape.layout
 
     @property
     def copy_format(self) -> Literal["binary", "text"]:
-        return copy_format(self._copy_columns())
+        return self._shape.copy_format
 
     def encode(self, device_id: uuid.UUID, batch: RowBatch) -> bytes:
         """The batch's rows as COPY data for the staging table (device id first). Raises
@@ -160,7 +191,7 @@ class StateTarget:
         ddl = self.layout
         # One staging table per column layout and connection, emptied at commit: no
         # catalog churn per batch, and one truncation per layout at commit.
-        staging = "_edge_in_" + hashlib.sha256(ddl.encode()).hexdigest()[:16]
+        staging = self._shape.staging
         if staging in used:
             if tail is not None:  # an upsert deferred from it reads it first
                 await tail.flush(conn)
@@ -179,7 +210,10 @@ class StateTarget:
         # twice: no sort when every batch is of another device and its keys are distinct.
         keys_unique = ((len(parts) == 1 or distinct_devices)
                        and all(batch.keys_are_unique for batch, _ in parts))
-        upsert = self._upsert_sql(_newest(staging, keys_unique), "n._edge_device")
+        upsert = self._shape.group_upserts.get(keys_unique)
+        if upsert is None:
+            upsert = self._upsert_sql(_newest(staging, keys_unique), "n._edge_device")
+            self._shape.group_upserts[keys_unique] = upsert
         if tail is not None:
             tail.defer(upsert)
             return None

@@ -32,8 +32,7 @@ from edgesync.materialize._data_points import (
     write_telemetry_values,
 )
 from edgesync.materialize._identifiers import MAX_IDENT_BYTES, quote_ident, target_table_name
-from edgesync.materialize._state_target import MirrorColumn
-from edgesync.materialize._types import copy_format, join_copy
+from edgesync.materialize._types import MirrorColumn, copy_format, join_copy
 from edgesync.store import Conn
 
 __all__ = ["TS_PLATFORM_COLUMNS", "TsRows", "TsTarget", "ts_table_name"]
@@ -46,6 +45,9 @@ _MAX_SPAN_DAYS = 8
 # Partitions known to exist (this process saw them in the catalog): most batches then
 # need no catalog query at all.
 _seen_partitions: set[str] = set()
+# (table, first day, last day) of batches whose partitions were all known: the next
+# batch of those days is answered without working the names out again.
+_seen_spans: set[tuple[str, date, date]] = set()
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +112,8 @@ class TsTarget:
         """Daily partitions for ``[first, last]`` and the day after; returns how many
         were created. One catalog query when they all exist."""
         d0, d1 = first.astimezone(UTC).date(), last.astimezone(UTC).date()
+        if (self.table, d0, d1) in _seen_spans:  # every batch of a day after the first
+            return 0
         span = (d1 - d0).days
         days = ([d0 + timedelta(days=i) for i in range(span + 1)] if span <= _MAX_SPAN_DAYS
                 else [d0, d1])
@@ -117,6 +121,7 @@ class TsTarget:
         names = {n: d for d in days
                  if (n := _part_name(self.table, f"d{d:%Y%m%d}")) not in _seen_partitions}
         if not names:
+            _seen_spans.add((self.table, d0, d1))
             return 0
         missing = await conn.fetch(
             "SELECT n FROM unnest($1::text[]) AS n WHERE to_regclass(quote_ident(n)) IS NULL",

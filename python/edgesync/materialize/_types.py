@@ -1,11 +1,24 @@
-"""Target column types for SQLite affinities."""
+"""Target columns: their types for SQLite affinities, and their COPY formats."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["PG_TYPES", "copy_format", "join_copy", "pg_type_for"]
+__all__ = ["PG_TYPES", "MirrorColumn", "copy_format", "join_copy", "pg_type_for"]
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorColumn:
+    """A mirrored column of a target: device column ``source`` in ``target``."""
+
+    source: str
+    target: str
+    pg_type: str
+    # The column's type in the target table as last read from the catalog; None when
+    # not read.
+    stored_type: str | None = None
 
 # NUMERIC affinity holds dates, booleans and decimals alike on SQLite, so it lands in
 # text (lossless); an operator may choose another type in the column action.

@@ -91,18 +91,17 @@ async def write_batches(conn: Conn, items: Sequence[WriteItem],
     # keys are distinct and no device has two batches in it.
     devices: dict[tuple[str, str], set[uuid.UUID]] = defaultdict(set)
     repeated: set[tuple[str, str]] = set()
-    telemetry: dict[tuple[object, ...], list[tuple[TsTarget, TsRows]]] = defaultdict(list)
+    # By target: lineages of one table and columns share one (StateTarget.telemetry).
+    telemetry: dict[TsTarget, list[tuple[TsTarget, TsRows]]] = defaultdict(list)
     alone: list[tuple[WriteItem, RowBatch, bytes]] = []
     for item in items:
         if isinstance(item.batch, TelemetryBatch):
-            t = item.target
-            ts = TsTarget(t.table, sorted(t.columns, key=lambda c: c.target), t.mapped)
+            ts = item.target.telemetry
             encoded = _encode(item, ts)
             if encoded is not None:
                 rows = encoded[1]
                 assert isinstance(rows, TsRows)
-                telemetry[(ts.table, tuple(ts.columns), tuple(ts.mapped),
-                           ts.copy_format)].append((ts, rows))
+                telemetry[ts].append((ts, rows))
             continue
         encoded = _encode(item, None)
         if encoded is None:
