@@ -120,3 +120,12 @@ async def test_a_prelude_travels_with_the_begin_and_ensure_skips_it(pool, unique
         assert tail.ensured == [create, other]
         assert sent[0] == f"BEGIN;\n{create}"
         assert sent.count(other) == 1 and sent.count(create) == 0
+
+
+async def test_a_failing_prelude_leaves_no_transaction_open(pool, unique):
+    async with pool.acquire() as conn:
+        with pytest.raises(asyncpg.UndefinedTableError):
+            async with committing(conn, [f"INSERT INTO missing_{unique} VALUES (1)"]):
+                raise AssertionError("not reached")
+        assert not conn.is_in_transaction()
+        assert await conn.fetchval("SELECT 1") == 1

@@ -73,9 +73,10 @@ async def committing(conn: Conn, prelude: Sequence[str] = ()) -> AsyncIterator[C
     ``conn.transaction()`` inside: asyncpg refuses a savepoint in a transaction it did
     not begin (the group writer's rows-apart path, which needs savepoints, takes
     asyncpg's own transaction)."""
-    await conn.execute(";\n".join(["BEGIN", *prelude]))
     tail = CommitTail(prelude)
     try:
+        # (A prelude statement that fails leaves the transaction begun: rolled back below.)
+        await conn.execute(";\n".join(["BEGIN", *prelude]))
         yield tail
         await tail._commit(conn)
     except BaseException:
