@@ -43,10 +43,10 @@ class _Shape:
 
     def __init__(self, table: str, columns: tuple[MirrorColumn, ...],
                  mapped: tuple[MappedColumn, ...]) -> None:
-        # The staging table's layout depends on the columns, never on the order their
+        # ``columns`` come in their own order (``_by_target``), never in the order their
         # bindings were read in: one temp table per layout and connection, however many
         # lineages (devices) share the layout.
-        self.ordered = sorted(columns, key=lambda c: (c.target, c.pg_type))
+        self.ordered = list(columns)
         self.copy_columns = ([(c.source, c.pg_type) for c in self.ordered]
                              + [(m.source, m.pg_type) for m in mapped])
         cols_ddl = "".join(f", {quote_ident(c.target)} {c.pg_type}" for c in self.ordered)
@@ -56,7 +56,7 @@ class _Shape:
         # One staging table per column layout and connection (see ``write_group``).
         self.staging = "_edge_in_" + hashlib.sha256(self.layout.encode()).hexdigest()[:16]
         self.copy_format = copy_format(self.copy_columns)
-        self.telemetry = TsTarget(table, sorted(columns, key=lambda c: c.target), list(mapped))
+        self.telemetry = TsTarget(table, list(columns), list(mapped))
         # write_group's statement, by whether the keys are unique.
         self.group_upserts: dict[bool, str] = {}
 
@@ -135,10 +135,6 @@ class StateTarget:
         return self._shape.copy_columns
 
     @property
-    def _ordered(self) -> list[MirrorColumn]:
-        return self._shape.ordered
-
-    @property
     def layout(self) -> str:
         """The staging table's columns: targets with equal layouts can share a COPY."""
         return self._shape.layout
@@ -147,9 +143,6 @@ class StateTarget:
     def telemetry(self) -> TsTarget:
         """The telemetry target of the same table and bindings."""
         return self._shape.telemetry
-
-    def _staging_ddl(self) -> str:
-        return self._shape.layout
 
     @property
     def copy_format(self) -> Literal["binary", "text"]:
@@ -223,7 +216,7 @@ class StateTarget:
     def _upsert_sql(self, source: str, device: str) -> str:
         # In the staging table's order: every group of a layout sends the same text
         # (the bindings are read in random order: their ids are UUIDs).
-        targets = [quote_ident(c.target) for c in self._ordered]
+        targets = [quote_ident(c.target) for c in self._shape.ordered]
         insert_cols = ", ".join(
             ["device_id", "_edge_pk_hash", "_edge_journal_epoch", "_edge_commit_seq",
              "_edge_deleted", *targets])
@@ -246,7 +239,7 @@ class StateTarget:
         """One batch (``copy`` from ``encode``) of a target with mapped columns or cloud
         authority: its own temp table, dropped at the end."""
         staging = f"_edge_in_{next(_temp_names)}"
-        await conn.execute(f"CREATE TEMP TABLE {staging} {self._staging_ddl()} ON COMMIT DROP")
+        await conn.execute(f"CREATE TEMP TABLE {staging} {self.layout} ON COMMIT DROP")
         # A memoryview: asyncpg would take plain bytes for a file path.
         await conn.copy_to_table(staging, source=memoryview(copy),  # type: ignore[arg-type]
                                  format=self.copy_format)

@@ -92,7 +92,7 @@ async def write_batches(conn: Conn, items: Sequence[WriteItem],
     devices: dict[tuple[str, str], set[uuid.UUID]] = defaultdict(set)
     repeated: set[tuple[str, str]] = set()
     # By target: lineages of one table and columns share one (StateTarget.telemetry).
-    telemetry: dict[TsTarget, list[tuple[TsTarget, TsRows]]] = defaultdict(list)
+    telemetry: dict[TsTarget, list[TsRows]] = defaultdict(list)
     alone: list[tuple[WriteItem, RowBatch, bytes]] = []
     for item in items:
         if isinstance(item.batch, TelemetryBatch):
@@ -101,7 +101,7 @@ async def write_batches(conn: Conn, items: Sequence[WriteItem],
             if encoded is not None:
                 rows = encoded[1]
                 assert isinstance(rows, TsRows)
-                telemetry[ts].append((ts, rows))
+                telemetry[ts].append(rows)
             continue
         encoded = _encode(item, None)
         if encoded is None:
@@ -122,8 +122,8 @@ async def write_batches(conn: Conn, items: Sequence[WriteItem],
     for key, (target, parts) in state.items():
         await target.write_group(conn, parts, used, distinct_devices=key not in repeated,
                                  tail=tail)
-    for tparts in telemetry.values():
-        await tparts[0][0].write_group(conn, [rows for _, rows in tparts])
+    for ts, ts_rows in telemetry.items():
+        await ts.write_group(conn, ts_rows)
     for item, batch, copy in alone:
         await item.target.apply_encoded(conn, item.device_id, batch, copy)
         item.conflicts.extend(item.target.conflicts)
