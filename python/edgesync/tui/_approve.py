@@ -21,6 +21,7 @@ from edgesync.client._actions import resolve_map_specs
 from edgesync.errors import ConfigError
 from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell
+from edgesync.tui._table import Table
 
 __all__ = ["TARGET_TYPES", "Approval", "ApproveScreen", "preview_lines"]
 
@@ -87,7 +88,7 @@ class ApproveScreen(Screen[Approval | None]):
         with VerticalScroll():
             yield Static(Text(f"{self.review['source_table']}: choose an action per column "
                               "(↑/↓ picks the column), then a approves."), classes="block")
-            table: DataTable[Text] = DataTable(id="actions", cursor_type="row")
+            table = Table(id="actions", cursor_type="row")
             table.add_columns("column", "declared type", "pk", "action", "target name",
                               "target type", "data point")
             yield table

@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Static
 
 from edgesync.tui._format import cell, short_time
 from edgesync.tui._search import SearchScreen
+from edgesync.tui._table import Table
 
 __all__ = ["EventsScreen", "event_words"]
 
@@ -47,8 +48,7 @@ class EventsScreen(SearchScreen):
     def body(self) -> Iterable[Widget]:
         yield self.search_box()
         yield Static("", id="head", classes="head", markup=False)
-        table: DataTable[Text] = DataTable(id="main-table", cursor_type="row",
-                                           zebra_stripes=True)
+        table = Table(id="main-table", cursor_type="row", zebra_stripes=True)
         table.add_columns("id", "time", "event", "about")
         yield table
 

@@ -20,6 +20,7 @@ from edgesync.tui._base import ApiScreen
 from edgesync.tui._confirm import ConfirmScreen
 from edgesync.tui._format import cell, pause_words, short_time, text
 from edgesync.tui._offers import recovery_text, take_offer
+from edgesync.tui._table import Table
 
 __all__ = ["LineageDetailScreen", "freshness_line", "has_materialization_error",
            "replay_progress"]
@@ -78,12 +79,12 @@ class LineageDetailScreen(ApiScreen):
             yield ProgressBar(id="replay-bar", show_eta=False)
             yield Static("", id="replay", classes="block", markup=False)
             yield Static("Schema versions", classes="section")
-            versions: DataTable[Text] = DataTable(id="versions", cursor_type="row")
+            versions = Table(id="versions", cursor_type="row")
             versions.add_columns("first seen", "schema hash", "classification", "status",
                                  "columns", "diff")
             yield versions
             yield Static("Bindings", classes="section")
-            bindings: DataTable[Text] = DataTable(id="bindings", cursor_type="row")
+            bindings = Table(id="bindings", cursor_type="row")
             bindings.add_columns("schema hash", "source column", "action", "target column",
                                  "target type", "data point")
             yield bindings

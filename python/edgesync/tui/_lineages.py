@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Static
 from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell, pause_words, short_time
 from edgesync.tui._search import PAGE_SIZE, SearchScreen
+from edgesync.tui._table import Table
 
 __all__ = ["LineagesScreen"]
 
@@ -47,7 +48,7 @@ class LineagesScreen(SearchScreen):
     def body(self) -> Iterable[Widget]:
         yield self.search_box()
         yield Static("", id="head", classes="head", markup=False)
-        table: DataTable[Text] = DataTable(id="main-table", cursor_type="row", zebra_stripes=True)
+        table = Table(id="main-table", cursor_type="row", zebra_stripes=True)
         table.add_columns(*_COLUMNS)
         yield table
 

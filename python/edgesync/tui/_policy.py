@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Static
 from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell
 from edgesync.tui._search import SearchScreen
+from edgesync.tui._table import Table
 
 __all__ = ["PolicyScreen", "policy_value"]
 
@@ -66,7 +67,7 @@ class PolicyScreen(SearchScreen):
     def body(self) -> Iterable[Widget]:
         yield self.search_box()
         yield Static("", id="head", classes="head", markup=False)
-        table: DataTable[Text] = DataTable(id="main-table", cursor_type="row")
+        table = Table(id="main-table", cursor_type="row")
         table.add_columns("field", "value", "what it does")
         yield table
 

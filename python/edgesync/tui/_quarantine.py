@@ -10,7 +10,6 @@ from functools import partial
 from typing import Any
 
 import orjson
-from rich.text import Text
 from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
@@ -18,6 +17,7 @@ from textual.widgets import DataTable, Static
 from edgesync.tui._confirm import AskScreen, ConfirmScreen
 from edgesync.tui._format import cell, short_time
 from edgesync.tui._search import PAGE_SIZE, SearchScreen
+from edgesync.tui._table import Table
 
 __all__ = ["STATUS_FILTERS", "QuarantineScreen", "editable_values"]
 
@@ -67,8 +67,7 @@ class QuarantineScreen(SearchScreen):
     def body(self) -> Iterable[Widget]:
         yield self.search_box()
         yield Static("", id="head", classes="head", markup=False)
-        table: DataTable[Text] = DataTable(id="main-table", cursor_type="row",
-                                           zebra_stripes=True)
+        table = Table(id="main-table", cursor_type="row", zebra_stripes=True)
         table.add_columns("id", "status", "seq / ts", "op", "key", "reason code", "field",
                           "reason", "attempts", "quarantined")
         yield table

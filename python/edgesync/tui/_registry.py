@@ -9,7 +9,6 @@ from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
-from rich.text import Text
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widget import Widget
@@ -20,6 +19,7 @@ from edgesync.tui._format import cell, short_time
 from edgesync.tui._review_detail import ReviewDetailScreen
 from edgesync.tui._reviews import FILTERS
 from edgesync.tui._search import PAGE_SIZE, SearchScreen
+from edgesync.tui._table import Table
 
 __all__ = ["RegistryReviewScreen", "RegistryScreen", "consolidation_words"]
 
@@ -51,13 +51,12 @@ class RegistryScreen(SearchScreen):
     def body(self) -> Iterable[Widget]:
         yield self.search_box()
         yield Static("", id="head", classes="head", markup=False)
-        reviews: DataTable[Text] = DataTable(id="main-table", cursor_type="row",
-                                             zebra_stripes=True)
+        reviews = Table(id="main-table", cursor_type="row", zebra_stripes=True)
         reviews.add_columns("created", "scope", "table", "pipeline", "status", "registry",
                             "version", "target")
         yield reviews
         yield Static("Coalesced mirrors", classes="section")
-        mirrors: DataTable[Text] = DataTable(id="mirrors", cursor_type="row")
+        mirrors = Table(id="mirrors", cursor_type="row")
         mirrors.add_columns("target table", "scope", "source table", "pipeline", "devices",
                             "schema hashes")
         yield mirrors
@@ -166,7 +165,7 @@ class RegistryReviewScreen(ReviewDetailScreen):
         scroll = self.query_one(VerticalScroll)
         if not self.query("#devices"):  # the waiting devices, under the columns
             await scroll.mount(Static("Waiting devices", classes="section"))
-            devices: DataTable[Text] = DataTable(id="devices", cursor_type="row")
+            devices = Table(id="devices", cursor_type="row")
             devices.add_columns("device", "lineage", "schema version status")
             await scroll.mount(devices)
         table = self.query_one("#devices", DataTable)

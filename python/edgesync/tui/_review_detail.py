@@ -18,6 +18,7 @@ from edgesync.client import ApiClientError
 from edgesync.tui._base import ApiScreen
 from edgesync.tui._confirm import AskScreen, ConfirmScreen
 from edgesync.tui._format import cell, short_time, text
+from edgesync.tui._table import Table
 
 __all__ = ["ReviewDetailScreen", "column_changes"]
 
@@ -66,7 +67,7 @@ class ReviewDetailScreen(ApiScreen):
         with VerticalScroll():
             yield Static("loading…", id="summary", classes="block", markup=False)
             yield Static("Columns and diff against the approved schema", classes="section")
-            columns: DataTable[Text] = DataTable(id="columns", cursor_type="row")
+            columns = Table(id="columns", cursor_type="row")
             columns.add_columns("column", "declared type", "affinity", "pk", "not null",
                                 "change", "decided action")
             yield columns

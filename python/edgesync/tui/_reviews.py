@@ -12,6 +12,7 @@ from textual.widgets import DataTable, Static
 
 from edgesync.tui._format import cell, short_time
 from edgesync.tui._search import PAGE_SIZE, SearchScreen
+from edgesync.tui._table import Table
 
 __all__ = ["FILTERS", "ReviewsScreen"]
 
@@ -40,8 +41,7 @@ class ReviewsScreen(SearchScreen):
     def body(self) -> Iterable[Widget]:
         yield self.search_box()
         yield Static("", id="head", classes="head", markup=False)
-        table: DataTable[Text] = DataTable(id="main-table", cursor_type="row",
-                                           zebra_stripes=True)
+        table = Table(id="main-table", cursor_type="row", zebra_stripes=True)
         table.add_columns("created", "device", "table", "classification", "status",
                           "version", "claimed by", "decided by")
         yield table

@@ -8,7 +8,6 @@ from functools import partial
 from typing import Any
 
 import orjson
-from rich.text import Text
 from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
@@ -17,6 +16,7 @@ from edgesync.client import ApiClientError
 from edgesync.tui._base import ApiScreen
 from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell
+from edgesync.tui._table import Table
 
 __all__ = ["RowsScreen", "decoded_rows", "source_columns", "writeback_row"]
 
@@ -84,8 +84,7 @@ class RowsScreen(ApiScreen):
 
     def body(self) -> Iterable[Widget]:
         yield Static("", id="head", classes="head", markup=False)
-        table: DataTable[Text] = DataTable(id="main-table", cursor_type="row",
-                                           zebra_stripes=True)
+        table = Table(id="main-table", cursor_type="row", zebra_stripes=True)
         yield table
 
     @property
