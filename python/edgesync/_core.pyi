@@ -24,7 +24,6 @@ __all__ = [
     "decode_row_batch",
     "decode_telemetry_batch",
     "decompress_blob",
-    "peek_batch_id",
     "pk_hash",
     "schema_fingerprint",
     "sqlite_affinity",
@@ -242,15 +241,6 @@ def decode_telemetry_batch(payload: bytes | bytearray | memoryview) -> Telemetry
     row_count_mismatch, invalid_row / invalid_row_id (first bad row),
     cursor_timestamp_mismatch, invalid_schema_columns / schema_hash_mismatch.
     Never raises anything else for any payload bytes.
-    """
-
-def peek_batch_id(payload: bytes | bytearray | memoryview) -> str | None:
-    """The top-level ``batch_id`` (lower-cased UUIDv7) read without decoding the rest.
-
-    Keys are read in order and stops at ``batch_id``, so for payloads that put the
-    envelope before ``rows`` it is nearly free. Validates nothing else: use it only to
-    answer a redelivery of an already accepted batch from the ledger. None when there
-    is no valid UUIDv7 ``batch_id`` before a syntax error (or at all).
     """
 
 @final

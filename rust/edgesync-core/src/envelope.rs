@@ -140,42 +140,6 @@ pub(crate) fn parse_payload<'a, S: RowSink<'a>>(
     }
 }
 
-/// The `batch_id` of a payload (lower-cased UUIDv7), read without validating
-/// or decoding anything else; `None` when it cannot be found cheaply.
-///
-/// Top-level keys are read in order and other values skipped without being
-/// built, so for payloads that put the envelope before `rows` (as the agent
-/// does) this costs next to nothing. It lets a redelivered batch be answered
-/// from the ledger before it is decoded; it validates nothing.
-pub fn peek_batch_id(payload: &[u8]) -> Option<String> {
-    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
-
-    struct Peek<'o>(&'o mut Option<String>);
-    impl<'de> Visitor<'de> for Peek<'_> {
-        type Value = ();
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("an object")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            while let Some(key) = map.next_key::<crate::rawjson::Key<'de>>()? {
-                if key.0 == "batch_id" {
-                    if let Value::String(s) = map.next_value::<Value>()? {
-                        *self.0 = normalize_uuid_v7(&s);
-                    }
-                    // Stop here: the rest of the payload does not matter.
-                    return Err(serde::de::Error::custom("found"));
-                }
-                map.next_value::<IgnoredAny>()?;
-            }
-            Ok(())
-        }
-    }
-    let mut found = None;
-    let text = std::str::from_utf8(payload).ok()?;
-    let _ = serde_json::Deserializer::from_str(text).deserialize_map(Peek(&mut found));
-    found
-}
-
 /// True if a bare `NaN`, `Infinity` or `Inf` token (any case, any sign)
 /// appears outside JSON strings.
 pub(crate) fn has_non_finite_token(text: &str) -> bool {
@@ -809,29 +773,6 @@ pub(crate) mod tests {
         );
         assert!(!has_non_finite_token(r#"{"a":"Infinity \" NaN"}"#));
         assert!(has_non_finite_token(r#"{"a":"\\",b:NaN}"#));
-    }
-
-    #[test]
-    fn peek_batch_id_reads_only_the_envelope() {
-        let good = bytes(&valid());
-        assert_eq!(peek_batch_id(&good).as_deref(), Some(BATCH_ID));
-        // Found before a broken tail.
-        let mut cut = br#"{"format_version":1,"batch_id":""#.to_vec();
-        cut.extend_from_slice(BATCH_ID.to_uppercase().as_bytes());
-        cut.extend_from_slice(br#"","rows":[{"#);
-        assert_eq!(peek_batch_id(&cut).as_deref(), Some(BATCH_ID));
-        for bad in [
-            &b"[]"[..],
-            b"{}",
-            b"{\"batch_id\":7}",
-            b"\xff",
-            b"{\"rows\":[}",
-        ] {
-            assert_eq!(peek_batch_id(bad), None);
-        }
-        // A batch_id inside rows is not the envelope's.
-        let nested = br#"{"rows":[{"batch_id":"019693e0-7c4a-7b2e-9a1d-3f5e6d7c8b9a"}]}"#;
-        assert_eq!(peek_batch_id(nested), None);
     }
 
     #[test]

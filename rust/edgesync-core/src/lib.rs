@@ -43,9 +43,7 @@ pub use affinity::{sqlite_affinity, Affinity};
 pub use blob::{compress_blob, decompress_blob};
 pub use copy::PgType;
 pub use copy_binary::binary_supported;
-pub use envelope::{
-    peek_batch_id, Envelope, MAX_BATCH_BYTES, MAX_BATCH_ROWS, SUPPORTED_FORMAT_VERSION,
-};
+pub use envelope::{Envelope, MAX_BATCH_BYTES, MAX_BATCH_ROWS, SUPPORTED_FORMAT_VERSION};
 pub use error::CoreError;
 pub use fingerprint::{schema_fingerprint, ColumnSpec, Fingerprint};
 pub use pkhash::{pk_hash, pk_hash_json};

@@ -70,10 +70,3 @@ pub(crate) fn decompress_blob<'py>(
         .into_py_result()?;
     Ok(PyBytes::new(py, &out))
 }
-
-/// The ``batch_id`` of a payload, read without decoding the rest; None if not found cheaply.
-#[pyfunction]
-pub(crate) fn peek_batch_id(payload: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
-    let payload = byte_arg(payload, "payload")?;
-    Ok(core::peek_batch_id(&payload))
-}

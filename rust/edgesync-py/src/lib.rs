@@ -39,7 +39,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::pk_hash, m)?)?;
     m.add_function(wrap_pyfunction!(functions::compress_blob, m)?)?;
     m.add_function(wrap_pyfunction!(functions::decompress_blob, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::peek_batch_id, m)?)?;
     m.add_class::<envelope::PyEnvelope>()?;
     m.add_function(wrap_pyfunction!(row_batch::decode_row_batch, m)?)?;
     m.add_class::<row_batch::PyRowBatch>()?;
