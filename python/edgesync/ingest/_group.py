@@ -197,41 +197,21 @@ class GroupWriter:
                 self.on_group(len(group), time.perf_counter() - started)
 
     def _take(self) -> list[_Entry]:
-        """Up to ``max_group`` queued batches of devices no other lane is writing, a
-        device's together: devices in the order of their oldest queued batch, each with
-        all its queued batches, in their order, until the group is full.
-
-        Disjoint devices: the lanes' groups then lock disjoint lineages. A group sharing
-        a lineage with the other lane's would wait for that group's commit holding its
-        own locks, and two lanes would take turns instead of writing side by side.
-        A device's batches together: taken oldest first across devices, one group of a
-        backlog of 100 devices held a batch of nearly every device, which left the other
-        lane nothing to take (one lane wrote, 1,300 batches/s against 2,000 at 10 or
-        1,000 devices, docs/benchmarks.md); this way each lane takes about half of them,
-        and a group has fewer lineages to lock and settle. What is left of a device keeps
-        its place for the next group."""
-        queued: dict[uuid.UUID, int] = {}
-        for e in self._pending:
-            device = e.scope.device_id
-            if device not in self._writing:
-                queued[device] = queued.get(device, 0) + 1
-        chosen: set[uuid.UUID] = set()
-        room = self._max_group
-        for device, count in queued.items():
-            if room <= 0:
-                break
-            chosen.add(device)
-            room -= count
+        """Up to ``max_group`` queued batches, oldest first, of devices no other lane is
+        writing. The lanes' groups then lock disjoint lineages: a group sharing a
+        lineage with the other lane's would wait for that group's commit holding its
+        own locks, and two lanes would take turns instead of writing side by side (at
+        100 to 1,000 devices every pair of 128-batch groups shares some lineages). A
+        device's skipped batches keep their place for the next group."""
         group: list[_Entry] = []
-        left: collections.deque[_Entry] = collections.deque()
-        for e in self._pending:
-            if e.scope.device_id in chosen and len(group) < self._max_group:
-                e.taken = True
-                group.append(e)
-            else:
-                left.append(e)
-        self._pending = left
+        skipped: list[_Entry] = []
+        while self._pending and len(group) < self._max_group:
+            e = self._pending.popleft()
+            (skipped if self._writing[e.scope.device_id] else group).append(e)
+        self._pending.extendleft(reversed(skipped))
         for e in group:
+            e.taken = True
+        for e in group:  # after the loop: a device's batches may be several in one group
             self._writing[e.scope.device_id] += 1
         return group
 
