@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import asyncpg
+from kits.review_helpers import approve_registry
 from kits.telemetry_payloads import T0, Telemetry
 
-from edgesync import governance, registry
+from edgesync import registry
 from edgesync.ingest import IngestPipeline
 from edgesync.staging import Replayer
 
@@ -32,13 +33,7 @@ async def fleet(pool: asyncpg.Pool, batches: Any, unique: str, n: int, *,
         factories[0].rows(("insert", {"id": 0, "mode": "seed", "setpoint": 0.0}))))
     if telemetry:  # and the devices' telemetry table, approved the same way
         await pipe.handle(tm_topic(scopes[0]), Telemetry().samples((T0, 0.0)))
-    async with pool.acquire() as conn:
-        for review in await governance.list_registry_reviews(conn, scopes[0].project_id):
-            claimed = await governance.claim_registry_review(
-                conn, review.id, actor="t", action_version=review.action_version)
-            await governance.approve_registry_review(
-                conn, review.id, actor="t", action_version=claimed.action_version,
-                column_actions=None)
+    await approve_registry(pool, scopes[0].project_id)
     await Replayer(pool).drain_pending(project_id=scopes[0].project_id)
     table = await pool.fetchval("SELECT target_table FROM edge_table_lineages WHERE id = $1",
                                 first.lineage_id)

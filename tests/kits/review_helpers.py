@@ -39,3 +39,17 @@ async def approve(pool: asyncpg.Pool, lineage_id: uuid.UUID,
     """Claim the lineage's queued review and approve it."""
     return await claim_and_approve(pool, await queued_review(pool, lineage_id), actions,
                                    sync_authority=sync_authority)
+
+
+async def approve_registry(pool: asyncpg.Pool, project_id: uuid.UUID) -> int:
+    """Claim and approve every registry review of the project (every column mirrored);
+    returns how many."""
+    async with pool.acquire() as conn:
+        queued = await governance.list_registry_reviews(conn, project_id)
+        for review in queued:
+            claimed = await governance.claim_registry_review(
+                conn, review.id, actor="op", action_version=review.action_version)
+            await governance.approve_registry_review(
+                conn, review.id, actor="op", action_version=claimed.action_version,
+                column_actions=None)
+    return len(queued)

@@ -10,15 +10,8 @@ equal the device's SQLite exactly, and its ledger has each batch once."""
 
 from __future__ import annotations
 
-import contextlib
-import getpass
 import random
-import shutil
-import socket
-import subprocess
-import time
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -50,41 +43,8 @@ from edgesync.protocol import mqtt_client, parse_broker_url
 
 pytestmark = [pytest.mark.e2e, pytest.mark.once, pytest.mark.timeout(240)]
 
-MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 T0 = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=2)
 ROW_TABLES = {"events", "settings"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@pytest.fixture
-def private_mqtt(tmp_path: Path) -> Iterator[str]:
-    """A Mosquitto of this test: unlimited queues and in-flight windows (its defaults of
-    1,000 queued and 20 in flight would drop or throttle)."""
-    port = _free_port()
-    conf = tmp_path / "mosquitto.conf"
-    conf.write_text(f"user {getpass.getuser()}\npersistence false\nlog_dest stderr\n"
-                    f"allow_anonymous true\nlistener {port} 127.0.0.1\n"
-                    "max_inflight_messages 0\nmax_queued_messages 0\n")
-    log_path = tmp_path / "mosquitto.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=log, stderr=log)
-    try:
-        for _ in range(200):
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port),
-                                                                        timeout=0.2):
-                break
-            assert proc.poll() is None, log_path.read_text()
-            time.sleep(0.05)
-        yield f"mqtt://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 def workload(step: int, telemetry: bool) -> list[Any]:

@@ -39,7 +39,9 @@ from edgesync.materialize import (
     StateTarget,
     TsTarget,
     check_column_name,
+    lock_ddl,
     pg_type_for,
+    table_columns,
     target_table_name,
     ts_table_name,
 )
@@ -207,6 +209,13 @@ async def provision_target(conn: Conn, pipeline: str, table: str,
     existing = await _check_existing_types(conn, table, mirrors)
     if existing and all(m.target in existing for m in mirrors):
         return
+    # Another approval of the same (coalesced) target may be adding the same or other
+    # columns: checked again under the table's DDL lock, with a query that sees what it
+    # committed (a column it added with another type is refused, not silently kept).
+    await lock_ddl(conn, table)
+    existing = await _check_existing_types(conn, table, mirrors)
+    if existing and all(m.target in existing for m in mirrors):
+        return
     if pipeline == "telemetry":
         await TsTarget(table, mirrors).provision(conn)
     else:
@@ -216,11 +225,7 @@ async def provision_target(conn: Conn, pipeline: str, table: str,
 async def _check_existing_types(conn: Conn, table: str,
                                 mirrors: list[MirrorColumn]) -> dict[str, str]:
     """The target's columns and types (empty when there is no such table)."""
-    rows = await conn.fetch(
-        "SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS t FROM pg_attribute a "
-        "WHERE a.attrelid = to_regclass(quote_ident($1)) AND a.attnum > 0 AND NOT a.attisdropped",
-        table)
-    existing: dict[str, str] = {r["attname"]: r["t"] for r in rows}
+    existing = await table_columns(conn, table)
     for m in mirrors:
         if m.target in existing and existing[m.target] != m.pg_type:
             raise ConflictError(

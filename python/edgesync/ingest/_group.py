@@ -25,10 +25,16 @@ that batch is accepted again with its rows written apart, halved down to the row
 PostgreSQL refuses, which are quarantined; when it was the target's (``LINEAGE_ERRORS``:
 dropped, altered, no permission) — or the rows cannot be written apart — the batch is
 staged ``materialization_failed``. A lost
-connection or a concurrency conflict (``TRANSIENT_ERRORS``) retries the same group with
-backoff, for as long as it takes: the messages stay unacknowledged meanwhile, so the
-consumer's in-flight window fills and it stops taking more. Any other error splits the
-group too and fails only the one message that raises it.
+connection (``TRANSIENT_ERRORS``) retries the same group with backoff, for as long as it
+takes: the messages stay unacknowledged meanwhile, so the consumer's in-flight window
+fills and it stops taking more. Transactions colliding (``store.collided``: a deadlock,
+a serialization failure, a lock timeout, an object another transaction created first)
+retry the same group a few times, then split it. Any other error splits the group too.
+A batch alone that collides or fails unexpectedly is tried again alone with backoff;
+one that fails the same way every time is staged ``materialization_failed`` (a ledger
+row, counted by the breaker), and one that cannot even be staged is recorded rejected
+``ingest_failed``. No batch is acknowledged without a ledger row for an error a retry
+could clear.
 """
 
 from __future__ import annotations
@@ -55,9 +61,9 @@ from edgesync.ingest._ledger import (
 )
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.materialize import ROW_ERRORS, WRITE_ERRORS, split_on
-from edgesync.protocol import Backoff, TopicKind
+from edgesync.protocol import Backoff, RejectionCode, TopicKind
 from edgesync.registry import DeviceScope
-from edgesync.store import TRANSIENT_ERRORS, Conn, committing
+from edgesync.store import TRANSIENT_ERRORS, Conn, collided, committing
 
 __all__ = ["GroupWriter"]
 
@@ -65,6 +71,11 @@ _log = logging.getLogger("edgesync.ingest")
 
 # Staging tables created with a group's BEGIN (``GroupWriter._prelude``).
 _PRELUDE_MAX = 4
+# Attempts at a group whose transactions collide before it is split; attempts at a batch
+# alone failing the same way (a collision, an unexpected error) before it is staged
+# materialization_failed, and again before staged fails too and it is recorded rejected.
+_COLLISION_ATTEMPTS = 4
+_ALONE_ATTEMPTS = 5
 
 
 @dataclass(slots=True, eq=False)
@@ -79,6 +90,10 @@ class _Entry:
     # Taken from the queue by a leader (which resolves it, or puts it back).
     taken: bool = False
     work: Work | None = field(default=None, repr=False)
+    # Failed alone in a way a retry may clear: how often in a row, with which error.
+    failures: int = 0
+    failed_with: type[BaseException] | None = None
+    backoff: Backoff | None = field(default=None, repr=False)
     # What its caller waits on: the outcome, or a lane to lead (``nudge``).
     wake: asyncio.Future[None] | None = field(default=None, repr=False)
 
@@ -234,9 +249,11 @@ class GroupWriter:
         await split_on((Exception,), group, self._retrying, self._alone)
 
     async def _retrying(self, group: list[_Entry]) -> None:
-        """One attempt at the group, repeated for as long as the database is away."""
+        """One attempt at the group, repeated for as long as the database is away, and a
+        few times when its transaction collides with another."""
         backoff = Backoff(base=0.1, cap=5.0)
         refreshed = False
+        collisions = 0
         while True:
             try:
                 async with self._pool.acquire() as conn:
@@ -251,21 +268,32 @@ class GroupWriter:
                             raise ConnectionError(f"connection lost mid-group: {exc}") from exc
                         raise
                 return
-            except WRITE_ERRORS:
-                # A column type altered by hand makes cached targets stale: once, the
-                # same group again with every target read from the catalog, before the
-                # error is taken to be the data's (and the group split).
-                if forget_targets() and not refreshed:
-                    refreshed = True
-                    continue
-                raise
-            except TRANSIENT_ERRORS as exc:
+            except Exception as exc:
+                # Checked first: a collision in the catalogs is a unique violation,
+                # which would otherwise pass for the data's (``ROW_ERRORS``).
+                if collided(exc):
+                    collisions += 1
+                    if collisions >= _COLLISION_ATTEMPTS:
+                        raise  # split: the batch alone is tried again (``_alone``)
+                elif isinstance(exc, WRITE_ERRORS):
+                    # A column type altered by hand makes cached targets stale: once, the
+                    # same group again with every target read from the catalog, before
+                    # the error is taken to be the data's (and the group split).
+                    if forget_targets() and not refreshed:
+                        refreshed = True
+                        continue
+                    raise
+                elif not isinstance(exc, TRANSIENT_ERRORS):
+                    raise
                 wait = backoff.next_delay()
                 _log.warning("writing a group of %d batch(es) failed (%s: %s); retrying in "
                              "%.1fs", len(group), type(exc).__name__, exc, wait)
                 await asyncio.sleep(wait)
 
     async def _alone(self, entry: _Entry, exc: Exception) -> None:
+        if collided(exc):
+            await self._again_alone(entry, exc)
+            return
         if (isinstance(exc, ROW_ERRORS) and not entry.rows_apart
                 and entry.write_error is None):
             # The poisoned batch: accept it again, its rows written apart (the refused
@@ -287,16 +315,54 @@ class GroupWriter:
             # Even staged it cannot be stored: recorded as a rejection, never dropped.
             rej = BatchRejected(UNSTORABLE_TEXT, f"PostgreSQL text cannot hold a string of "
                                 f"this batch ({type(exc).__name__}: {exc})")
-            async with self._pool.acquire() as conn:
-                lineage_id = await record_rejection(conn, entry.scope.device_id,
-                                                    entry.kind.value, entry.payload, rej)
+            await self._reject(entry, rej)
             _log.warning("rejected %s from %s: %s", entry.kind.value, entry.scope.device_name,
                          rej)
-            entry.resolve(IngestOutcome(OutcomeStatus.REJECTED, rej.code, rej.detail,
-                                        lineage_id))
             return
-        _log.error("ingest of a batch from %s failed", entry.scope.device_name, exc_info=exc)
-        entry.fail(exc)
+        await self._again_alone(entry, exc)
+
+    async def _again_alone(self, entry: _Entry, exc: Exception) -> None:
+        """The batch alone failed in a way a retry may clear: a collision with another
+        transaction, or an error nobody expected. Again after a pause while it fails
+        otherwise or fewer than ``_ALONE_ATTEMPTS`` times the same way; then staged
+        ``materialization_failed``; when that fails the same way too, recorded rejected
+        ``ingest_failed``. Each is a ledger row, and counted: never a batch
+        acknowledged with nothing to show for it."""
+        kind = type(exc)
+        entry.failures = entry.failures + 1 if entry.failed_with is kind else 1
+        entry.failed_with = kind
+        if entry.failures < _ALONE_ATTEMPTS:
+            if entry.backoff is None:
+                entry.backoff = Backoff(base=0.1, cap=2.0)
+            wait = entry.backoff.next_delay()
+            _log.warning("writing a batch from %s failed (%s: %s); trying it alone again "
+                         "in %.1fs", entry.scope.device_name, kind.__name__, exc, wait)
+            await asyncio.sleep(wait)
+            await split_on((Exception,), [entry], self._retrying, self._alone)
+            return
+        if entry.write_error is None:
+            _log.error("writing a batch from %s failed %d times alone, staging it "
+                       "materialization_failed", entry.scope.device_name, entry.failures,
+                       exc_info=exc)
+            entry.write_error = f"{kind.__name__}: {exc}"
+            entry.failures, entry.failed_with, entry.backoff = 0, None, None
+            await split_on((Exception,), [entry], self._retrying, self._alone)
+            return
+        rej = BatchRejected(RejectionCode.INGEST_FAILED, "the worker could neither write nor "
+                            f"stage this batch ({kind.__name__}: {exc})")
+        _log.error("ingest of a batch from %s failed %d times alone, staged too: recorded "
+                   "rejected %s", entry.scope.device_name, entry.failures, rej.code,
+                   exc_info=exc)
+        try:
+            await self._reject(entry, rej)
+        except Exception as again:  # the database refuses even that: the consumer logs it
+            entry.fail(again)
+
+    async def _reject(self, entry: _Entry, rej: BatchRejected) -> None:
+        async with self._pool.acquire() as conn:
+            lineage_id = await record_rejection(conn, entry.scope.device_id, entry.kind.value,
+                                                entry.payload, rej)
+        entry.resolve(IngestOutcome(OutcomeStatus.REJECTED, rej.code, rej.detail, lineage_id))
 
     async def _attempt(self, conn: Conn, group: list[_Entry]) -> None:
         todo = [e for e in group if not e.future.done()]

@@ -2,6 +2,7 @@
 
 from edgesync.materialize._copies import copy_state_rows, copy_ts_rows, upsert_cloud_row
 from edgesync.materialize._data_points import DATA_POINT_TYPES, MappedColumn
+from edgesync.materialize._ddl import lock_ddl, table_columns
 from edgesync.materialize._identifiers import (
     PLATFORM_COLUMNS,
     check_column_name,
@@ -40,10 +41,12 @@ __all__ = [
     "check_column_name",
     "copy_state_rows",
     "copy_ts_rows",
+    "lock_ddl",
     "pg_type_for",
     "quote_ident",
     "split_on",
     "sweep_state_rows",
+    "table_columns",
     "target_table_name",
     "ts_table_name",
     "upsert_cloud_row",

@@ -16,6 +16,7 @@ from typing import Literal
 
 from edgesync._core import RowBatch
 from edgesync.materialize._data_points import MappedColumn, state_values_sql, temp_columns_ddl
+from edgesync.materialize._ddl import lock_ddl
 from edgesync.materialize._identifiers import quote_ident
 from edgesync.materialize._ts_target import TsTarget
 from edgesync.materialize._types import MirrorColumn, copy_format, join_copy
@@ -89,6 +90,7 @@ class StateTarget:
         self._shape = _shape(table, tuple(sorted(columns, key=_by_target)), tuple(self.mapped))
 
     async def provision_cloud_authority(self, conn: Conn) -> None:
+        await lock_ddl(conn, self.table)
         q = quote_ident(self.table)
         await conn.execute(f"ALTER TABLE {q} ADD COLUMN IF NOT EXISTS _edge_cloud_version bigint, "
                            "ADD COLUMN IF NOT EXISTS _edge_lkcv bigint")
@@ -104,7 +106,9 @@ class StateTarget:
         return int(status.rsplit(" ", 1)[-1])
 
     async def provision(self, conn: Conn) -> None:
-        """Create the table, or add the columns a newer schema brought (idempotent)."""
+        """Create the table, or add the columns a newer schema brought (idempotent, safe
+        against concurrent callers: ``_ddl``)."""
+        await lock_ddl(conn, self.table)
         q = quote_ident(self.table)
         await conn.execute(
             f"CREATE TABLE IF NOT EXISTS {q} ("

@@ -31,6 +31,7 @@ from edgesync.materialize._data_points import (
     encode_telemetry_values,
     write_telemetry_values,
 )
+from edgesync.materialize._ddl import lock_ddl, relations, table_columns
 from edgesync.materialize._identifiers import MAX_IDENT_BYTES, quote_ident, target_table_name
 from edgesync.materialize._types import MirrorColumn, copy_format, join_copy
 from edgesync.store import Conn
@@ -74,11 +75,6 @@ def _part_name(table: str, suffix: str) -> str:
     return f"{table[:room]}_{digest}_{suffix}"
 
 
-def _lock_key(table: str) -> int:
-    return int.from_bytes(hashlib.sha256(f"edge_ts:{table}".encode()).digest()[:8], "big",
-                          signed=True)
-
-
 class TsTarget:
     def __init__(self, table: str, columns: list[MirrorColumn],
                  mapped: list[MappedColumn] | None = None) -> None:
@@ -94,7 +90,7 @@ class TsTarget:
     async def provision(self, conn: Conn) -> None:
         """Create the partitioned table, its DEFAULT partition and index, or add the
         columns a newer schema brought (idempotent, safe against concurrent callers)."""
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(self.table))
+        await lock_ddl(conn, self.table)
         q = quote_ident(self.table)
         await conn.execute(
             f"CREATE TABLE IF NOT EXISTS {q} (device_id uuid NOT NULL, "
@@ -123,23 +119,25 @@ class TsTarget:
         if not names:
             _seen_spans.add((self.table, d0, d1))
             return 0
-        missing = await conn.fetch(
-            "SELECT n FROM unnest($1::text[]) AS n WHERE to_regclass(quote_ident(n)) IS NULL",
-            list(names))
-        # Only partitions seen committed are remembered (one we create could still roll
-        # back); a remembered partition dropped later just sends its rows to DEFAULT.
-        _seen_partitions.update(set(names) - {r["n"] for r in missing})
-        if not missing:
+        # Partitions found are remembered: one this transaction created could still roll
+        # back, and one could be dropped later; either way rows of its day go to DEFAULT.
+        known = await relations(conn, list(names))
+        _seen_partitions.update(known)
+        if len(known) == len(names):
             return 0
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(self.table))
+        # Checked again under the table's DDL lock, by a query that sees what the lock's
+        # last holder committed (``_ddl``): a live group, a replay, a re-snapshot or
+        # another worker may have created them meanwhile.
+        await lock_ddl(conn, self.table)
+        missing = set(names) - await relations(conn, list(names))
         created = 0
-        for rec in missing:
-            created += await self._create_partition(conn, rec["n"], names[rec["n"]])
+        for name in sorted(missing):
+            created += await self._create_partition(conn, name, names[name])
         return created
 
     async def _create_partition(self, conn: Conn, name: str, day: date) -> int:
-        if await conn.fetchval("SELECT to_regclass(quote_ident($1)) IS NOT NULL", name):
-            return 0  # another worker created it while we waited for the lock
+        """Create one day's partition; the caller holds the table's DDL lock and saw
+        that it does not exist."""
         lo = datetime(day.year, day.month, day.day, tzinfo=UTC)
         hi = lo + timedelta(days=1)
         q, part = quote_ident(self.table), quote_ident(name)
@@ -153,11 +151,7 @@ class TsTarget:
             return 1
         # Rows of that day already sit in DEFAULT (their batch spanned too many days):
         # move them into the new table, then attach it.
-        cols = await conn.fetch(
-            "SELECT quote_ident(attname) AS c FROM pg_attribute "
-            "WHERE attrelid = quote_ident($1)::regclass "
-            "AND attnum > 0 AND NOT attisdropped ORDER BY attnum", self.table)
-        col_list = ", ".join(r["c"] for r in cols)
+        col_list = ", ".join(quote_ident(c) for c in await table_columns(conn, self.table))
         await conn.execute(f"CREATE TABLE {part} (LIKE {q} INCLUDING DEFAULTS)")
         await conn.execute(
             f"WITH moved AS (DELETE FROM {default} WHERE event_ts >= $1 AND event_ts < $2 "

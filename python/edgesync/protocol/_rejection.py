@@ -56,6 +56,9 @@ class RejectionCode(enum.StrEnum):
     INVALID_STATUS_REPORT = "invalid_status_report"
     UNSUPPORTED_REQUEST_KIND = "unsupported_request_kind"  # an ignored request, recorded
     UNSTORABLE_TEXT = "unstorable_text"  # text PostgreSQL cannot hold (a NUL, bad encoding)
+    # A batch the worker could neither write nor stage, alone, again and again: the last
+    # resort that keeps it in the ledger (the device re-sends it, never confirmed).
+    INGEST_FAILED = "ingest_failed"
 
 
 DECODER_CODES: frozenset[RejectionCode] = frozenset({

@@ -40,16 +40,19 @@ from edgesync.materialize import (
     write_batches,
     write_rows_apart,
 )
-from edgesync.protocol import listen_loop
+from edgesync.protocol import Backoff, listen_loop
 from edgesync.quarantine import quarantine_refused
 from edgesync.staging._staged import mark_materialization_failed, unstage_many
-from edgesync.store import Conn
+from edgesync.store import Conn, collided
 
 __all__ = ["Replayer"]
 
 _log = logging.getLogger(__name__)
 # Staged batches per transaction (written with one COPY per target).
 _CHUNK = 20
+# Attempts at a chunk whose transaction collides with another before the error is
+# raised (the replay loop logs it and tries again at its next poll).
+_COLLISION_ATTEMPTS = 8
 
 
 class Replayer:
@@ -81,39 +84,62 @@ class Replayer:
 
     async def replay_lineage(self, lineage_id: uuid.UUID) -> int:
         replayed = 0
+        backoff = Backoff(base=0.1, cap=2.0)
+        collisions = 0
         while True:
-            async with self._pool.acquire() as conn, conn.transaction():
-                lineage = await get_lineage_for_update(conn, lineage_id)
-                if lineage is None:
-                    return replayed
-                if lineage.status == LineageStatus.PAUSED and lineage.pause_reason in (
-                        PauseReason.CIRCUIT_BREAKER, PauseReason.DEFERRED_COLUMNS):
-                    return replayed  # resumes through reset-materialization / a new review
-                # Each staged batch is written with the bindings of its own approved
-                # version, or of the approved version an operator found its rejected one
-                # compatible with (``replay_as_schema_hash``, governance.replay_rejected).
-                staged = await conn.fetch(
-                    "WITH bind AS (SELECT schema_hash, CASE WHEN status = 'approved' "
-                    "  THEN schema_hash WHEN status = 'rejected' THEN replay_as_schema_hash "
-                    "  END AS bind_hash FROM edge_schema_versions WHERE lineage_id = $1) "
-                    "SELECT s.id, s.segment_id, b.bind_hash, s.pipeline, s.blob, s.row_count, "
-                    "s.byte_count FROM edge_staged_rows s JOIN bind b USING (schema_hash) "
-                    "WHERE s.lineage_id = $1 AND s.staging_reason <> 'materialization_failed' "
-                    "AND b.bind_hash IN (SELECT schema_hash FROM edge_schema_versions "
-                    "  WHERE lineage_id = $1 AND status = 'approved') "
-                    # A schema approved with deferred columns is not decided yet: its rows
-                    # stay staged (replaying them would lose the deferred values for good)
-                    # until an approval binds every column.
-                    "AND b.bind_hash NOT IN (SELECT schema_hash FROM edge_column_bindings "
-                    "  WHERE lineage_id = $1 AND action = 'defer') "
-                    "ORDER BY s.pipeline <> 'telemetry', s.id LIMIT $2",
-                    lineage_id, _CHUNK)
-                if not staged:
-                    if await finish_replay(conn, lineage_id):
-                        await emit(conn, lineage.project_id, EventType.REPLAY_COMPLETED,
-                                   lineage.id, {"lineage_id": str(lineage.id)})
-                    return replayed
-                replayed += await self._replay_chunk(conn, lineage, staged)
+            try:
+                async with self._pool.acquire() as conn, conn.transaction():
+                    rows = await self._replay_next(conn, lineage_id)
+            except Exception as exc:
+                # Live ingest, another replay or another worker collided with this chunk
+                # (a partition created meanwhile, a deadlock): the chunk again, in a new
+                # transaction that sees their commit. Never marked failed for it.
+                if not collided(exc) or collisions >= _COLLISION_ATTEMPTS:
+                    raise
+                collisions += 1
+                wait = backoff.next_delay()
+                _log.warning("replay of lineage %s collided (%s: %s); again in %.1fs",
+                             lineage_id, type(exc).__name__, exc, wait)
+                await asyncio.sleep(wait)
+                continue
+            if rows is None:
+                return replayed
+            replayed += rows
+
+    async def _replay_next(self, conn: Conn, lineage_id: uuid.UUID) -> int | None:
+        """Replay the lineage's next chunk; returns its rows, or None when nothing (more)
+        can be replayed now."""
+        lineage = await get_lineage_for_update(conn, lineage_id)
+        if lineage is None:
+            return None
+        if lineage.status == LineageStatus.PAUSED and lineage.pause_reason in (
+                PauseReason.CIRCUIT_BREAKER, PauseReason.DEFERRED_COLUMNS):
+            return None  # resumes through reset-materialization / a new review
+        # Each staged batch is written with the bindings of its own approved version, or
+        # of the approved version an operator found its rejected one compatible with
+        # (``replay_as_schema_hash``, governance.replay_rejected).
+        staged = await conn.fetch(
+            "WITH bind AS (SELECT schema_hash, CASE WHEN status = 'approved' "
+            "  THEN schema_hash WHEN status = 'rejected' THEN replay_as_schema_hash "
+            "  END AS bind_hash FROM edge_schema_versions WHERE lineage_id = $1) "
+            "SELECT s.id, s.segment_id, b.bind_hash, s.pipeline, s.blob, s.row_count, "
+            "s.byte_count FROM edge_staged_rows s JOIN bind b USING (schema_hash) "
+            "WHERE s.lineage_id = $1 AND s.staging_reason <> 'materialization_failed' "
+            "AND b.bind_hash IN (SELECT schema_hash FROM edge_schema_versions "
+            "  WHERE lineage_id = $1 AND status = 'approved') "
+            # A schema approved with deferred columns is not decided yet: its rows stay
+            # staged (replaying them would lose the deferred values for good) until an
+            # approval binds every column.
+            "AND b.bind_hash NOT IN (SELECT schema_hash FROM edge_column_bindings "
+            "  WHERE lineage_id = $1 AND action = 'defer') "
+            "ORDER BY s.pipeline <> 'telemetry', s.id LIMIT $2",
+            lineage_id, _CHUNK)
+        if not staged:
+            if await finish_replay(conn, lineage_id):
+                await emit(conn, lineage.project_id, EventType.REPLAY_COMPLETED,
+                           lineage.id, {"lineage_id": str(lineage.id)})
+            return None
+        return await self._replay_chunk(conn, lineage, staged)
 
     async def _replay_chunk(self, conn: Conn, lineage: Lineage,
                             staged: list[asyncpg.Record]) -> int:
@@ -146,12 +172,16 @@ class Replayer:
                 await write_batches(conn, [item for _, item in part])
 
         async def alone(one: tuple[asyncpg.Record, WriteItem], exc: Exception) -> None:
+            if collided(exc):
+                raise exc  # not the batch's: the chunk again (``replay_lineage``)
             if isinstance(exc, ROW_ERRORS):
                 try:
                     async with conn.transaction():
                         await write_rows_apart(conn, one[1])
                     return
                 except asyncpg.PostgresError as again:
+                    if collided(again):
+                        raise
                     exc = again
             one[1].error = str(exc)
 

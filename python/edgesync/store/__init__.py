@@ -8,10 +8,11 @@ from edgesync.store._migrations import KNOWN_VERSION, applied_version, migrate
 from edgesync.store._pool import create_pool, unlock_session_lock
 from edgesync.store._records import from_record
 from edgesync.store._tail import CommitTail, array_literal, committing
-from edgesync.store._transient import TRANSIENT_ERRORS
+from edgesync.store._transient import CONCURRENCY_ERRORS, TRANSIENT_ERRORS, collided
 from edgesync.store._url import check_database_url
 
 __all__ = [
+    "CONCURRENCY_ERRORS",
     "KNOWN_VERSION",
     "TRANSIENT_ERRORS",
     "CommitTail",
@@ -20,6 +21,7 @@ __all__ = [
     "applied_version",
     "array_literal",
     "check_database_url",
+    "collided",
     "committing",
     "create_pool",
     "embedded_postgres",
