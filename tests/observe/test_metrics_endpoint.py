@@ -156,6 +156,8 @@ async def _count_a_run(database_url: str, mqtt_url: str, tmp_path: Path, unique:
         assert value(s, msgs, kind="rows_batch", outcome="rejected", code="unknown_device") == 1
         assert total(s, "edgesync_loop_up") >= 6
         assert value(s, "edgesync_loop_up", loop="replay") == 1
+        # The API answered this scrape: its loop is up (it read 0 for ever, issue 27).
+        assert value(s, "edgesync_loop_up", loop="api") == 1
         assert value(s, "edgesync_build_info", version=next(
             dict(ls)["version"] for n, ls in s if n == "edgesync_build_info")) == 1
         assert value(s, "edgesync_ingest_in_flight_max") >= 1

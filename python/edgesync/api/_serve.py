@@ -35,10 +35,19 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 class _Uvicorn(uvicorn.Server):
+    # Called once the server listens and its lifespan started: the API loop is up
+    # (``edgesync_loop_up{loop="api"}``; it read 0 for ever before).
+    on_started: Healthy | None = None
+
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         # The process owner (edgesync._runtime) handles SIGINT/SIGTERM by cancelling us.
         yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and self.on_started is not None:
+            self.on_started()
 
 
 class ApiServer:
@@ -74,6 +83,7 @@ class ApiServer:
                 self.sock = bind_socket(self.host, self.port)
         self._served = True
         server = self._server
+        server.on_started = healthy
         task = asyncio.ensure_future(server.serve(sockets=[self.sock]))
         try:
             await asyncio.shield(task)
