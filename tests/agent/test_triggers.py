@@ -206,6 +206,9 @@ def test_tables_without_pk_are_refused_others_run(app: sqlite3.Connection, captu
     assert [t.name for t in cap.discovery.telemetry] == ["temps"]  # read by cursor
     assert "no explicit PRIMARY KEY" in cap.discovery.skipped["rowid_only"]
     assert "rowid_only" in caplog.text and "PRIMARY KEY" in caplog.text
+    # A time-series table without a key is the common case: the warning says how to
+    # sync it as telemetry, not only how to silence it (issue 27).
+    assert "table_strategies.rowid_only to {strategy: telemetry, ts_column:" in caplog.text
     for t in ("rowid_only", "good", "scratch", "temps"):
         app.execute(f"INSERT INTO {t} DEFAULT VALUES")
     assert [t for _, t, _, _, _ in cap.journal()] == ["good"]

@@ -138,7 +138,9 @@ def discover(db: sqlite3.Connection, replication: ReplicationConfig) -> Discover
         if not info.pk_columns:
             log.warning(
                 "table %r has no explicit PRIMARY KEY; it cannot replicate as rows and is "
-                "skipped (add a PRIMARY KEY, or set strategy: ignore to silence this)", name)
+                "skipped (a time series: set table_strategies.%s to {strategy: telemetry, "
+                "ts_column: <its time column>}; otherwise add a PRIMARY KEY, or set strategy: "
+                "ignore to silence this)", name, name)
             result.skipped[name] = "no explicit PRIMARY KEY"
             continue
         result.rows.append(info)

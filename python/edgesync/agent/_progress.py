@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from edgesync.agent._batcher import truncate_journal
@@ -29,8 +31,8 @@ from edgesync.agent._retention import JournalBudget
 from edgesync.agent._state import StateStore
 from edgesync.agent._telemetry_state import TelemetryState
 
-__all__ = ["Confirmed", "parse_committed", "resend_unconfirmed", "rows_progress",
-           "telemetry_progress"]
+__all__ = ["Confirmed", "ProgressLog", "parse_committed", "resend_unconfirmed",
+           "rows_progress", "telemetry_progress"]
 
 log = logging.getLogger("edgesync.agent")
 
@@ -63,6 +65,36 @@ def parse_committed(doc: dict[str, Any]) -> list[Confirmed] | None:
             return None
         out.append(Confirmed(e["batch_id"], first, last, seq))
     return out
+
+
+@dataclass(slots=True)
+class ProgressLog:
+    """Confirmations summed up at INFO at most once a ``period`` (each one is logged at
+    DEBUG): the cloud confirms every batch, and a line per batch buried the rest of the
+    agent's log. The first confirmation is logged at once (the link works)."""
+
+    period: float = 60.0
+    clock: Callable[[], float] = time.monotonic
+    batches: int = 0
+    removed: int = 0
+    tables: set[str] = field(default_factory=set)
+    since: float | None = None
+
+    def confirmed(self, table: str, batches: int, removed: int) -> None:
+        self.batches += batches
+        self.removed += removed
+        self.tables.add(table)
+        now = self.clock()
+        if self.since is not None and now - self.since < self.period:
+            return
+        window = "" if self.since is None else f" in the last {now - self.since:.0f} s"
+        log.info("progress: %d batch(es) of %d table(s) confirmed by the cloud%s; %d journal "
+                 "row(s) removed", self.batches, len(self.tables), window, self.removed)
+        self.batches, self.removed, self.since = 0, 0, now
+        self.tables.clear()
+
+
+PROGRESS_LOG = ProgressLog()
 
 
 def rows_progress(doc: dict[str, Any], table: str, source: sqlite3.Connection,
@@ -98,8 +130,10 @@ def rows_progress(doc: dict[str, Any], table: str, source: sqlite3.Connection,
     if legacy is not None:
         deleted += delete(0, legacy)
         state.record_progress(table, legacy)
-    log.info("progress %s: %r, %d batch(es) committed; %d journal row(s) removed", cid,
-             table, len(entries) + (legacy is not None), deleted)
+    batches = len(entries) + (legacy is not None)
+    log.debug("progress %s: %r, %d batch(es) committed; %d journal row(s) removed", cid,
+              table, batches, deleted)
+    PROGRESS_LOG.confirmed(table, batches, deleted)
     return deleted
 
 
@@ -114,8 +148,9 @@ def telemetry_progress(doc: dict[str, Any], table: str, telemetry: TelemetryStat
     dropped = telemetry.committed_batches(table, [e.batch_id for e in entries])
     if legacy is not None:
         dropped += telemetry.committed(table, legacy)
-    log.info("progress %s: %r, %d batch(es) confirmed, removed from the buffer", cid, table,
-             dropped)
+    log.debug("progress %s: %r, %d batch(es) confirmed, removed from the buffer", cid, table,
+              dropped)
+    PROGRESS_LOG.confirmed(table, dropped, 0)
     return dropped
 
 
