@@ -205,11 +205,12 @@ class Fleet:
         tasks.add(task)
         task.add_done_callback(lambda t: (tasks.discard(t), room.release()))
 
-    async def saturate(self, make: Callable[[Device], Batch], devices: Iterable[Device],
-                       cap: float) -> Tracked:
+    async def saturate(self, make: Callable[[Any], Batch], devices: Iterable[Any],
+                       cap: float, *, tracked: Tracked | None = None) -> Tracked:
         """Closed loop: publish while fewer than ``window`` batches wait, for at most
-        ``cap`` seconds, then wait for the last ones to commit."""
-        tracked = Tracked()
+        ``cap`` seconds, then wait for the last ones to commit (``tracked``: into the
+        caller's, to watch them meanwhile)."""
+        tracked = tracked if tracked is not None else Tracked()
         tasks: set[asyncio.Task[None]] = set()
         room = asyncio.Semaphore(512)
         start = time.monotonic()
