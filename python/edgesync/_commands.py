@@ -99,14 +99,16 @@ async def agent_run(path: Path) -> None:
     from edgesync.protocol import parse_broker_url
 
     config = load_config(path)
-    _log.info("edgesync %s agent starting: device %s, source %s, broker %s", version(),
-              config.connection.device_id, config.replication.source_db_path,
-              parse_broker_url(config.connection.server_url))  # no password
-    try:
-        async with Agent(config) as agent:
+    # Logged once it opened: an agent refused at the start says only why (the CLI's
+    # one-line error), not "starting" and "stopped" around it.
+    async with Agent(config) as agent:
+        _log.info("edgesync %s agent started: device %s, source %s, broker %s", version(),
+                  config.connection.device_id, config.replication.source_db_path,
+                  parse_broker_url(config.connection.server_url))  # no password
+        try:
             await agent.run()
-    finally:
-        _log.info("edgesync agent stopped")
+        finally:
+            _log.info("edgesync agent stopped")
 
 
 def _database(args: argparse.Namespace) -> tuple[str | None, Path]:

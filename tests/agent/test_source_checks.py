@@ -67,6 +67,20 @@ def test_source_that_is_not_sqlite(tmp_path: Path) -> None:
     assert out.stdout.splitlines() == [f"{cfg}: {message}"]
 
 
+def test_a_missing_relative_source_says_where_it_was_looked_for(tmp_path: Path) -> None:
+    """One line naming the working directory; no lock file beside a database that does not
+    exist, and no "agent started" / "stopped" around the error (issue 27)."""
+    cfg = config(tmp_path, Path("missing.db"), tmp_path / "state" / "state.db")
+    out = subprocess.run([EDGESYNC, "agent", "--config", str(cfg)], capture_output=True,
+                         text=True, timeout=60, check=False, cwd=tmp_path,
+                         env={**os.environ, "EDGESYNC_LOG_LEVEL": "INFO"})
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.splitlines() == [
+        "edgesync: error: sqlite-replication.source_db_path: file 'missing.db' does not exist "
+        f"(a relative path is read from the working directory, {tmp_path})"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.yaml"]
+
+
 def test_validate_checks_tables_and_columns(tmp_path: Path, app_db: Path) -> None:
     cfg = config(tmp_path, app_db, tmp_path / "state.db", """\
           table_strategies:
@@ -178,6 +192,16 @@ def test_second_agent_on_one_database_is_refused(tmp_path: Path, app_db: Path,
         f"{str(tmp_path / 'a' / 'state.db')!r} is used by another edgesync agent (pid {pid}); "
         "stop it, or give each agent its own state_db_path"]
     assert out.returncode == 2
+    # A source that is not SQLite, beside the first one's state database: its own mistake
+    # is named, not the lock it would have met next (issue 27).
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a database\n" * 20)
+    wrong = config(tmp_path, notes, tmp_path / "a" / "state.db", name="wrong.yaml")
+    out = edgesync("agent", "--config", str(wrong))
+    assert out.stderr.splitlines() == [
+        f"edgesync: error: sqlite-replication.source_db_path: {str(notes)!r} is not a SQLite "
+        "database; give the path of your application's SQLite file"]
+    assert not (tmp_path / "notes.txt.edgesync-agent.lock").exists()
     # The refused agents did not disturb the first one.
     assert first.proc.poll() is None
     # Once the first stops (or dies: the kernel drops the lock), the next one starts.

@@ -1,5 +1,6 @@
 """Authentication, the ORG-ID header, permissions, and no existence leaks: every
-mutating route answers 404 to a token of another org or project, 403 to a reader."""
+mutating route answers 404 to a token of another org or project (403 ORG_MISMATCH when it
+names an org that is not its own), 403 to a reader."""
 
 from __future__ import annotations
 
@@ -171,15 +172,24 @@ async def test_other_org_gets_404_on_every_mutation(client: httpx.AsyncClient, t
     nowhere = await client.request("POST", f"/core/api/v1/projects/{uuid.uuid4()}/devices",
                                    headers=other_tenant.headers(**idem()), json={"name": "x"})
     assert nowhere.status_code == 404
+    mismatch = await client.request(
+        "POST", f"/core/api/v1/projects/{uuid.uuid4()}/devices", json={"name": "x"},
+        headers={**other_tenant.headers(**idem()), "ORG-ID": str(tenant.org_id)})
+    assert mismatch.json()["error"] == {
+        "code": "ORG_MISMATCH", "field": "ORG-ID",
+        "message": f"this token belongs to organization {other_tenant.org_id}, not "
+                   f"{tenant.org_id}; send that id as ORG-ID (--org-id, env EDGESYNC_ORG_ID)"}
     for method, path, body in mutations(**w.ids):
         # Other org's token and ORG-ID, aimed at this tenant's project.
         r = await client.request(method, tenant.url(path), json=body,
                                  headers=other_tenant.headers(**idem()))
         assert (r.status_code, r.json()) == (404, nowhere.json()), (method, path, r.text)
-        # Other org's token, claiming this tenant's org.
+        # Other org's token, claiming this tenant's org: told the org is not its own,
+        # before any project is looked at (the same answer for a project that does not
+        # exist: nothing of this tenant leaks).
         r = await client.request(method, tenant.url(path), json=body, headers={
             **other_tenant.headers(**idem()), "ORG-ID": str(tenant.org_id)})
-        assert r.status_code == 404, (method, path, r.text)
+        assert (r.status_code, r.json()) == (403, mismatch.json()), (method, path, r.text)
         # Other org's token on its own project, naming this tenant's objects.
         r = await client.request(method, other_tenant.url(path), json=body,
                                  headers=other_tenant.headers(**idem()))

@@ -43,6 +43,13 @@ async def test_policy_values_are_validated(client: httpx.AsyncClient, tenant) ->
                                json=body)
         assert r.status_code == 422, (body, r.text)
         assert r.json()["error"]["field"] == field
+    # An unknown field is told which fields there are (pydantic's own words were
+    # "Extra inputs are not permitted", issue 27).
+    assert r.json()["error"]["message"] == (
+        "no field 'surprise' here; the fields are: allow_additive_continue, "
+        "allow_auto_create_device_data_points, materialization_breaker_threshold, "
+        "max_pending_bytes_per_lineage, max_pending_rows_per_lineage, "
+        "resume_threshold_percent, schema_coalescing_mode, verify_interval_seconds")
 
 
 async def test_create_and_list_devices(client: httpx.AsyncClient, tenant) -> None:

@@ -63,6 +63,13 @@ async def test_unreachable_api_then_retry(tui_server: Server, tmp_path, mqtt_url
         problem = await until(pilot, lambda: composed(pilot, ProblemScreen), "refused screen")
         assert "refused the token" in problem.plain and "UNAUTHENTICATED" in problem.plain
 
+    # an organization that is not the token's: the setup screen says whose it is
+    tui = EdgesyncTui(TuiSettings(s.api_url, s.token, str(uuid.uuid4()), s.project))
+    async with tui.run_test(size=(120, 40)) as pilot:
+        problem = await until(pilot, lambda: composed(pilot, ProblemScreen), "org screen")
+        assert "another organization" in problem.plain and "ORG_MISMATCH" in problem.plain
+        assert str(s.org_id) in problem.plain
+
     # the right settings: the Lineages screen, empty, and its help overlay
     tui = console.app()
     async with tui.run_test(size=(120, 40)) as pilot:

@@ -34,6 +34,7 @@ from edgesync.agent._inbox import Accepted
 from edgesync.agent._lifecycle import AgentLifecycle, misuse, require
 from edgesync.agent._lock import InstanceLock
 from edgesync.agent._publisher import MqttLink
+from edgesync.agent._source import check_source
 from edgesync.agent._status import will_payload
 from edgesync.agent._telemetry_state import OutboxBatch
 from edgesync.errors import ConfigError, OversizedRowError
@@ -90,6 +91,8 @@ class Agent:
         self._lifecycle = AgentLifecycle.OPENING
         opening: Future[DeviceDatabase] | None = None
         try:
+            # The source's own mistakes first: no lock file beside a missing database.
+            check_source(self._config.replication.source_db_path)
             self._lock.acquire()  # before anything is opened: a second agent changes nothing
             opening = self._executor.submit(DeviceDatabase, self._config,
                                             signing_key=self._signing_key, marks=self._marks)

@@ -16,16 +16,27 @@ from edgesync.agent._config import AgentConfig, ReplicationConfig, read_config
 from edgesync.agent._discovery import list_user_tables, read_table, telemetry_table
 from edgesync.errors import ConfigError
 
-__all__ = ["check_tables", "open_source", "validate_config"]
+__all__ = ["check_source", "check_tables", "open_source", "validate_config"]
 
 SOURCE_FIELD = "sqlite-replication.source_db_path"
+
+
+def check_source(path: Path) -> None:
+    """Raise the one-line ConfigError ``open_source`` would (no such file, not SQLite),
+    before anything is set up for it: an agent refused for its source leaves no lock
+    file beside a database that does not exist, and is told its own mistake, not that
+    another agent holds the state database it would share."""
+    open_source(path, read_only=True).close()
 
 
 def open_source(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
     """An autocommit connection to the source database, checked to be SQLite."""
     if not path.is_file():
-        raise ConfigError(SOURCE_FIELD, f"file {str(path)!r} does not exist" + (
-            " (it is a directory; give the database file in it)" if path.is_dir() else ""))
+        where = ("it is a directory; give the database file in it" if path.is_dir()
+                 else f"a relative path is read from the working directory, {os.getcwd()}"
+                 if not path.is_absolute() else "")
+        raise ConfigError(SOURCE_FIELD, f"file {str(path)!r} does not exist"
+                          + (f" ({where})" if where else ""))
     uri = path.resolve().as_uri() + ("?mode=ro" if read_only else "?mode=rw")
     try:
         db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)

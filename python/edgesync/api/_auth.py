@@ -58,7 +58,13 @@ async def resolve_access(request: Request, token: str | None, org_header: str | 
         if principal is None:
             raise ApiError(401, "UNAUTHENTICATED", "the token is unknown, expired or revoked",
                            headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
-        if principal.org_id != org_id or not principal.can(project_id, READ):
+        if principal.org_id != org_id:
+            # The token's own organization is no other tenant's secret, and "project not
+            # found" sent operators looking for a project that was there (issue 27).
+            raise ApiError(403, "ORG_MISMATCH", f"this token belongs to organization "
+                           f"{principal.org_id}, not {org_id}; send that id as ORG-ID "
+                           "(--org-id, env EDGESYNC_ORG_ID)", "ORG-ID")
+        if not principal.can(project_id, READ):
             raise _not_found()
         in_org = await conn.fetchval(
             "SELECT EXISTS (SELECT 1 FROM edge_projects WHERE id = $1 AND org_id = $2)",

@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from edgesync.api._envelopes import ErrorDetail, ErrorEnvelope
@@ -76,6 +77,18 @@ def _field(loc: tuple[Any, ...]) -> str:
     return ".".join(parts)
 
 
+def _body_fields(request: Request, loc: tuple[Any, ...]) -> list[str]:
+    """The fields of the request body's model, for an unknown field at its top level
+    (``("body", name)``); empty when that cannot be told."""
+    if len(loc) != 2 or loc[0] != "body":
+        return []
+    body = getattr(request.scope.get("route"), "body_field", None)
+    model = getattr(getattr(body, "field_info", None), "annotation", None)
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return sorted(model.model_fields)
+    return []
+
+
 def install_error_handlers(app: FastAPI) -> None:
     async def on_api_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
@@ -89,14 +102,18 @@ def install_error_handlers(app: FastAPI) -> None:
             _log.error("request failed: %s", exc, exc_info=exc)
         return _json(status, body)
 
-    async def on_validation(_: Request, exc: Exception) -> JSONResponse:
+    async def on_validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         errors = list(exc.errors())
         first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
         if first.get("type") == "json_invalid":
             return _json(400, _envelope("MALFORMED_JSON", "the request body is not valid JSON"))
-        return _json(422, _envelope("VALIDATION_FAILED", str(first.get("msg")),
-                                    _field(tuple(first.get("loc", ()))) or None))
+        loc = tuple(first.get("loc", ()))
+        message = str(first.get("msg"))
+        if first.get("type") == "extra_forbidden" and (known := _body_fields(request, loc)):
+            # pydantic says only "Extra inputs are not permitted": name the fields there are.
+            message = f"no field {str(loc[-1])!r} here; the fields are: {', '.join(known)}"
+        return _json(422, _envelope("VALIDATION_FAILED", message, _field(loc) or None))
 
     async def on_http(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)

@@ -44,6 +44,7 @@ _PROBLEM_TITLES = {
     "PROJECT_NOT_FOUND": "Project not found, or not visible to this token in this organization",
     "ORG_ID_REQUIRED": "The organization id is missing",
     "INVALID_ORG_ID": "The organization id is not a valid id",
+    "ORG_MISMATCH": "The token belongs to another organization",
 }
 
 

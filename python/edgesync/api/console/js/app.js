@@ -69,6 +69,7 @@ function showLogin(message) {
 
 function loginProblem(e) {
   if (e.status === 401) return "The token is unknown, expired or revoked.";
+  if (e.code === "ORG_MISMATCH") return e.text; // names the token's own organization
   if (e.status === 404) return "No such project in that organization for this token.";
   if (e.code === "INVALID_ORG_ID") return "The organization ID must be a UUID.";
   if (e.status === 422) return "The project ID must be a UUID.";
