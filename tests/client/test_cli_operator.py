@@ -67,6 +67,12 @@ async def test_stale_decision_and_missing_credentials(run: Cli, tenant, stage,
     code, _, err = run("reviews", "reject", str(s.review_id), "--action-version", "1",
                        ok=False)
     assert code == 2 and "HTTP 409 ACTION_VERSION_CONFLICT" in err
+    # The console's address given for the API's: told so, not "404 NOT_FOUND: Not Found".
+    api_url = run.conn[run.conn.index("--api-url") + 1]
+    code = cli.main(["reviews", "list", *run.conn, "--api-url", f"{api_url}/console"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"at {api_url}/console (drop the trailing /console" in err, err
+    assert "must be the API's root" in err
     code = cli.main(["reviews", "list", "--api-url", "http://127.0.0.1:9", "--token", "",
                      "--org-id", str(tenant.org_id), "--project", str(tenant.project_id)])
     assert code == 2 and "--token" in capsys.readouterr().err

@@ -23,14 +23,22 @@ __all__ = ["DEFAULT_API_URL", "ApiClient", "ApiClientError"]
 _MUTATIONS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
-def _error(response: httpx.Response) -> ApiClientError:
+def _error(response: httpx.Response, base_url: str) -> ApiClientError:
     try:
         detail = response.json()["error"]
-        return ApiClientError(response.status_code, str(detail["code"]),
-                              str(detail.get("message", "")), detail.get("field"))
+        code, message = str(detail["code"]), str(detail.get("message", ""))
     except (ValueError, KeyError, TypeError):
         text = response.text.strip()[:200] or response.reason_phrase
         return ApiClientError(response.status_code, "HTTP_ERROR", text)
+    if response.status_code == 404 and code == "NOT_FOUND" and message == "Not Found":
+        # No such route at all (the API's own 404s name what is missing): the base URL
+        # is wrong, most often the console's address given for the API's.
+        hint = (" (drop the trailing /console: that is the web console's address)"
+                if base_url.endswith("/console") else "")
+        message = (f"no such API route: {response.request.url.path} at {base_url}{hint}; "
+                   "--api-url (env EDGESYNC_API_URL) must be the API's root (e.g. "
+                   "http://127.0.0.1:8080), on a server as new as this client")
+    return ApiClientError(response.status_code, code, message, detail.get("field"))
 
 
 class ApiClient:
@@ -74,7 +82,7 @@ class ApiClient:
             raise ApiClientError(0, "CONNECTION_FAILED",
                                  f"{self.base_url}: {exc or type(exc).__name__}") from exc
         if response.status_code >= 400:
-            raise _error(response)
+            raise _error(response, self.base_url)
         return response.json() if response.content else None
 
     def get(self, path: str, **params: Any) -> Any:
@@ -92,7 +100,7 @@ class ApiClient:
                                    timeout=timeout) as response:
                 if response.status_code >= 400:
                     response.read()
-                    raise _error(response)
+                    raise _error(response, self.base_url)
                 if opened is not None:
                     opened(response)
                 yield from response.iter_lines()
