@@ -31,8 +31,8 @@ __all__ = ["run_api_command"]
 _LINEAGE_COLUMNS = [("id", "id"), ("device_name", "device"), ("source_table", "table"),
                     ("pipeline", "pipeline"), ("status", "status"),
                     ("pause_reason", "reason"), ("staged_rows", "staged"),
-                    ("materialized_rows", "materialized"),
-                    ("materialization_errors", "errors"), ("freshness_seconds", "fresh (s)")]
+                    ("materialized_rows", "row writes"),
+                    ("materialization_errors", "errors"), ("freshness_seconds", "fresh")]
 _REVIEW_COLUMNS = [("id", "id"), ("device_name", "device"), ("source_table", "table"),
                    ("classification", "classification"), ("status", "status"),
                    ("action_version", "version"), ("claimed_by", "claimed by"),
@@ -41,7 +41,7 @@ _DEVICE_COLUMNS = [("id", "id"), ("name", "name"), ("fleet", "fleet"),
                    ("root_topic", "root topic"), ("connected", "connected"),
                    ("last_seen_at", "last seen"), ("agent_version", "agent"),
                    ("journal_depth", "journal"),
-                   ("oldest_unconfirmed_age_s", "oldest unconfirmed (s)"),
+                   ("oldest_unconfirmed_age_s", "oldest unconfirmed"),
                    ("created_at", "created")]
 _OBSERVED_COLUMNS = [("device_name", "device"), ("source_table", "table"),
                      ("schema_hash", "schema hash"), ("sent", "sent"),

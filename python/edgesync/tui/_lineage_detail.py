@@ -261,7 +261,8 @@ def _summary(lineage: dict[str, Any]) -> Text:
     for label, key in (("pipeline", "pipeline"), ("sync authority", "sync_authority"),
                        ("target table", "target_table"), ("staged rows", "staged_rows"),
                        ("staged bytes", "staged_bytes"),
-                       ("materialized rows", "materialized_rows"),
+                       # Writes, not rows: an updated row counts again.
+                       ("row writes", "materialized_rows"),
                        ("rejected batches", "rejected_batches"),
                        ("current schema", "current_schema_hash"),
                        ("approved schema", "approved_schema_hash")):

@@ -20,7 +20,7 @@ from edgesync.tui._table import Table
 __all__ = ["LineagesScreen"]
 
 _STATUSES: list[str | None] = [None, "active", "paused"]
-_COLUMNS = ["device", "table", "pipeline", "status", "pause reason", "staged", "materialized",
+_COLUMNS = ["device", "table", "pipeline", "status", "pause reason", "staged", "row writes",
             "errors", "last batch"]
 
 

@@ -54,7 +54,7 @@ export async function render(main, { query }) {
       { label: "status", value: (l) => pill(l.status) },
       { label: "pause reason", value: (l) => words(l.pause_reason) },
       { label: "staged rows", num: true, value: (l) => num(l.staged_rows) },
-      { label: "written rows", num: true, value: (l) => num(l.materialized_rows) },
+      { label: "row writes", num: true, value: (l) => num(l.materialized_rows) },
       { label: "errors", num: true, value: (l) => num(l.materialization_errors) },
       { label: "last batch", value: (l) => ago(l.last_batch_at) },
     ], doc.data, { empty: "none match" }),
