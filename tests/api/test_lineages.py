@@ -90,8 +90,10 @@ async def test_detail_staged_rows_and_mirror_rows(client: httpx.AsyncClient, ten
                          headers=tenant.reader(), params={"limit": 10})
     assert r.status_code == 200, r.text
     assert r.json()["meta"]["total"] == 2
-    assert sorted((x["id"], x["mode"], x["setpoint"]) for x in r.json()["data"]) == [
+    # In primary-key order, the table's own columns first (issue 27).
+    assert [(x["id"], x["mode"], x["setpoint"]) for x in r.json()["data"]] == [
         (1, "heat", 20.5), (2, "cool", None)]
+    assert list(r.json()["data"][0])[:4] == ["id", "mode", "setpoint", "device_id"]
     assert all(x["device_id"] == str(s.device.device_id) for x in r.json()["data"])
 
     d = (await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}"),

@@ -34,7 +34,7 @@ from edgesync.control import (
     recovery_offers,
 )
 from edgesync.governance import delete_lineage_row, get_lineage_for_update
-from edgesync.materialize import quote_ident
+from edgesync.materialize import PLATFORM_COLUMNS, quote_ident, table_columns
 from edgesync.store import Conn
 
 __all__ = ["delete_lineage", "get_lineage", "lineage_detail", "list_lineages", "mirror_rows"]
@@ -132,30 +132,51 @@ async def lineage_detail(conn: Conn, project_id: uuid.UUID,
 
 async def mirror_rows(conn: Conn, lineage: LineageOut, *, offset: int, limit: int
                       ) -> tuple[list[dict[str, Any]], int]:
-    """Live (not deleted) rows of the lineage's state table, in primary-key-hash order.
-    A row is the mirror's columns as JSON (``json_value``): their names and types are the
-    approved schema's, known only at run time, so a row stays a JSON object."""
+    """Live (not deleted) rows of the lineage's state table, in primary-key order (the
+    approved schema's key columns, then the key hash). A row is the mirror's columns as
+    JSON (``json_value``), the table's own columns first and edgesync's bookkeeping
+    (``device_id``, ``_edge_*``) after them: their names and types are the approved
+    schema's, known only at run time, so a row stays a JSON object."""
     if lineage.pipeline != "rows":
         raise ApiError(404, "MIRROR_NOT_PROVISIONED",
                        f"lineage {lineage.id} is a {lineage.pipeline} lineage: it has no state "
                        "table; read its rows with GET …/lineages/{id}/telemetry "
                        "(edgesync lineages telemetry ID)")
-    exists = lineage.target_table is not None and (
-        await conn.fetchval("SELECT to_regclass(quote_ident($1)) IS NOT NULL",
-                            lineage.target_table))
-    if not exists:
+    columns = list(await table_columns(conn, lineage.target_table)
+                   if lineage.target_table is not None else [])
+    if not columns:
         raise ApiError(404, "MIRROR_NOT_PROVISIONED",
                        "this lineage has no state table yet: approve its schema review first")
     assert lineage.target_table is not None
     q = quote_ident(lineage.target_table)
+    own = [c for c in columns if c not in PLATFORM_COLUMNS and not c.startswith("_edge_")]
+    shown = [*own, *(c for c in columns if c not in own and c != "_edge_deleted")]
+    keys = [c for c in await _key_columns(conn, lineage) if c in own]
+    order = ", ".join([*map(quote_ident, keys), "_edge_pk_hash"])
     total = await conn.fetchval(
         f"SELECT count(*) FROM {q} WHERE device_id = $1 AND NOT _edge_deleted",
         lineage.device_id)
     rows = await conn.fetch(
-        f"SELECT * FROM {q} WHERE device_id = $1 AND NOT _edge_deleted "
-        "ORDER BY _edge_pk_hash OFFSET $2 LIMIT $3", lineage.device_id, offset, limit)
-    out = [{k: json_value(v) for k, v in r.items() if k != "_edge_deleted"} for r in rows]
+        f"SELECT {', '.join(map(quote_ident, shown))} FROM {q} "
+        f"WHERE device_id = $1 AND NOT _edge_deleted ORDER BY {order} OFFSET $2 LIMIT $3",
+        lineage.device_id, offset, limit)
+    out = [{k: json_value(v) for k, v in r.items()} for r in rows]
     return out, int(total)
+
+
+async def _key_columns(conn: Conn, lineage: LineageOut) -> list[str]:
+    """The mirror columns of the approved schema's primary key, in key order."""
+    rows = await conn.fetch(
+        "SELECT coalesce(b.mirror_column_name, b.source_column_name) AS col "
+        "FROM edge_schema_versions v "
+        "CROSS JOIN LATERAL jsonb_array_elements(v.schema_columns -> 'columns') AS c "
+        "JOIN edge_column_bindings b ON b.lineage_id = v.lineage_id "
+        "AND b.schema_hash = v.schema_hash AND b.source_column_name = c ->> 'name' "
+        "AND b.action = 'mirror' "
+        "WHERE v.lineage_id = $1 AND v.schema_hash = $2 "
+        "AND coalesce((c ->> 'pk_ordinal')::int, 0) > 0 "
+        "ORDER BY (c ->> 'pk_ordinal')::int", lineage.id, lineage.approved_schema_hash)
+    return [str(r["col"]) for r in rows]
 
 
 async def delete_lineage(conn: Conn, project_id: uuid.UUID, lineage_id: uuid.UUID
