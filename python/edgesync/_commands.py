@@ -43,6 +43,10 @@ async def serve(args: argparse.Namespace) -> None:
     async with Server(settings) as server:
         _log.info("serving: broker %s as %s%s", server.broker, settings.client_id,
                   f"; ingest from AMQP {server.ingest}" if settings.amqp_url else "")
+        if server.api is not None:  # where to point agents, the CLI and a browser
+            _log.info("edgesync serve ready: devices connect to %s; operator commands: "
+                      "EDGESYNC_API_URL=%s; web console: %s/console", server.broker,
+                      server.api.url, server.api.url)
         # What start-up built (modules, the app, pools) lives as long as the process: out
         # of the collector's sight, a full collection no longer walks it (a pause of tens
         # of milliseconds in every batch committed meanwhile).

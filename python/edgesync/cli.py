@@ -25,9 +25,12 @@ def _db_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--database-url", default=os.environ.get("EDGESYNC_DATABASE_URL"),
                    help="PostgreSQL URL (env EDGESYNC_DATABASE_URL); default: the embedded "
                         "PostgreSQL in --data-dir")
-    p.add_argument("--data-dir", type=Path, default=None,
-                   help="where the embedded PostgreSQL keeps its data "
-                        "(default: the user data directory, e.g. ~/.local/share/edgesync)")
+    # One setting for serve and the commands beside it (admin, credentials): with a
+    # --data-dir of serve's own, `admin bootstrap` had to be given it again.
+    p.add_argument("--data-dir", type=Path, default=os.environ.get("EDGESYNC_DATA_DIR"),
+                   help="where the embedded PostgreSQL keeps its data (env "
+                        "EDGESYNC_DATA_DIR; default: the user data directory, e.g. "
+                        "~/.local/share/edgesync)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -56,9 +59,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--mqtt-url", default=os.environ.get("EDGESYNC_MQTT_URL"),
                        help="broker URL: tcp:// or mqtt:// (plain), ssl:// or mqtts:// (TLS) "
                             "(env EDGESYNC_MQTT_URL)")
-    serve.add_argument("--embedded-mqtt-port", type=int, default=1883,
-                       help="port of the embedded broker when no --mqtt-url is given "
-                            "(default 1883; 0 picks a free port)")
+    serve.add_argument("--embedded-mqtt-port", type=int,
+                       default=int(os.environ.get("EDGESYNC_EMBEDDED_MQTT_PORT", "1883")),
+                       help="port of the embedded broker when no --mqtt-url is given (env "
+                            "EDGESYNC_EMBEDDED_MQTT_PORT; default 1883; 0 picks a free port)")
     serve.add_argument("--mqtt-ca", type=Path, help="CA certificate for a TLS broker")
     serve.add_argument("--mqtt-cert", type=Path, help="client certificate for mTLS")
     serve.add_argument("--mqtt-key", type=Path, help="client key for mTLS")
@@ -269,6 +273,9 @@ def _dispatch(args: argparse.Namespace) -> int:
 
             return run_api_command(args)
     result = asyncio.run(cmd.admin(args))
+    if getattr(args, "format", None) == "env":  # admin bootstrap: lines to paste or eval
+        sys.stdout.write(result.as_env())
+        return 0
     if getattr(args, "output", None) == "table":
         cmd.print_table_of(result)
     else:

@@ -61,3 +61,20 @@ def test_demo_runs_end_to_end_on_the_embedded_defaults(embedded_dir: Path) -> No
     assert "== 5. Governance" in out.stdout and "ambiguous" in out.stdout
     assert "== 6. Review" in out.stdout
     assert "\nOK: 5 cloud row(s) equal 5 SQLite row(s)" in out.stdout
+
+
+def test_one_data_dir_setting_for_serve_and_the_commands_beside_it(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``EDGESYNC_DATA_DIR`` is serve's and admin's --data-dir alike (``admin bootstrap``
+    had to be given serve's --data-dir again); the embedded broker's port has its env too
+    (issue 27). The operator commands keep the API unless --data-dir is given."""
+    from edgesync import cli as cli_module
+
+    monkeypatch.setenv("EDGESYNC_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("EDGESYNC_EMBEDDED_MQTT_PORT", "0")
+    parser = cli_module._parser()
+    serve = parser.parse_args(["serve"])
+    assert (serve.data_dir, serve.embedded_mqtt_port) == (tmp_path, 0)
+    boot = parser.parse_args(["admin", "bootstrap", "--org", "o", "--project", "p"])
+    assert (boot.data_dir, boot.format) == (tmp_path, "json")
+    assert parser.parse_args(["reviews", "list"]).data_dir is None

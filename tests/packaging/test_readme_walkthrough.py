@@ -1,10 +1,11 @@
 """The README's "Your own database in 8 commands", run as a newcomer runs it: each command
 read from README.md and run through the installed ``edgesync`` command, on the embedded
-defaults (no --database-url / --mqtt-url), in a fresh HOME, copying ids out of what the
-commands print. The only deviation from the README is the ports: the machine's Mosquitto
-holds 1883 and 8080 may be taken, so serve gets ``--embedded-mqtt-port 0 --api-port 0`` and
-the walkthrough uses the ports serve logs (in agent.yaml's server_url and EDGESYNC_API_URL).
-Also checks that the README still opens with the two CI commands."""
+defaults (no --database-url / --mqtt-url), in a fresh HOME; step 2's ``eval "$(… --format
+env)"`` runs in bash, the ids of steps 6 and 7 are copied out of what the listings print.
+The only deviation from the README is the ports: the machine's Mosquitto holds 1883 and
+8080 may be taken, so serve runs with ``EDGESYNC_EMBEDDED_MQTT_PORT=0 EDGESYNC_API_PORT=0``
+and the walkthrough uses the ports serve's "ready" line names (in agent.yaml's server_url
+and EDGESYNC_API_URL). Also checks that the README still opens with the two CI commands."""
 
 from __future__ import annotations
 
@@ -95,11 +96,13 @@ def only(step: Step) -> str:
 
 
 def parse_table(text: str) -> list[dict[str, str]]:
-    """A table the CLI prints, read by its header's column positions."""
+    """A table the CLI prints, read by its header's column positions (columns are two
+    spaces apart; a header may have words: ROW WRITES)."""
     lines = [line for line in text.splitlines() if line.strip()]
     header = lines[0]
-    starts = [m.start() for m in re.finditer(r"\S+", header)]
-    names = header.split()
+    found = list(re.finditer(r"\S+(?: \S+)*", header))
+    starts = [m.start() for m in found]
+    names = [m.group() for m in found]
     rows = []
     for line in lines[1:]:
         cells = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
@@ -220,29 +223,29 @@ def test_your_own_database_in_8_commands(shell: Shell) -> None:
     # 1. serve on the embedded defaults; the ports are the one deviation.
     [serve] = command(only(steps[1]))
     assert serve == ["edgesync", "serve"], steps[1]
-    log = shell.start([*serve, "--embedded-mqtt-port", "0", "--api-port", "0"], "serve.log")
-    shell.wait_log(log, r"serving: broker")
-    broker_port = shell.wait_log(log, r"embedded MQTT broker on mqtt://127\.0\.0\.1:(\d+)")[1]
-    api_url = shell.wait_log(log, r"HTTP API listening on (http://127\.0\.0\.1:\d+)")[1]
+    shell.env.update(EDGESYNC_EMBEDDED_MQTT_PORT="0", EDGESYNC_API_PORT="0")
+    log = shell.start(serve, "serve.log")
+    ready = shell.wait_log(log, r"edgesync serve ready: devices connect to "
+                                r"mqtt://127\.0\.0\.1:(\d+); operator commands: "
+                                r"EDGESYNC_API_URL=(http://127\.0\.0\.1:\d+); "
+                                r"web console: (\S+)")
+    broker_port, api_url, console = ready[1], ready[2], ready[3]
     assert not api_url.endswith(":0") and broker_port != "0"
+    assert console == f"{api_url}/console"
     # The log prints the psql command of the embedded PostgreSQL, in the user's data dir.
     psql_url = shell.wait_log(log, r"connect with: psql '([^']+)'")[1]
     assert f"host={home}/.local/share/edgesync/" in psql_url, psql_url
     shell.env["EDGESYNC_API_URL"] = api_url
 
-    # 2. bootstrap; copy token, org_id, project_id into the export line's variables.
-    bootstrap_line, export_line = steps[2].lines
-    [bootstrap] = command(bootstrap_line)
-    assert bootstrap[:3] == ["edgesync", "admin", "bootstrap"], bootstrap_line
-    printed = json.loads(shell.run(bootstrap))
-    names = [w.split("=", 1)[0] for w in command(export_line)[0][1:]]
-    keys = re.search(r"# (.*) printed above", export_line)
-    assert keys is not None, export_line
-    copied = [k.strip() for k in keys[1].split(",")]
-    assert names == ["EDGESYNC_TOKEN", "EDGESYNC_ORG_ID", "EDGESYNC_PROJECT"], export_line
-    for name, key in zip(names, copied, strict=True):
-        assert printed.get(key), (key, printed)
-        shell.env[name] = str(printed[key])
+    # 2. bootstrap, its export lines eval'd by the user's shell: the variables after it.
+    eval_line = only(steps[2])
+    assert eval_line.startswith('eval "$(edgesync admin bootstrap ') and eval_line.endswith(
+        '--format env)"'), eval_line
+    printed = shell.run(["bash", "-c", f"{eval_line} && env"])
+    exported = dict(line.split("=", 1) for line in printed.splitlines() if "=" in line)
+    for name in ("EDGESYNC_TOKEN", "EDGESYNC_ORG_ID", "EDGESYNC_PROJECT"):
+        assert exported.get(name), (name, printed[-500:])
+        shell.env[name] = exported[name]
 
     # 3. the device; its output shows the root_topic the README's comment promises.
     device_line = only(steps[3])
@@ -256,7 +259,7 @@ def test_your_own_database_in_8_commands(shell: Shell) -> None:
 
     # 4. agent.yaml as written, with the broker's port.
     [(config_name, config)] = steps[4].heredoc.items()
-    assert "mqtt://127.0.0.1:1883" in config, config
+    assert "mqtt://127.0.0.1:1883 " in config, config
     assert f"root_topic: {root_topic[1]} " in config, (root_topic[1], config)
     (shell.workdir / config_name).write_text(
         config.replace("mqtt://127.0.0.1:1883", f"mqtt://127.0.0.1:{broker_port}"))
@@ -280,7 +283,7 @@ def test_your_own_database_in_8_commands(shell: Shell) -> None:
     list_lineages, mirror = command(only(steps[7]))
     assert mirror[-1] == "LINEAGE_ID", steps[7]
     lineages = shell.rerun_until(list_lineages, lambda out: any(
-        r.get("TABLE") == "machines" and r.get("MATERIALIZED") == str(len(ROWS))
+        r.get("TABLE") == "machines" and r.get("ROW WRITES") == str(len(ROWS))
         for r in parse_table(out)))
     [lineage] = [r for r in parse_table(lineages) if r["TABLE"] == "machines"]
     assert lineage["STATUS"] == "active" and lineage["STAGED"] == "0", lineages
@@ -293,6 +296,7 @@ def test_your_own_database_in_8_commands(shell: Shell) -> None:
     # 8. psql with the URL serve logged, the README's form with the host filled in.
     [psql] = command(only(steps[8]))
     assert psql[0] == "psql" and psql[1].endswith("?host=…"), steps[8]
+    assert psql[2:] == ["-c", "\\dt edge_*"], steps[8]  # edge_ts_* too, not edge_state_* alone
     assert psql_url.startswith(psql[1].removesuffix("…")), (psql_url, psql[1])
     table = re.compile(r"\bedge_state_\w*_machines\b")
     if shutil.which("psql", path=shell.env["PATH"]):

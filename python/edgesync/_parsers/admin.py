@@ -23,6 +23,10 @@ def add_admin_parser(sub: Any, db_options: Any) -> None:
     boot.add_argument("--topic-slug", default="",
                       help="the project's topic slug (first MQTT topic level; default empty)")
     boot.add_argument("--admin", default="admin", help="name of the admin user (default admin)")
+    boot.add_argument("--format", choices=["json", "env"], default="json",
+                      help="json (default), or env: export lines of EDGESYNC_TOKEN, "
+                           "EDGESYNC_ORG_ID and EDGESYNC_PROJECT for the operator commands "
+                           "(eval \"$(edgesync admin bootstrap … --format env)\")")
     db_options(boot)
 
     token = asub.add_parser("token", help="issue or revoke API tokens",

@@ -5,6 +5,7 @@ field, in declaration order)."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import uuid
 from dataclasses import dataclass
@@ -33,6 +34,12 @@ class Bootstrapped:
     principal_id: uuid.UUID
     token_id: uuid.UUID
     token: str
+
+    def as_env(self) -> str:
+        """Shell lines that set what the operator commands read (``--format env``)."""
+        return "".join(f"export {name}={shlex.quote(str(value))}\n" for name, value in (
+            ("EDGESYNC_TOKEN", self.token), ("EDGESYNC_ORG_ID", self.org_id),
+            ("EDGESYNC_PROJECT", self.project_id)))
 
 
 @dataclass(frozen=True, slots=True)
