@@ -70,6 +70,15 @@ async def test_unreachable_api_then_retry(tui_server: Server, tmp_path, mqtt_url
         assert "another organization" in problem.plain and "ORG_MISMATCH" in problem.plain
         assert str(s.org_id) in problem.plain
 
+    # a project named by a name no project has: the setup screen lists the projects there
+    # are, before any screen that would need one (issue 27)
+    tui = EdgesyncTui(TuiSettings(s.api_url, s.token, s.org_id, "nosuch"))
+    async with tui.run_test(size=(120, 40)) as pilot:
+        problem = await until(pilot, lambda: composed(pilot, ProblemScreen), "project screen")
+        assert "PROJECT_NOT_FOUND" in problem.plain and "'nosuch'" in problem.plain
+        assert "there are: e2e-" in problem.plain
+        assert not [sc for sc in pilot.app.screen_stack if isinstance(sc, LineagesScreen)]
+
     # the right settings: the Lineages screen, empty, and its help overlay
     tui = console.app()
     async with tui.run_test(size=(120, 40)) as pilot:

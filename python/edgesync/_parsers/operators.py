@@ -61,7 +61,7 @@ def _api_options(p: argparse.ArgumentParser, *, project: bool = True,
                    help="organization id for the ORG-ID header (env EDGESYNC_ORG_ID)")
     if project:
         g.add_argument("--project", default=None,
-                       help="project id (env EDGESYNC_PROJECT)")
+                       help="project id, name or topic slug (env EDGESYNC_PROJECT)")
     if output:
         g.add_argument("--output", "-o", choices=["table", "json"], default=None,
                        help="table (default over the API) or json (default with "

@@ -20,7 +20,7 @@ from edgesync.api._db import pool_of
 from edgesync.api._errors import ApiError
 from edgesync.identity import MANAGE_DEVICES, READ, Principal, authenticate
 
-__all__ = ["Access", "CanManage", "CanRead", "resolve_access"]
+__all__ = ["Access", "CanManage", "CanRead", "Member", "resolve_access", "resolve_principal"]
 
 _bearer = HTTPBearer(auto_error=False, description="an edgesync API token (`esk_…`)")
 
@@ -41,8 +41,9 @@ def _not_found() -> ApiError:
     return ApiError(404, "PROJECT_NOT_FOUND", "project not found")
 
 
-async def resolve_access(request: Request, token: str | None, org_header: str | None,
-                         project_id: uuid.UUID, permission: str) -> Access:
+async def resolve_principal(request: Request, token: str | None, org_header: str | None
+                            ) -> tuple[Principal, uuid.UUID]:
+    """The token's principal and the ``ORG-ID`` organization, which must be its own."""
     if not token:
         raise ApiError(401, "UNAUTHENTICATED", "an Authorization: Bearer token is required",
                        headers={"WWW-Authenticate": "Bearer"})
@@ -55,17 +56,24 @@ async def resolve_access(request: Request, token: str | None, org_header: str | 
                        "ORG-ID") from None
     async with pool_of(request).acquire() as conn:
         principal = await authenticate(conn, token)
-        if principal is None:
-            raise ApiError(401, "UNAUTHENTICATED", "the token is unknown, expired or revoked",
-                           headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
-        if principal.org_id != org_id:
-            # The token's own organization is no other tenant's secret, and "project not
-            # found" sent operators looking for a project that was there (issue 27).
-            raise ApiError(403, "ORG_MISMATCH", f"this token belongs to organization "
-                           f"{principal.org_id}, not {org_id}; send that id as ORG-ID "
-                           "(--org-id, env EDGESYNC_ORG_ID)", "ORG-ID")
-        if not principal.can(project_id, READ):
-            raise _not_found()
+    if principal is None:
+        raise ApiError(401, "UNAUTHENTICATED", "the token is unknown, expired or revoked",
+                       headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
+    if principal.org_id != org_id:
+        # The token's own organization is no other tenant's secret, and "project not
+        # found" sent operators looking for a project that was there (issue 27).
+        raise ApiError(403, "ORG_MISMATCH", f"this token belongs to organization "
+                       f"{principal.org_id}, not {org_id}; send that id as ORG-ID "
+                       "(--org-id, env EDGESYNC_ORG_ID)", "ORG-ID")
+    return principal, org_id
+
+
+async def resolve_access(request: Request, token: str | None, org_header: str | None,
+                         project_id: uuid.UUID, permission: str) -> Access:
+    principal, org_id = await resolve_principal(request, token, org_header)
+    if not principal.can(project_id, READ):
+        raise _not_found()
+    async with pool_of(request).acquire() as conn:
         in_org = await conn.fetchval(
             "SELECT EXISTS (SELECT 1 FROM edge_projects WHERE id = $1 AND org_id = $2)",
             project_id, org_id)
@@ -96,3 +104,12 @@ async def _can_manage(request: Request, project_id: _ProjectId, token: _Token,
 
 CanRead = Annotated[Access, Depends(_can_read)]
 CanManage = Annotated[Access, Depends(_can_manage)]
+
+
+async def _member(request: Request, token: _Token, org: _Org = None) -> Principal:
+    principal, _ = await resolve_principal(request, token.credentials if token else None, org)
+    return principal
+
+
+# A caller of the organization, whatever project (the project list).
+Member = Annotated[Principal, Depends(_member)]

@@ -120,6 +120,40 @@ class ApiClient:
     def project(self, project_id: str | uuid.UUID) -> ProjectApi:
         return ProjectApi(self, project_id)
 
+    def projects(self) -> list[dict[str, Any]]:
+        """The organization's projects this token may read (id, name, topic_slug)."""
+        out: list[dict[str, Any]] = []
+        page = 1
+        while True:
+            doc = self.get("/core/api/v1/projects", page=page, limit=200)
+            out += doc["data"]
+            if len(out) >= int(doc["meta"]["total"]) or not doc["data"]:
+                return out
+            page += 1
+
+    def resolve_project(self, ref: str | uuid.UUID) -> str:
+        """A project's id from its id, name or topic slug (``--project plant``). A name or
+        slug that matches no project, or several, is an ``ApiClientError`` listing what
+        there is; an id is taken as it is (the API answers for it)."""
+        try:
+            return str(uuid.UUID(str(ref)))
+        except ValueError:
+            pass
+        projects = self.projects()
+        found = [p for p in projects if ref in (p["name"], p["topic_slug"])]
+        if len(found) == 1:
+            return str(found[0]["id"])
+        if found:
+            ids = ", ".join(f"{p['id']} ({p['name']}, topic slug {p['topic_slug']!r})"
+                            for p in found)
+            raise ApiClientError(409, "PROJECT_AMBIGUOUS", f"{ref!r} names several projects: "
+                                 f"{ids}; give --project the id", "project")
+        known = ", ".join(f"{p['name']} (topic slug {p['topic_slug']!r})" for p in projects)
+        raise ApiClientError(404, "PROJECT_NOT_FOUND", f"no project named {ref!r} (by name or "
+                             "topic slug) that this token may read; "
+                             + (f"there are: {known}" if known else "it may read none"),
+                             "project")
+
 
 class ProjectApi:
     """The routes under ``/core/api/v1/projects/{project_id}``; each returns ``data``

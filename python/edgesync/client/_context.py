@@ -33,9 +33,14 @@ class Ctx:
                                           "(or env EDGESYNC_ORG_ID)")
         project = args.project or os.environ.get("EDGESYNC_PROJECT")
         if not project:
-            raise ConfigError("--project", "the project id is needed (or env EDGESYNC_PROJECT)")
+            raise ConfigError("--project", "the project's id, name or topic slug is needed "
+                                           "(or env EDGESYNC_PROJECT)")
         self.client = ApiClient(args.api_url, token=args.token, org_id=args.org_id)
-        self.api: ProjectApi = self.client.project(project)
+        try:
+            self.api: ProjectApi = self.client.project(self.client.resolve_project(project))
+        except BaseException:
+            self.client.close()  # the caller never gets a Ctx to close
+            raise
 
     def paging(self) -> dict[str, Any]:
         return {"page": self.args.page, "limit": self.args.limit}

@@ -45,6 +45,7 @@ _PROBLEM_TITLES = {
     "ORG_ID_REQUIRED": "The organization id is missing",
     "INVALID_ORG_ID": "The organization id is not a valid id",
     "ORG_MISMATCH": "The token belongs to another organization",
+    "PROJECT_AMBIGUOUS": "The project name matches several projects",
 }
 
 
@@ -77,7 +78,7 @@ class EdgesyncTui(App[int]):
         assert self._api is not None, "no API: the settings screen is shown"
         return self._api
 
-    def on_mount(self) -> None:
+    async def on_mount(self) -> None:
         problems = self.settings.problems()
         if problems:
             self.push_screen(ProblemScreen("edgesync tui cannot start: settings missing",
@@ -87,7 +88,14 @@ class EdgesyncTui(App[int]):
         assert s.token is not None and s.org_id is not None and s.project is not None
         self._client = self._client or ApiClient(s.api_url, token=s.token, org_id=s.org_id,
                                                  timeout=15.0)
-        self._api = self._client.project(s.project)
+        try:  # a project named by its name or topic slug: its id, before any screen
+            project = await asyncio.to_thread(self._client.resolve_project, s.project)
+        except ApiClientError as exc:
+            title = _PROBLEM_TITLES.get(exc.code, "The API refused the console")
+            self.push_screen(ProblemScreen(title, [f"API: {s.api_url}", str(exc)],
+                                           can_retry=False))
+            return
+        self._api = self._client.project(project)
         self._loop = asyncio.get_running_loop()
         self.feed = EventFeed(self._api, self._from_feed, self._feed_failed)
         self.feed.start()

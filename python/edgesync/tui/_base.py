@@ -29,7 +29,8 @@ T = TypeVar("T")
 # Answers that mean the console cannot work at all (wrong token, org or project): shown
 # as a full screen, like missing settings, rather than as one failed action.
 SETUP_CODES = frozenset({"CONNECTION_FAILED", "UNAUTHENTICATED", "PROJECT_NOT_FOUND",
-                         "ORG_ID_REQUIRED", "INVALID_ORG_ID", "ORG_MISMATCH"})
+                         "ORG_ID_REQUIRED", "INVALID_ORG_ID", "ORG_MISMATCH",
+                         "PROJECT_AMBIGUOUS"})
 
 
 class ApiScreen(Screen[None]):

@@ -1,4 +1,5 @@
-"""One router per resource, all under ``/core/api/v1/projects/{project_id}``."""
+"""One router per resource, all under ``/core/api/v1/projects/{project_id}`` (and the
+project list, ``/core/api/v1/projects``)."""
 
 from edgesync.api.routes import (
     data_points,
@@ -10,6 +11,7 @@ from edgesync.api.routes import (
     lineages,
     observations,
     policy,
+    projects,
     quarantine,
     recovery,
     registry,
@@ -23,6 +25,6 @@ ROUTERS = (lineages.router, lineage_recovery.router, quarantine.router, recovery
            reviews.router, registry.router, registry.fleet_router, data_points.router,
            policy.router, sync_policies.router, devices.router, fleets.router,
            device_credentials.router, state_tables.router, segments.router,
-           observations.router, events.router)
+           observations.router, events.router, projects.router)
 
 __all__ = ["ROUTERS"]
