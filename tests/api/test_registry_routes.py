@@ -43,8 +43,11 @@ async def test_registry_review_claim_approve_and_mirror(client: httpx.AsyncClien
 
     url = tenant.url(f"/edge/registry-reviews/{rid}")
     r = await client.post(url + "/approve", headers=tenant.headers(**idem()),
-                          json={"action_version": 1})
-    assert (r.status_code, r.json()["error"]["code"]) == (409, "CONFLICT")  # not claimed
+                          json={"action_version": 1, "column_actions": [
+                              {"source_column_name": "id", "action": "defer"}]})
+    assert r.status_code == 422, r.text  # refused: nothing changed, still queued at 1
+    assert [(x["source_column_name"], x["code"]) for x in r.json()["error"]["refusals"]] == [
+        ("id", "defer_not_allowed"), ("mode", "missing_action"), ("setpoint", "missing_action")]
     r = await client.post(url + "/claim", headers=tenant.headers(**idem()),
                           json={"action_version": 7})
     assert r.status_code == 409, r.text
@@ -143,8 +146,10 @@ async def test_registry_approve_is_validated(client: httpx.AsyncClient, tenant,
             {"source_column_name": "mode", "action": "defer"},
             {"source_column_name": "setpoint", "action": "mirror"}]})
     assert r.status_code == 422, r.text
-    assert r.json()["error"] | {"message": ""} == {
-        "code": "INVALID_REQUEST", "field": "column_actions[1].action", "message": ""}
+    assert r.json()["error"] | {"message": "", "refusals": []} == {
+        "code": "INVALID_REQUEST", "field": "column_actions[1].action", "message": "",
+        "refusals": []}
+    assert [x["code"] for x in r.json()["error"]["refusals"]] == ["defer_not_allowed"]
     r = await client.post(url + "/approve", headers=tenant.headers(**idem()),
                           json={"action_version": 2, "sync_authority": "cloud_authoritative"})
     assert (r.status_code, r.json()["error"]["code"]) == (422, "VALIDATION_FAILED")
@@ -224,7 +229,10 @@ async def test_registry_preview_names_the_coalesced_target(client: httpx.AsyncCl
         {"source_column_name": "id", "action": "mirror"},
         {"source_column_name": "mode", "action": "defer"},
         {"source_column_name": "setpoint", "action": "ignore"}]})
-    assert r.status_code == 422 and r.json()["error"]["field"] == "column_actions[1].action"
+    assert r.status_code == 200, r.text  # what the approval refuses, as a refusal
+    assert [(x["source_column_name"], x["code"], x["field"])
+            for x in r.json()["data"]["refusals"]] == [
+        ("mode", "defer_not_allowed", "column_actions[1].action")]
     review = (await client.get(tenant.url(f"/edge/registry-reviews/{rid}"),
                                headers=tenant.reader())).json()["data"]
     assert (review["status"], review["action_version"], review["target_table"]) == (
