@@ -39,3 +39,26 @@ async def approve(pool: asyncpg.Pool, lineage_id: uuid.UUID,
     """Claim the lineage's queued review and approve it."""
     return await claim_and_approve(pool, await queued_review(pool, lineage_id), actions,
                                    sync_authority=sync_authority)
+
+
+# The three breaking changes of issue 27 as an application makes them, on a state table
+# ``machines``: ``temp_c`` retyped REAL → TEXT by rebuilding the table, then ``note``
+# dropped and ``state`` renamed to ``status`` (another rebuild: SQLite refuses DROP COLUMN
+# on a column the agent's capture triggers name).
+MACHINES_V1 = ("CREATE TABLE machines (id INTEGER PRIMARY KEY, state TEXT, temp_c REAL, "
+               "note TEXT)")
+MACHINES_V1_ROWS = ("INSERT INTO machines VALUES (?, ?, ?, ?)",
+                    [(i, "run" if i % 2 else "idle", 20.5 + i, f"n{i}") for i in range(1, 6)])
+MACHINES_RETYPED = (
+    "CREATE TABLE machines_new (id INTEGER PRIMARY KEY, state TEXT, temp_c TEXT, note TEXT)",
+    "INSERT INTO machines_new SELECT id, state, CAST(temp_c AS TEXT) || ' C', note "
+    "FROM machines",
+    "DROP TABLE machines",
+    "ALTER TABLE machines_new RENAME TO machines",
+    "UPDATE machines SET state = 'hot', temp_c = 'high' WHERE id = 1")
+MACHINES_DROPPED_RENAMED = (
+    "CREATE TABLE machines_new (id INTEGER PRIMARY KEY, status TEXT, temp_c TEXT)",
+    "INSERT INTO machines_new SELECT id, state, temp_c FROM machines",
+    "DROP TABLE machines",
+    "ALTER TABLE machines_new RENAME TO machines",
+    "UPDATE machines SET status = 'stopped' WHERE id = 2")
