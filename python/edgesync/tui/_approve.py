@@ -86,6 +86,9 @@ def preview_lines(p: dict[str, Any]) -> list[str]:
 
 class ApproveScreen(Screen[Approval | None]):
     TITLE = "Approve: column actions"
+    # The columns take ↑/↓ as the form opens (the scrolling container, first in the Tab
+    # order, took them before: an operator had to press Tab first).
+    AUTO_FOCUS = "#actions"
     BINDINGS = [
         Binding("m", "set('mirror')", "mirror"),
         Binding("i", "set('ignore')", "ignore"),
@@ -138,8 +141,6 @@ class ApproveScreen(Screen[Approval | None]):
 
     def on_mount(self) -> None:
         self._changed()
-        # ↑/↓ move through the columns at once (no Tab first).
-        self.query_one("#actions", DataTable).focus()
 
     @property
     def current(self) -> dict[str, Any] | None:
