@@ -8,10 +8,13 @@ retyped by a table rebuild, then one dropped and one renamed):
 2. the next review carries the previous decisions (``suggested_column_actions``: a
    renamed mirror, an ignored column), and proposes the retyped column;
 3. the target columns an approval stops writing are listed by the preview and then by
-   the lineage detail (``retired_columns``)."""
+   the lineage detail (``retired_columns``);
+
+and the CLI shows the suggestions column by column and approves from them."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -37,7 +40,7 @@ from kits.review_helpers import (
     MACHINES_V1_ROWS,
 )
 
-from edgesync import identity
+from edgesync import cli, identity
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 
@@ -47,12 +50,30 @@ class Api:
                  org: uuid.UUID) -> None:
         self.client = client
         self.base = f"/core/api/v1/projects/{project}"
+        self.token = token
         self.headers = {"Authorization": f"Bearer {token}", "ORG-ID": str(org)}
 
     async def get(self, path: str) -> Any:
         r = await self.client.get(self.base + path, headers=self.headers)
         assert r.status_code == 200, r.text
         return r.json()["data"]
+
+    async def cli(self, *args: str) -> tuple[int, str]:
+        """``edgesync ARGS`` against this API, in a thread (the server answers on this
+        event loop), with its standard output."""
+        import contextlib
+        import io
+
+        out = io.StringIO()
+
+        def run() -> int:
+            with contextlib.redirect_stdout(out):
+                return cli.main([*args, "--api-url", str(self.client.base_url),
+                                 "--token", self.token, "--org-id", self.headers["ORG-ID"],
+                                 "--project", self.base.rsplit("/", 1)[1]])
+
+        code = await asyncio.to_thread(run)
+        return code, out.getvalue()
 
     async def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
         return await self.client.post(self.base + path, json=body, headers={
@@ -176,9 +197,17 @@ async def _story(api: Api, pool: Any, dev: Any) -> None:
     preview = (await api.post(f"/edge/schema-reviews/{third['id']}/preview", body)).json()
     assert preview["data"]["refusals"] == []
     assert [c["name"] for c in preview["data"]["retired_columns"]] == ["machine_state"]
-    r = await api.post(f"/edge/schema-reviews/{third['id']}/approve",
-                       {"action_version": 1, **body})
-    assert r.status_code == 200, r.text
+    # the CLI: shows the suggestions column by column and approves from them
+    code, out = await api.cli("reviews", "show", third["id"])
+    assert code == 0, out
+    assert "suggested column actions" in out and "needs decision" not in out
+    assert "dropped: note, state" in out and "added: status" in out  # not raw JSON
+    code, out = await api.cli("reviews", "approve", third["id"])
+    assert code == 0, out
+    sent = out[out.index("column actions sent"):out.index("\napproved")]
+    by_column = {line.split()[0]: line for line in sent.splitlines()[2:] if line.strip()}
+    assert "carried" in by_column["id"] and "new" in by_column["status"], sent
+    assert "temp_c_text" in by_column["temp_c"] and "carried" in by_column["temp_c"], sent
     await wait_rows(lambda: state_rows(pool, table, dev, ["id", "status", "temp_c_text"]),
                     lambda: sqlite_rows(dev.db, "SELECT id, status, temp_c FROM machines "
                                                 "ORDER BY id"), "v3 mirrored")

@@ -12,7 +12,12 @@ import orjson
 
 from edgesync.client._actions import load_json_file
 from edgesync.client._client import ApiClientError
-from edgesync.client._context import Ctx, flagged_actions, write_review_head
+from edgesync.client._context import (
+    Ctx,
+    flagged_actions,
+    write_review_head,
+    write_suggestions,
+)
 from edgesync.client._format import print_fields, print_json
 from edgesync.client._run_governance import data_points_command, registry_command
 from edgesync.client._run_quarantine import quarantine_command
@@ -207,9 +212,9 @@ def _reviews(ctx: Ctx) -> None:
     elif cmd == "approve":
         review = api.review(rid)
         actions = flagged_actions(ctx, review, a.defer)
+        # A queued review is claimed by the approval itself (one transaction): a refused
+        # approval leaves it as it was.
         version = a.action_version or review["action_version"]
-        if review["status"] == "queued":
-            version = api.claim(rid, version)["action_version"]
         ctx.item(api.approve(rid, version, actions, a.sync_authority), _REVIEW_FIELDS,
                  "approved")
     else:
@@ -233,8 +238,19 @@ def _write_review(ctx: Ctx, data: dict[str, Any]) -> None:
         ctx.section("column actions", data["column_actions"],
                     [("source_column_name", "column"), ("action", "action"),
                      ("mirror_column_name", "mirror column"), ("target_type", "type")])
-    ctx.out.write("\ndiff\n" + orjson.dumps(data.get("diff"), option=orjson.OPT_INDENT_2)
-                  .decode() + "\n")
+    write_suggestions(ctx, data)
+    ctx.out.write("\ndiff against the approved schema\n" + diff_text(data.get("diff")) + "\n")
+
+
+_DIFF_WORDS = {"added": "added", "dropped": "dropped", "type_changed": "type changed",
+               "pk_changed": "primary key changed", "nullability_changed": "nullability changed"}
+
+
+def diff_text(diff: dict[str, Any] | None) -> str:
+    """A review's column diff as lines (``type changed: temp_c``), not JSON."""
+    lines = [f"{_DIFF_WORDS.get(k, k)}: {', '.join(map(str, cols))}"
+             for k, cols in (diff or {}).items() if cols]
+    return "\n".join(lines) or "no column changes"
 
 
 def _policy_value(text: str) -> Any:
