@@ -20,6 +20,7 @@ from kits.review_helpers import (
     MACHINES_DROPPED_RENAMED,
     MACHINES_RETYPED,
     MACHINES_V1,
+    MACHINES_V1_DECISION,
     MACHINES_V1_ROWS,
     claim_and_approve,
     queued_review,
@@ -75,12 +76,7 @@ async def test_review_decisions_in_the_browser(console_server: Server, browser: 
         app(dev.db, MACHINES_V1_ROWS)
         first = await _wait_review(pool, await _lineage_id(pool, dev.id), set())
         lineage_id = first.lineage_id
-        await claim_and_approve(pool, first, [
-            {"source_column_name": "id", "action": "mirror"},
-            {"source_column_name": "state", "action": "mirror",
-             "mirror_column_name": "machine_state"},
-            {"source_column_name": "temp_c", "action": "mirror"},
-            {"source_column_name": "note", "action": "ignore"}])
+        await claim_and_approve(pool, first, MACHINES_V1_DECISION)
         table = await target_of(pool, dev, "machines")
 
         # ---- temp_c retyped: the review starts from the carried decisions

@@ -37,10 +37,12 @@ from kits.review_helpers import (
     MACHINES_DROPPED_RENAMED,
     MACHINES_RETYPED,
     MACHINES_V1,
+    MACHINES_V1_DECISION,
     MACHINES_V1_ROWS,
 )
 
 from edgesync import cli, identity
+from edgesync.client._actions import suggested_by_column
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 
@@ -87,10 +89,7 @@ def suggested(review: dict[str, Any]) -> dict[str, tuple[str, str | None, str]]:
 
 def as_actions(review: dict[str, Any]) -> list[dict[str, Any]]:
     """The suggestions as the body of an approval (what a console sends by default)."""
-    keys = ("source_column_name", "action", "mirror_column_name", "target_type",
-            "device_data_point_id", "data_point_name")
-    return [{k: s[k] for k in keys if s.get(k) is not None}
-            for s in review["suggested_column_actions"]]
+    return list(suggested_by_column(review["suggested_column_actions"]).values())
 
 
 async def test_preview_equals_approval_decisions_carry_and_columns_retire(
@@ -128,12 +127,7 @@ async def _story(api: Api, pool: Any, dev: Any) -> None:
     first = await _open_review(api, set())
     assert {s["suggestion"] for s in first["suggested_column_actions"]} == {"new"}
     r = await api.post(f"/edge/schema-reviews/{first['id']}/approve", {
-        "action_version": 1, "column_actions": [
-            {"source_column_name": "id", "action": "mirror"},
-            {"source_column_name": "state", "action": "mirror",
-             "mirror_column_name": "machine_state"},
-            {"source_column_name": "temp_c", "action": "mirror"},
-            {"source_column_name": "note", "action": "ignore"}]})
+        "action_version": 1, "column_actions": MACHINES_V1_DECISION})
     assert r.status_code == 200, r.text  # a queued review approved in one step
     assert (r.json()["data"]["status"], r.json()["data"]["action_version"]) == ("approved", 3)
     table = await target_of(pool, dev, "machines")

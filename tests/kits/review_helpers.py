@@ -49,6 +49,13 @@ MACHINES_V1 = ("CREATE TABLE machines (id INTEGER PRIMARY KEY, state TEXT, temp_
                "note TEXT)")
 MACHINES_V1_ROWS = ("INSERT INTO machines VALUES (?, ?, ?, ?)",
                     [(i, "run" if i % 2 else "idle", 20.5 + i, f"n{i}") for i in range(1, 6)])
+# The first approval of ``machines``: ``state`` mirrored as ``machine_state``, ``note``
+# ignored (the decisions the next reviews carry forward).
+MACHINES_V1_DECISION = [
+    {"source_column_name": "id", "action": "mirror"},
+    {"source_column_name": "state", "action": "mirror", "mirror_column_name": "machine_state"},
+    {"source_column_name": "temp_c", "action": "mirror"},
+    {"source_column_name": "note", "action": "ignore"}]
 MACHINES_RETYPED = (
     "CREATE TABLE machines_new (id INTEGER PRIMARY KEY, state TEXT, temp_c TEXT, note TEXT)",
     "INSERT INTO machines_new SELECT id, state, CAST(temp_c AS TEXT) || ' C', note "

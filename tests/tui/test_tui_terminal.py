@@ -19,6 +19,7 @@ from kits.e2e_kit import app, running_agent, wait_reviews
 from kits.review_helpers import (
     MACHINES_RETYPED,
     MACHINES_V1,
+    MACHINES_V1_DECISION,
     MACHINES_V1_ROWS,
     claim_and_approve,
 )
@@ -193,12 +194,7 @@ async def test_review_decisions_in_a_terminal(tui_server: Server, tmp_path: Path
     async with running_agent(dev):
         app(dev.db, MACHINES_V1_ROWS)
         first = (await wait_reviews(pool, dev, {"machines"}))["machines"]
-        await claim_and_approve(pool, first, [
-            {"source_column_name": "id", "action": "mirror"},
-            {"source_column_name": "state", "action": "mirror",
-             "mirror_column_name": "machine_state"},
-            {"source_column_name": "temp_c", "action": "mirror"},
-            {"source_column_name": "note", "action": "ignore"}])
+        await claim_and_approve(pool, first, MACHINES_V1_DECISION)
         app(dev.db, *MACHINES_RETYPED)
         second = (await wait_reviews(pool, dev, {"machines"}))["machines"]
         done = await start(terminal, tmp_path, console)

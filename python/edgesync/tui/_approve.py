@@ -24,7 +24,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from edgesync.client import ApiClientError
-from edgesync.client._actions import resolve_map_specs
+from edgesync.client._actions import resolve_map_specs, suggested_by_column
 from edgesync.errors import ConfigError
 from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell
@@ -43,17 +43,6 @@ class Approval:
 
 
 _SUGGESTION_WORDS = {"carried": "carried", "new": "new", "needs_decision": "needs decision"}
-_ACTION_KEYS = ("source_column_name", "action", "mirror_column_name", "target_type",
-                "device_data_point_id", "data_point_name")
-
-
-def suggested_actions(review: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The review's suggestions as the form's starting actions, by column."""
-    return {str(s["source_column_name"]): {k: s[k] for k in _ACTION_KEYS
-                                           if s.get(k) is not None}
-            for s in review.get("suggested_column_actions") or []}
-
-
 def refusal_lines(refusals: list[dict[str, Any]]) -> list[str]:
     return [f"refused: {r['source_column_name'] or 'column_actions'}: "
             f"{r['code'].replace('_', ' ')}: {r['detail']}\n  fix: {r['fix']}"
@@ -110,7 +99,7 @@ class ApproveScreen(Screen[Approval | None]):
         self.registry = registry
         self.columns: list[dict[str, Any]] = (review.get("schema_columns") or {}).get(
             "columns") or []
-        suggested = suggested_actions(review)
+        suggested = suggested_by_column(review.get("suggested_column_actions"))
         self.suggestions: dict[str, dict[str, Any]] = {
             str(s["source_column_name"]): s for s in review.get("suggested_column_actions")
             or []}
