@@ -100,6 +100,8 @@ async def test_review_decisions_in_the_browser(console_server: Server, browser: 
                             and enabled(d, "#approve"), "the suggestions pass")
         assert "temp_c (double precision, from temp_c)" in browser.text("#preview-retired")
         assert await browser.unlabelled() == []
+        change = {r["column"]: r["change"] for r in browser.table("Schema columns")}
+        assert change["temp_c"] == "type changed (REAL → TEXT)", change
 
         # the retyped column back under its old name: refused on its row, Approve disabled
         await browser.type("#rename-temp_c", "temp_c")

@@ -140,6 +140,9 @@ async def _story(api: Api, pool: Any, dev: Any) -> None:
     second = await _open_review(api, {first["id"]})
     assert second["classification"] == "breaking" and second["diff"]["type_changed"] == [
         "temp_c"]
+    code, out = await api.cli("reviews", "show", second["id"])
+    assert code == 0 and "type changed: temp_c (REAL → TEXT)" in out, out
+    assert "needs decision" in out and "carried" in out
     # 2. the decisions carry forward; the retyped column gets a name of its own
     assert suggested(second) == {
         "id": ("mirror", None, "carried"), "state": ("mirror", "machine_state", "carried"),

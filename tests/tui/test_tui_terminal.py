@@ -204,7 +204,7 @@ async def test_review_decisions_in_a_terminal(tui_server: Server, tmp_path: Path
         await terminal.keys("f")
         await terminal.shows("filter: Queued", "breaking")
         await terminal.keys("Enter")
-        await terminal.shows("Schema review", "type changed", "queued")
+        await terminal.shows("Schema review", "type changed (REAL → TEXT)", "queued")
         await terminal.keys("a")
         screen = await terminal.shows("machine_state", "temp_c_text", "needs decision",
                                       "carried", "the approval would pass")

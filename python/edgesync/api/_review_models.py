@@ -48,6 +48,10 @@ class ReviewOut(BaseModel):
     schema_columns: dict[str, Any] | None
     created_at: datetime
     updated_at: datetime
+    approved_schema_columns: list[dict[str, Any]] | None = Field(
+        None, description="detail of an open review only: the columns of the lineage's "
+                          "approved schema the diff compares against (a type change's old "
+                          "affinity); null before the first approval")
     suggested_column_actions: list[SuggestedAction] | None = Field(
         None, description="detail of an open review only: one action per column, the "
                           "previous approved version's decisions carried forward; send them "

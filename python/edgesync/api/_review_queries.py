@@ -38,7 +38,12 @@ async def review_detail(conn: Conn, review: governance.Review) -> ReviewOut:
                              governance.ReviewStatus.IN_REVIEW):
         return review_out(review)
     suggested = await governance.suggest_for_review(conn, review.lineage_id, review.columns)
-    return model_of(ReviewOut, review, suggested_column_actions=[s.as_json() for s in suggested])
+    approved = await conn.fetchval(
+        "SELECT v.schema_columns FROM edge_table_lineages l JOIN edge_schema_versions v "
+        "ON v.lineage_id = l.id AND v.schema_hash = l.approved_schema_hash WHERE l.id = $1",
+        review.lineage_id)
+    return model_of(ReviewOut, review, suggested_column_actions=[s.as_json() for s in suggested],
+                    approved_schema_columns=(approved or {}).get("columns"))
 
 
 def review_not_found() -> ApiError:

@@ -239,17 +239,26 @@ def _write_review(ctx: Ctx, data: dict[str, Any]) -> None:
                     [("source_column_name", "column"), ("action", "action"),
                      ("mirror_column_name", "mirror column"), ("target_type", "type")])
     write_suggestions(ctx, data)
-    ctx.out.write("\ndiff against the approved schema\n" + diff_text(data.get("diff")) + "\n")
+    ctx.out.write("\ndiff against the approved schema\n" + diff_text(data) + "\n")
 
 
 _DIFF_WORDS = {"added": "added", "dropped": "dropped", "type_changed": "type changed",
                "pk_changed": "primary key changed", "nullability_changed": "nullability changed"}
 
 
-def diff_text(diff: dict[str, Any] | None) -> str:
-    """A review's column diff as lines (``type changed: temp_c``), not JSON."""
-    lines = [f"{_DIFF_WORDS.get(k, k)}: {', '.join(map(str, cols))}"
-             for k, cols in (diff or {}).items() if cols]
+def diff_text(review: dict[str, Any]) -> str:
+    """A review's column diff as lines (``type changed: temp_c (REAL → TEXT)``), not JSON."""
+    before = {str(c["name"]): c for c in review.get("approved_schema_columns") or []}
+    now = {str(c["name"]): c for c in (review.get("schema_columns") or {}).get("columns") or []}
+
+    def name(kind: str, col: str) -> str:
+        if kind == "type_changed" and col in before and col in now:
+            return (f"{col} ({before[col]['decl_type_affinity']} → "
+                    f"{now[col]['decl_type_affinity']})")
+        return col
+
+    lines = [f"{_DIFF_WORDS.get(k, k)}: {', '.join(name(k, str(c)) for c in cols)}"
+             for k, cols in (review.get("diff") or {}).items() if cols]
     return "\n".join(lines) or "no column changes"
 
 

@@ -44,10 +44,16 @@ def column_changes(review: dict[str, Any]) -> list[tuple[str, str]]:
     if "diff" not in review:  # a registry review: a schema of the scope, no device diff
         return [(str(c["name"]), "-") for c in schema_columns(review)]
     diff = review.get("diff") or {}
+    before = {str(c["name"]): c for c in review.get("approved_schema_columns") or []}
+    now = {str(c["name"]): c for c in schema_columns(review)}
     changes: dict[str, list[str]] = {}
     for kind, cols in diff.items():
         for c in cols or []:
-            changes.setdefault(str(c), []).append(_CHANGE_WORDS.get(kind, kind))
+            word = _CHANGE_WORDS.get(kind, kind)
+            if kind == "type_changed" and str(c) in before and str(c) in now:
+                word += (f" ({before[str(c)]['decl_type_affinity']} → "
+                         f"{now[str(c)]['decl_type_affinity']})")
+            changes.setdefault(str(c), []).append(word)
     names = [str(c["name"]) for c in schema_columns(review)]
     names += [c for c in changes if c not in names]
     return [(n, ", ".join(changes.get(n, [])) or "unchanged") for n in names]

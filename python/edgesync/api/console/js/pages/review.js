@@ -142,14 +142,19 @@ export async function render(main, { args: [kind, id] }) {
 
 function diffTable(r, columns, decided) {
   const changes = {};
-  for (const [k, cols] of Object.entries(r.diff || {})) for (const c of cols || []) (changes[c] ||= []).push(CHANGES[k] || k);
+  // A type change says from what to what: the approved schema's affinity → this one's.
+  const before = Object.fromEntries((r.approved_schema_columns || []).map((c) => [c.name, c]));
+  const now = Object.fromEntries(columns.map((c) => [c.name, c]));
+  const word = (k, c) => (k === "type_changed" && before[c] && now[c]
+    ? `type changed (${before[c].decl_type_affinity} → ${now[c].decl_type_affinity})` : CHANGES[k] || k);
+  for (const [k, cols] of Object.entries(r.diff || {})) for (const c of cols || []) (changes[c] ||= []).push(word(k, c));
   const names = [...columns.map((c) => c.name), ...Object.keys(changes).filter((n) => !columns.some((c) => c.name === n))];
   const by = Object.fromEntries(columns.map((c) => [c.name, c]));
   return table("Schema columns", [
     { label: "column", value: (n) => n },
     { label: "type affinity", value: (n) => (by[n] || {}).decl_type_affinity || "-" },
-    { label: "primary key", value: (n) => (by[n] || {}).pk_ordinal || "-" },
-    { label: "not null", value: (n) => (by[n] ? String(!!by[n].not_null) : "-") },
+    { label: "primary key", value: (n) => (by[n] ? (by[n].pk_ordinal ? "yes" : "no") : "-") },
+    { label: "not null", value: (n) => (by[n] ? (by[n].not_null ? "yes" : "no") : "-") },
     { label: "change", value: (n) => (r.diff ? (changes[n] || ["unchanged"]).join(", ") : "-") },
     { label: "decided", value: (n) => actionWords(decided[n]) },
   ], names, { rowClass: (n) => (changes[n] ? "changed" : null) });
