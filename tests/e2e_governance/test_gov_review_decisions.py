@@ -62,14 +62,14 @@ class Api:
 
     async def cli(self, *args: str) -> tuple[int, str]:
         """``edgesync ARGS`` against this API, in a thread (the server answers on this
-        event loop), with its standard output."""
+        event loop), with its standard output and error."""
         import contextlib
         import io
 
         out = io.StringIO()
 
         def run() -> int:
-            with contextlib.redirect_stdout(out):
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
                 return cli.main([*args, "--api-url", str(self.client.base_url),
                                  "--token", self.token, "--org-id", self.headers["ORG-ID"],
                                  "--project", self.base.rsplit("/", 1)[1]])
@@ -158,6 +158,8 @@ async def _story(api: Api, pool: Any, dev: Any) -> None:
     # 3. mirroring state under its own name would stop writing machine_state
     assert [(c["name"], c["source_column_name"]) for c in
             preview["data"]["retired_columns"]] == [("machine_state", "state")]
+    code, out = await api.cli("reviews", "approve", second["id"], "--mirror-all")
+    assert code != 0 and "refused: temp_c: type_conflict" in out and "temp_c_text" in out, out
     r = await api.post(f"/edge/schema-reviews/{second['id']}/approve", {"action_version": 1})
     assert r.status_code == 409, r.text
     assert r.json()["error"]["code"] == "CONFLICT"

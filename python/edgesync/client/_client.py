@@ -26,8 +26,10 @@ _MUTATIONS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 def _error(response: httpx.Response) -> ApiClientError:
     try:
         detail = response.json()["error"]
-        return ApiClientError(response.status_code, str(detail["code"]),
-                              str(detail.get("message", "")), detail.get("field"))
+        exc = ApiClientError(response.status_code, str(detail["code"]),
+                             str(detail.get("message", "")), detail.get("field"))
+        exc.refusals = tuple(detail.get("refusals") or ())
+        return exc
     except (ValueError, KeyError, TypeError):
         text = response.text.strip()[:200] or response.reason_phrase
         return ApiClientError(response.status_code, "HTTP_ERROR", text)

@@ -317,7 +317,14 @@ def run_api_command(args: argparse.Namespace, out: IO[str] | None = None) -> int
     except ApiClientError as exc:
         if ctx.json:
             print_json({"error": {"code": exc.code, "message": exc.message,
-                                  "field": exc.field, "status": exc.status}}, out)
+                                  "field": exc.field, "status": exc.status,
+                                  **({"refusals": list(exc.refusals)} if exc.refusals else {})}},
+                       out)
+        else:
+            # A refused approval: every refused column with its fix, not only the first.
+            for r in exc.refusals:
+                sys.stderr.write(f"refused: {r['source_column_name'] or 'column_actions'}: "
+                                 f"{r['code']}: {r['detail']}; fix: {r['fix']}\n")
         raise
     finally:
         ctx.client.close()
