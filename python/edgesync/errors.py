@@ -182,7 +182,10 @@ class ApiError(HttpError):
 
 class ApiClientError(HttpError):
     """The API answered with an error (``status`` > 0), or could not be reached
-    (``status`` 0, ``code`` ``CONNECTION_FAILED``)."""
+    (``status`` 0, ``code`` ``CONNECTION_FAILED``). ``refusals``: a refused approval's
+    refused columns, as the API listed them (docs/api.md, "Refusals")."""
+
+    refusals: tuple[dict[str, object], ...] = ()
 
     @staticmethod
     def _text(status: int, code: str, message: str, field: str | None) -> str:

@@ -57,13 +57,13 @@ async def test_error_responses_are_replayed_too(client: httpx.AsyncClient, tenan
                                                 stage) -> None:
     s = await stage(tenant)
     url = tenant.url(f"/edge/schema-reviews/{s.review_id}/approve")
-    headers = tenant.headers(**{"Idempotency-Key": "approve-too-early"})
-    first = await client.post(url, headers=headers, json={"action_version": 1})
-    assert first.status_code == 409  # not claimed yet
+    headers = tenant.headers(**{"Idempotency-Key": "approve-stale"})
+    first = await client.post(url, headers=headers, json={"action_version": 2})
+    assert first.status_code == 409  # stale: the review is at 1
     await client.post(tenant.url(f"/edge/schema-reviews/{s.review_id}/claim"),
                       headers=tenant.headers(**{"Idempotency-Key": "c"}),
                       json={"action_version": 1})
-    second = await client.post(url, headers=headers, json={"action_version": 1})
+    second = await client.post(url, headers=headers, json={"action_version": 2})
     assert (second.status_code, second.json()) == (409, first.json())
 
 

@@ -43,8 +43,11 @@ async def test_registry_review_claim_approve_and_mirror(client: httpx.AsyncClien
 
     url = tenant.url(f"/edge/registry-reviews/{rid}")
     r = await client.post(url + "/approve", headers=tenant.headers(**idem()),
-                          json={"action_version": 1})
-    assert (r.status_code, r.json()["error"]["code"]) == (409, "CONFLICT")  # not claimed
+                          json={"action_version": 1, "column_actions": [
+                              {"source_column_name": "id", "action": "defer"}]})
+    assert r.status_code == 422, r.text  # refused: nothing changed, still queued at 1
+    assert [(x["source_column_name"], x["code"]) for x in r.json()["error"]["refusals"]] == [
+        ("id", "defer_not_allowed"), ("mode", "missing_action"), ("setpoint", "missing_action")]
     r = await client.post(url + "/claim", headers=tenant.headers(**idem()),
                           json={"action_version": 7})
     assert r.status_code == 409, r.text
@@ -143,8 +146,10 @@ async def test_registry_approve_is_validated(client: httpx.AsyncClient, tenant,
             {"source_column_name": "mode", "action": "defer"},
             {"source_column_name": "setpoint", "action": "mirror"}]})
     assert r.status_code == 422, r.text
-    assert r.json()["error"] | {"message": ""} == {
-        "code": "INVALID_REQUEST", "field": "column_actions[1].action", "message": ""}
+    assert r.json()["error"] | {"message": "", "refusals": []} == {
+        "code": "INVALID_REQUEST", "field": "column_actions[1].action", "message": "",
+        "refusals": []}
+    assert [x["code"] for x in r.json()["error"]["refusals"]] == ["defer_not_allowed"]
     r = await client.post(url + "/approve", headers=tenant.headers(**idem()),
                           json={"action_version": 2, "sync_authority": "cloud_authoritative"})
     assert (r.status_code, r.json()["error"]["code"]) == (422, "VALIDATION_FAILED")
@@ -224,7 +229,10 @@ async def test_registry_preview_names_the_coalesced_target(client: httpx.AsyncCl
         {"source_column_name": "id", "action": "mirror"},
         {"source_column_name": "mode", "action": "defer"},
         {"source_column_name": "setpoint", "action": "ignore"}]})
-    assert r.status_code == 422 and r.json()["error"]["field"] == "column_actions[1].action"
+    assert r.status_code == 200, r.text  # what the approval refuses, as a refusal
+    assert [(x["source_column_name"], x["code"], x["field"])
+            for x in r.json()["data"]["refusals"]] == [
+        ("mode", "defer_not_allowed", "column_actions[1].action")]
     review = (await client.get(tenant.url(f"/edge/registry-reviews/{rid}"),
                                headers=tenant.reader())).json()["data"]
     assert (review["status"], review["action_version"], review["target_table"]) == (
@@ -299,3 +307,44 @@ async def test_search_registry_reviews_and_mirrors_every_page(client: httpx.Asyn
         for bad in ("x" * 201, "valve\x00"):  # too long; a NUL PostgreSQL cannot hold
             r = await client.get(tenant.url(path), headers=tenant.reader(), params={"q": bad})
             assert r.status_code == 422 and r.json()["error"]["field"] == "q", r.text
+
+
+async def test_next_registry_review_carries_the_last_decision(client: httpx.AsyncClient, tenant,
+                                                              stage_registry, batches,
+                                                              pool: asyncpg.Pool) -> None:
+    """A new schema of a coalesced target is suggested the scope's last approved decision
+    (a renamed mirror, an ignored column), a new column is mirrored; approving a queued
+    registry review needs no claim first."""
+    from edgesync.ingest import IngestPipeline
+
+    rid, staged = await stage_registry(tenant, "gw-a")
+    url = tenant.url(f"/edge/registry-reviews/{rid}")
+    r = await client.post(url + "/approve", headers=tenant.headers(**idem()), json={
+        "action_version": 1, "column_actions": [
+            {"source_column_name": "id", "action": "mirror"},
+            {"source_column_name": "mode", "action": "mirror", "mirror_column_name": "hvac"},
+            {"source_column_name": "setpoint", "action": "ignore"}]})
+    assert r.status_code == 200, r.text
+    assert (r.json()["data"]["status"], r.json()["data"]["claimed_by"]) == ("approved", "admin")
+    f = batches("device_state", columns=[("id", "INTEGER", 1, True), ("mode", "TEXT", 0, True),
+                                         ("setpoint", "REAL", 0, False),
+                                         ("unit", "TEXT", 0, False)])
+    await IngestPipeline(pool).handle(f"{staged[0].device.root_topic}/sync/rows/batch",
+                                      f.payload(f.rows(("insert", {"id": 3, "mode": "fan",
+                                                                   "setpoint": 1.0,
+                                                                   "unit": "C"}))))
+    second = await pool.fetchval(
+        "SELECT id FROM edge_registry_reviews WHERE project_id = $1 AND status = 'queued'",
+        tenant.project_id)
+    assert second is not None
+    detail = (await client.get(tenant.url(f"/edge/registry-reviews/{second}"),
+                               headers=tenant.reader())).json()["data"]
+    assert {s["source_column_name"]: (s["action"], s["mirror_column_name"], s["suggestion"])
+            for s in detail["suggested_column_actions"]} == {
+        "id": ("mirror", None, "carried"), "mode": ("mirror", "hvac", "carried"),
+        "setpoint": ("ignore", None, "carried"), "unit": ("mirror", None, "new")}
+    actions = [{k: v for k, v in s.items() if k not in ("suggestion", "reason") and v is not None}
+               for s in detail["suggested_column_actions"]]
+    p = (await client.post(tenant.url(f"/edge/registry-reviews/{second}/preview"),
+                           headers=tenant.reader(), json={"column_actions": actions})).json()
+    assert (p["data"]["refusals"], p["data"]["retired_columns"]) == ([], [])

@@ -54,9 +54,14 @@ async def test_claim_then_approve_with_column_actions(client: httpx.AsyncClient,
                             json={"action_version": 2, "column_actions": [
                                 {"source_column_name": "id", "action": "mirror"}]})
     assert bad.status_code == 422
+    # The error names the first refusal as before, and carries all of them (as the preview).
     assert bad.json()["error"] == {"code": "INVALID_REQUEST",
-                                   "message": bad.json()["error"]["message"],
-                                   "field": "column_actions"}
+                                   "message": "no action for column(s) 'mode', 'setpoint'",
+                                   "field": "column_actions",
+                                   "refusals": [
+        {"source_column_name": c, "code": "missing_action", "field": "column_actions",
+         "detail": f"no action for column {c!r}",
+         "fix": "give it an action (mirror, map, ignore…)"} for c in ("mode", "setpoint")]}
 
     r = await client.post(url + "/approve", headers=tenant.headers(**idem()), json={
         "action_version": 2, "column_actions": [
@@ -149,11 +154,17 @@ async def test_preview_of_an_approval_changes_nothing(client: httpx.AsyncClient,
         {"source_column_name": "id", "action": "mirror"},
         {"source_column_name": "mode", "action": "mirror", "mirror_column_name": "id"},
         {"source_column_name": "setpoint", "action": "ignore"}]})
-    assert r.status_code == 422, r.text
-    assert r.json()["error"]["field"] == "column_actions[1].mirror_column_name"
+    # What the approval would refuse is a 200 listing the refusals, column by column.
+    assert r.status_code == 200, r.text
+    assert [(x["source_column_name"], x["code"], x["field"])
+            for x in r.json()["data"]["refusals"]] == [
+        ("mode", "name_taken", "column_actions[1].mirror_column_name")]
     r = await client.post(url, headers=tenant.reader(), json={"column_actions": [
         {"source_column_name": "id", "action": "mirror"}]})
-    assert r.status_code == 422 and "setpoint" in r.json()["error"]["message"]
+    assert [(x["source_column_name"], x["code"]) for x in r.json()["data"]["refusals"]] == [
+        ("mode", "missing_action"), ("setpoint", "missing_action")]
+    r = await client.post(url, headers=tenant.reader(), json={})
+    assert r.json()["data"]["refusals"] == []
 
     review = (await client.get(tenant.url(f"/edge/schema-reviews/{s.review_id}"),
                                headers=tenant.reader())).json()["data"]

@@ -34,13 +34,19 @@ async def test_system_column_names_are_refused_with_422(client: httpx.AsyncClien
     r = await client.post(url + "/claim", headers=tenant.headers(**idem()),
                           json={"action_version": 1})
     assert r.status_code == 200, r.text
-    for path, body in (("/preview", {}), ("/approve", {"action_version": 2})):
-        r = await client.post(url + path, headers=tenant.headers(**idem()), json=body)
-        assert r.status_code == 422, r.text
-        err = r.json()["error"]
-        # default actions come in column-name order: the system column is either one
-        assert re.fullmatch(r"column_actions\[[01]\]\.mirror_column_name", err["field"]), err
-        assert "system column" in err["message"] and system in err["message"]
+    # The preview answers what the approval refuses, as a refusal of the column.
+    r = await client.post(url + "/preview", headers=tenant.reader(), json={})
+    assert r.status_code == 200, r.text
+    (refusal,) = r.json()["data"]["refusals"]
+    assert (refusal["source_column_name"], refusal["code"]) == (system, "invalid_name")
+    r = await client.post(url + "/approve", headers=tenant.headers(**idem()),
+                          json={"action_version": 2})
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    # default actions come in column-name order: the system column is either one
+    assert re.fullmatch(r"column_actions\[[01]\]\.mirror_column_name", err["field"]), err
+    assert "system column" in err["message"] and system in err["message"]
+    assert err["refusals"] == [refusal]
     r = await client.post(url + "/approve", headers=tenant.headers(**idem()), json={
         "action_version": 2, "column_actions": [
             {"source_column_name": "id", "action": "mirror"},

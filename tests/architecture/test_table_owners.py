@@ -42,6 +42,7 @@ OWNERS: dict[str, str] = {
     "edge_device_data_points": "governance._data_points",
     "edge_schema_registry": "governance._registry",
     "edge_registry_reviews": "governance._review_queue",
+    "edge_retired_columns": "governance._retired",
     # ingest (the batch ledger and the device's reports)
     "edge_export_segments": "ingest._ledger",
     "edge_schema_observations": "ingest._reports",

@@ -1,8 +1,9 @@
 """A registry review in the browser: with ``schema_coalescing_mode: project`` a new table
 waits for one registry review of the project, which appears on the open reviews page
 through the event stream; the console offers no ``defer`` there
-(the API refuses it at approval), previews the coalesced target, and approving (it claims
-first) writes the device's rows under the renamed column."""
+(the API refuses it at approval), previews the coalesced target, and approving (the
+queued review is claimed in the same transaction) writes the device's rows under the
+renamed column."""
 
 from __future__ import annotations
 

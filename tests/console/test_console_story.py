@@ -1,10 +1,10 @@
 """The web console in a real headless Chromium against a real ``edgesync serve``
 (PostgreSQL, Mosquitto) and a real agent: log in (keyboard only), lineages searched on
 the server, a review claimed by someone else meanwhile (the stale ``action_version``'s 409
-is handled with a reload), approved with a rename and an ignore after the live preview
-refused a clashing name, the written rows, the circuit breaker reset, a quarantined row
-retried, a lineage deleted after a confirmation, policy validation, and no error in the
-browser's console log."""
+reloads the review), approved with a rename and an ignore after the live preview
+refused a clashing name on its column (Approve disabled meanwhile), the written rows, the
+circuit breaker reset, a quarantined row retried, a lineage deleted after a confirmation,
+policy validation, and no error in the browser's console log."""
 
 from __future__ import annotations
 
@@ -120,19 +120,22 @@ async def test_console_story(console_server: Server, browser: Browser, tmp_path:
         await browser.find("#preview-table", "first preview")
         assert await browser.unlabelled() == []
         await browser.type("#rename-value", "key")
-        await browser.until(lambda d: "refused: HTTP 422 INVALID_REQUEST"
-                            in browser.text("#preview") and "column_actions[3]."
-                            "mirror_column_name" in browser.text("#preview"),
-                            "the preview refuses a duplicate column name")
+        await browser.until(lambda d: "name taken" in browser.text("#refusal-value")
+                            and "another mirror_column_name" in browser.text("#refusal-value")
+                            and "refused: 1 column" in browser.text("#preview"),
+                            "the preview refuses a duplicate column name, on its column")
         assert await browser.do(lambda: browser.driver.find_element(
             By.ID, "rename-value").get_attribute("aria-invalid")) == "true"
+        assert not await browser.do(lambda: browser.driver.find_element(
+            By.ID, "approve").is_enabled()), "Approve disabled while a column is refused"
         await browser.type("#rename-value", "setting_value")
         await browser.select("#type-level", "numeric")
         await browser.select("#action-note", "ignore")
         await browser.until(lambda d: {r["target column"]: r["type"] for r in
                                        browser.table("Target columns")} == {
             "key": "text", "setting_value": "text", "level": "numeric"}
-            and "not synced: note" in browser.text("#preview"), "the API's preview")
+            and "not synced: note" in browser.text("#preview")
+            and d.find_element(By.ID, "approve").is_enabled(), "the API's preview")
         await browser.shot("review")
         await browser.click("#approve")
         await browser.until(lambda d: {r["column"]: r["decided"] for r in

@@ -53,3 +53,33 @@ async def approve_registry(pool: asyncpg.Pool, project_id: uuid.UUID) -> int:
                 conn, review.id, actor="op", action_version=claimed.action_version,
                 column_actions=None)
     return len(queued)
+
+
+# The three breaking changes of issue 27 as an application makes them, on a state table
+# ``machines``: ``temp_c`` retyped REAL → TEXT by rebuilding the table, then ``note``
+# dropped and ``state`` renamed to ``status`` (another rebuild: SQLite refuses DROP COLUMN
+# on a column the agent's capture triggers name).
+MACHINES_V1 = ("CREATE TABLE machines (id INTEGER PRIMARY KEY, state TEXT, temp_c REAL, "
+               "note TEXT)")
+MACHINES_V1_ROWS = ("INSERT INTO machines VALUES (?, ?, ?, ?)",
+                    [(i, "run" if i % 2 else "idle", 20.5 + i, f"n{i}") for i in range(1, 6)])
+# The first approval of ``machines``: ``state`` mirrored as ``machine_state``, ``note``
+# ignored (the decisions the next reviews carry forward).
+MACHINES_V1_DECISION = [
+    {"source_column_name": "id", "action": "mirror"},
+    {"source_column_name": "state", "action": "mirror", "mirror_column_name": "machine_state"},
+    {"source_column_name": "temp_c", "action": "mirror"},
+    {"source_column_name": "note", "action": "ignore"}]
+MACHINES_RETYPED = (
+    "CREATE TABLE machines_new (id INTEGER PRIMARY KEY, state TEXT, temp_c TEXT, note TEXT)",
+    "INSERT INTO machines_new SELECT id, state, CAST(temp_c AS TEXT) || ' C', note "
+    "FROM machines",
+    "DROP TABLE machines",
+    "ALTER TABLE machines_new RENAME TO machines",
+    "UPDATE machines SET state = 'hot', temp_c = 'high' WHERE id = 1")
+MACHINES_DROPPED_RENAMED = (
+    "CREATE TABLE machines_new (id INTEGER PRIMARY KEY, status TEXT, temp_c TEXT)",
+    "INSERT INTO machines_new SELECT id, state, temp_c FROM machines",
+    "DROP TABLE machines",
+    "ALTER TABLE machines_new RENAME TO machines",
+    "UPDATE machines SET status = 'stopped' WHERE id = 2")

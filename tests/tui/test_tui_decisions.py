@@ -1,6 +1,6 @@
 """Decisions someone else got to first: a claim on a review claimed meanwhile is refused
-with ACTION_VERSION_CONFLICT, and the console offers to reload it (then the decision
-works at the new version); a rejection carries the reason typed in; the events pane shows
+with ACTION_VERSION_CONFLICT, and the console reloads it (then the decision works at the
+new version); a rejection carries the reason typed in; the events pane shows
 both, and ``/`` narrows it."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tui_pilot import on, open_row, rows, screen_text, status, until
 from edgesync.client import ApiClient
 from edgesync.server import Server
 from edgesync.tui._approve import ApproveScreen
-from edgesync.tui._confirm import AskScreen, ConfirmScreen
+from edgesync.tui._confirm import AskScreen
 from edgesync.tui._events import EventsScreen
 from edgesync.tui._review_detail import ReviewDetailScreen
 from edgesync.tui._reviews import ReviewsScreen
@@ -57,18 +57,19 @@ async def test_stale_review_reload_prompt_and_reject_reason(
             claimed = await asyncio.to_thread(other.claim, modes, 1)
             assert claimed["action_version"] == 2
             await pilot.press("c")
-            prompt = await until(pilot, lambda: on(pilot, ConfirmScreen), "reload prompt")
-            assert "action_version 1 is stale" in str(prompt.query_one("#question").render())
-            assert "ACTION_VERSION_CONFLICT" in status(detail)
-            await pilot.press("y")
+            # any 409 reloads the review, and the status line says why
             await until(pilot, lambda: "reloaded: the review is in_review at action_version 2"
                         in status(detail), "reloaded")
+            assert "ACTION_VERSION_CONFLICT" in status(detail)
+            assert "action_version 1 is stale" in status(detail)
             assert "in_review" in screen_text(detail)
             assert detail.check_action("claim", ()) is False  # claimed: c is off
 
             # now approve at the current version
             await pilot.press("a")
-            await until(pilot, lambda: on(pilot, ApproveScreen), "approve form")
+            form = await until(pilot, lambda: on(pilot, ApproveScreen), "approve form")
+            # a approves once the preview answered with no refusal
+            await until(pilot, lambda: form.check_action("send", ()), "the preview passes")
             await pilot.press("a")
             await until(pilot, lambda: detail.review and detail.review["status"] == "approved",
                         "approved after the reload")

@@ -115,7 +115,7 @@ async def test_review_approve_written_reset_delete(tui_server: Server, tmp_path:
             detail = await until(pilot, lambda: on(pilot, ReviewDetailScreen), "review")
             ctable = detail.query_one("#columns", DataTable)
             await until(pilot, lambda: len(rows(ctable)) == 4, "review columns")
-            assert sorted((c[0], c[5]) for c in rows(ctable).values()) == [
+            assert sorted((c[0], c[4]) for c in rows(ctable).values()) == [
                 ("key", "added"), ("level", "added"), ("note", "added"), ("value", "added")]
             assert "queued" in screen_text(detail)
             shot(pilot, "review")
@@ -135,9 +135,11 @@ async def test_review_approve_written_reset_delete(tui_server: Server, tmp_path:
             await pilot.press("e")
             await until(pilot, lambda: on(pilot, AskScreen), "rename prompt")
             await pilot.press(*"key", "enter")
-            await until(pilot, lambda: "refused: HTTP 422 INVALID_REQUEST" in preview()
-                        and "column_actions[3].mirror_column_name" in preview(),
-                        "the preview refuses a duplicate column name")
+            await until(pilot, lambda: "refused: value: name taken" in preview()
+                        and "fix: give one of them another mirror_column_name" in preview()
+                        and rows(atable)["value"][8] == "name taken"
+                        and form.check_action("send", ()) is False,
+                        "the preview refuses a duplicate column name, a is off")
             await pilot.press("e")
             ask = await until(pilot, lambda: on(pilot, AskScreen), "rename prompt")
             ask.query_one(Input).value = ""
@@ -148,14 +150,14 @@ async def test_review_approve_written_reset_delete(tui_server: Server, tmp_path:
             await open_row(pilot, atable, "note", enter=False)
             await pilot.press("i")
             await until(pilot, lambda: "target columns: key text primary key, level numeric, "
-                        "setting_value text" in preview() and "not synced: note" in preview(),
-                        "the API's preview of the target")
+                        "setting_value text" in preview() and "not synced: note" in preview()
+                        and form.check_action("send", ()), "the API's preview of the target")
             assert "target table: edge_state_" in preview()
             shot(pilot, "approve")
             await pilot.press("a")
             await until(pilot, lambda: on(pilot, ReviewDetailScreen) and detail.review
                         and detail.review["status"] == "approved", "approved")
-            await until(pilot, lambda: {c[0]: c[6] for c in rows(ctable).values()} == {
+            await until(pilot, lambda: {c[0]: c[5] for c in rows(ctable).values()} == {
                 "key": "mirror", "value": "mirror as setting_value",
                 "level": "mirror (numeric)", "note": "ignore"}, "decided actions shown")
 

@@ -16,11 +16,19 @@ from pathlib import Path
 
 import pytest
 from kits.e2e_kit import app, running_agent, wait_reviews
+from kits.review_helpers import (
+    MACHINES_RETYPED,
+    MACHINES_V1,
+    MACHINES_V1_DECISION,
+    MACHINES_V1_ROWS,
+    claim_and_approve,
+)
 from tui_console import Console, make_console
 
+from edgesync import governance
 from edgesync.server import Server
 
-pytestmark = [pytest.mark.e2e, pytest.mark.once, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.e2e, pytest.mark.once, pytest.mark.timeout(150)]
 
 
 @pytest.fixture(scope="module")
@@ -171,3 +179,65 @@ async def test_edgesync_tui_without_settings(tmp_path: Path, terminal: Terminal)
                                   "--org-id / EDGESYNC_ORG_ID")
     assert "Traceback" not in screen
     await terminal.keys("q")
+
+
+async def test_review_decisions_in_a_terminal(tui_server: Server, tmp_path: Path,
+                                              mqtt_url: str, terminal: Terminal) -> None:
+    """Issue 27 in a real terminal, a real agent retyping a column (a table rebuild): the
+    approve form starts from the carried decisions (a renamed mirror, an ignored column)
+    and proposes a name for the retyped column; putting it back on its old column of
+    another type is refused on that row with the fix, and ``a`` does nothing; fixed, it
+    approves the queued review at once; the lineage then lists the retired column."""
+    console = await make_console(tui_server, tmp_path, mqtt_url, "t27")
+    dev, pool = console.device, console.pool
+    app(dev.db, MACHINES_V1)
+    async with running_agent(dev):
+        app(dev.db, MACHINES_V1_ROWS)
+        first = (await wait_reviews(pool, dev, {"machines"}))["machines"]
+        await claim_and_approve(pool, first, MACHINES_V1_DECISION)
+        app(dev.db, *MACHINES_RETYPED)
+        second = (await wait_reviews(pool, dev, {"machines"}))["machines"]
+        done = await start(terminal, tmp_path, console)
+        await terminal.shows("Lineages", "machines")
+        await terminal.keys("2")
+        await terminal.shows("Schema reviews", "machines")
+        await terminal.keys("f")
+        await terminal.shows("filter: Queued", "breaking")
+        await terminal.keys("Enter")
+        await terminal.shows("Schema review", "type changed (REAL → TEXT)", "queued")
+        await terminal.keys("a")
+        screen = await terminal.shows("machine_state", "temp_c_text", "needs decision",
+                                      "carried", "the approval would pass")
+        assert "Traceback" not in screen
+        # ↑/↓ at once: down to temp_c, and back onto its old double precision column
+        await terminal.keys("Down", "Down", "Down", "e")  # id, note, state, temp_c
+        await terminal.shows("New name for temp_c")
+        await terminal.keys(*["BSpace"] * 5, "Enter")
+        screen = await terminal.shows("type conflict", "fix: choose another")
+        assert "the approval would pass" not in screen
+        await terminal.keys("a")  # off while a column is refused
+        await asyncio.sleep(1)
+        async with pool.acquire() as conn:
+            assert (await governance.get_review(conn, second.id)).status == "queued"
+        await terminal.keys("e")
+        await terminal.shows("New name for temp_c")
+        await terminal.keys("_text", "Enter")
+        await terminal.shows("the approval would pass")
+        await terminal.gone("type conflict")
+        await terminal.keys("a")
+        await terminal.shows("approved: the lineage's rows")
+        async with pool.acquire() as conn:
+            approved = await governance.get_review(conn, second.id)
+        assert (approved.status, approved.action_version, approved.claimed_by) == (
+            "approved", 3, "admin")
+        await terminal.keys("Escape")
+        await terminal.gone("Columns and diff")
+        await terminal.keys("1")
+        await terminal.shows("Lineages", "machines")
+        await terminal.keys("Enter")
+        await terminal.shows("Retired columns", "temp_c double precision (from temp_c)")
+        await terminal.keys("q")
+        deadline = time.monotonic() + 30
+        while not done.exists() or not done.read_text().strip():
+            assert time.monotonic() < deadline, await terminal.screen()
+            await asyncio.sleep(0.2)

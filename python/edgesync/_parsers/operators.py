@@ -107,6 +107,12 @@ def _map_options(p: argparse.ArgumentParser) -> None:
                         "repeatable")
 
 
+def _mirror_all_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mirror-all", action="store_true",
+                   help="ignore the review's suggested actions: a column no flag or file "
+                        "names is mirrored under its own name (the API's default)")
+
+
 def add_reviews_parser(sub: Any) -> None:
     reviews = _sub(sub, "reviews", "list, show, claim, approve and reject schema reviews",
                    "Operate the schema review workflow.")
@@ -135,10 +141,12 @@ def add_reviews_parser(sub: Any) -> None:
 
     approve = _sub(
         rsub, "approve", "claim (if queued) and approve a review",
-        "Approve a schema review, claiming it first when it is queued. Column actions come "
-        "from --actions FILE (a JSON list) and/or the flags --mirror/--ignore/--defer (which "
-        "win over the file); a column neither names is mirrored. No file and no flag: every "
-        "column is mirrored.")
+        "Approve a schema review (a queued one is claimed in the same transaction, so a "
+        "refused approval leaves it as it was). Column actions come from --actions FILE (a "
+        "JSON list) and/or the flags --mirror/--ignore/--defer (which win over the file); a "
+        "column neither names gets the review's suggested action (the last approval's "
+        "decisions carried forward: 'reviews show' lists them), or with --mirror-all is "
+        "mirrored under its own name.")
     approve.add_argument("review_id", type=uuid.UUID)
     approve.add_argument("--actions", type=Path,
                          help="JSON file with a list of column actions "
@@ -150,6 +158,7 @@ def add_reviews_parser(sub: Any) -> None:
     approve.add_argument("--defer", action="append", default=[], metavar="COL",
                          help="decide about COL later; repeatable (API)")
     _map_options(approve)
+    _mirror_all_option(approve)
     approve.add_argument("--sync-authority", choices=SYNC_AUTHORITIES,
                          help="cloud_authoritative allows write-back (lineages write) (API)")
     approve.add_argument("--action-version", type=int, default=None,
@@ -396,7 +405,9 @@ def add_registry_parser(sub: Any) -> None:
         "Approve a registry review, claiming it first when it is queued: provision the "
         "coalesced target and approve every waiting device. Column actions as for 'reviews "
         "approve' (--actions FILE, --mirror, --ignore, --map, --auto-map); defer is refused "
-        "at registry scope. No file and no flag: every column is mirrored.")
+        "at registry scope. A column neither names gets the review's suggested action "
+        "(the scope's last approved decision for the table), or with --mirror-all is "
+        "mirrored.")
     approve.add_argument("--actions", type=Path,
                          help="JSON file with a list of column actions")
     approve.add_argument("--mirror", action="append", default=[], metavar="COL[:NAME]",
@@ -404,6 +415,7 @@ def add_registry_parser(sub: Any) -> None:
     approve.add_argument("--ignore", action="append", default=[], metavar="COL",
                          help="do not sync COL; repeatable")
     _map_options(approve)
+    _mirror_all_option(approve)
     reject = _sub(rsub, "reject", "reject a registry review",
                   "Reject the schema for the whole scope: waiting devices stay paused and "
                   "staging, and so will devices that send it later.")

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializeAsAny
 
-__all__ = ["ErrorDetail", "ErrorEnvelope", "Item", "Page", "PageMeta"]
+__all__ = ["ErrorDetail", "ErrorEnvelope", "Item", "Page", "PageMeta", "RefusalOut",
+           "RefusedDetail"]
 
 T = TypeVar("T")
 
@@ -18,8 +19,27 @@ class ErrorDetail(BaseModel):
     field: str | None = Field(None, description="the request part the error is about, if any")
 
 
+class RefusalOut(BaseModel):
+    """Why an approval with these column actions is refused, for one column."""
+
+    source_column_name: str | None = Field(
+        description="the source column (null: about the actions as a whole)")
+    code: str = Field(description="stable refusal code, e.g. type_conflict, name_taken")
+    detail: str
+    fix: str = Field(description="what to change so the approval passes")
+    field: str = Field(description="the request part, e.g. column_actions[2].mirror_column_name")
+
+
+class RefusedDetail(ErrorDetail):
+    """A refused approval's error: every refusal, as the preview lists them."""
+
+    refusals: list[RefusalOut]
+
+
 class ErrorEnvelope(BaseModel):
-    error: ErrorDetail
+    # SerializeAsAny: a refused approval's RefusedDetail keeps its refusals; every other
+    # error is the three fields it always was.
+    error: SerializeAsAny[ErrorDetail]
 
 
 class PageMeta(BaseModel):

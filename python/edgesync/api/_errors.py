@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from edgesync.api._envelopes import ErrorDetail, ErrorEnvelope
+from edgesync.api._envelopes import ErrorDetail, ErrorEnvelope, RefusalOut, RefusedDetail
 from edgesync.errors import (
     ApiError,
     ConfigError,
@@ -27,6 +27,7 @@ from edgesync.errors import (
     NotFoundError,
     StateWriteError,
 )
+from edgesync.governance import refusals_of
 
 __all__ = ["ApiError", "describe", "error_responses", "install_error_handlers"]
 
@@ -47,6 +48,18 @@ def describe(exc: ApiError | EdgesyncError) -> tuple[int, ErrorEnvelope]:
     """Status and body for an expected error (also stored for idempotent replays)."""
     if isinstance(exc, ApiError):
         return exc.status, _envelope(exc.code, exc.message, exc.field)
+    refusals = refusals_of(exc)
+    if refusals is not None:
+        # The same list the preview answers with, so a client shows each on its column.
+        status, plain = _describe_plain(exc)
+        return status, ErrorEnvelope(error=RefusedDetail(
+            **plain.error.model_dump(),
+            refusals=[RefusalOut(**r.as_json()) for r in refusals]))
+    return _describe_plain(exc)
+
+
+def _describe_plain(exc: EdgesyncError) -> tuple[int, ErrorEnvelope]:
+    """``describe`` of a domain error, by its class alone."""
     if isinstance(exc, StateWriteError):
         return _STATE_WRITE_STATUS.get(exc.code, 500), _envelope(exc.code, exc.message)
     if isinstance(exc, NotFoundError):

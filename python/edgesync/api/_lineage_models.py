@@ -97,9 +97,23 @@ class MaterializationState(BaseModel):
     quarantined_rows: int = Field(0, description="open quarantined rows (…/quarantine)")
 
 
+class RetiredColumnOut(BaseModel):
+    name: str = Field(description="the target column, kept with its last values")
+    pg_type: str
+    source_column_name: str = Field(description="the source column it was written from")
+    retired_by_schema_hash: str = Field(description="the approval that stopped writing it")
+    retired_at: datetime
+
+
 class LineageDetail(LineageOut):
     schema_versions: list[SchemaVersion]
     bindings: list[Binding]
+    retired_columns: list[RetiredColumnOut] = Field(
+        default_factory=list,
+        description="columns of the target an approval stopped writing (a column dropped, "
+                    "renamed or retyped under a new name): kept, never updated again; keep "
+                    "them, drop them by hand, or mirror a column to them again "
+                    "(docs/governance.md)")
     replay: ReplayProgress
     materialization: MaterializationState
     recovery: RecoveryState = Field(default_factory=RecoveryState)

@@ -16,6 +16,7 @@ from edgesync.api._lineage_models import (
     NextStep,
     ReplayIntent,
     ReplayProgress,
+    RetiredColumnOut,
     SchemaVersion,
 )
 from edgesync.api._recovery_models import (
@@ -33,7 +34,7 @@ from edgesync.control import (
     recovery_jobs,
     recovery_offers,
 )
-from edgesync.governance import delete_lineage_row, get_lineage_for_update
+from edgesync.governance import delete_lineage_row, get_lineage_for_update, list_retired
 from edgesync.materialize import PLATFORM_COLUMNS, quote_ident, table_columns
 from edgesync.store import Conn
 
@@ -110,10 +111,12 @@ async def lineage_detail(conn: Conn, project_id: uuid.UUID,
     verification = (await recovery_jobs(conn, "verification", lineage_id, offset=0,
                                         limit=1))[0]
     offers = await recovery_offers(conn, lineage_id)
+    retired = await list_retired(conn, lineage_id, lineage.target_table)
     return LineageDetail(
         **lineage.model_dump(),
         schema_versions=[SchemaVersion.model_validate(dict(v)) for v in versions],
         bindings=[Binding.model_validate(dict(b)) for b in bindings],
+        retired_columns=[model_of(RetiredColumnOut, r) for r in retired],
         replay=ReplayProgress(
             pending_intents=int(pending), staged_batches=int(staged["batches"]),
             staged_rows=int(staged["rows"]),

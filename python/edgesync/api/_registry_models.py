@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from edgesync.api._review_models import ColumnActionIn, _Body
+from edgesync.api._review_models import ColumnActionIn, SuggestedAction, _Body
 from edgesync.governance import ReviewStatus, SchemaStatus
 
 __all__ = ["CoalescedMirrorOut", "ConsolidatedLineageOut", "ConsolidationOut", "DataPointIn",
@@ -76,6 +76,10 @@ class RegistryReviewDetail(RegistryReviewOut):
     schema_columns: dict[str, Any] | None = Field(
         description='{"table_name", "columns": [...]} as the devices sent them')
     devices: list[RegistryDevice] = Field(description="device lineages linked to the entry")
+    suggested_column_actions: list[SuggestedAction] | None = Field(
+        None, description="an open review only: the scope's last approved decision for the "
+                          "table carried forward, one action per column (as for schema "
+                          "reviews)")
 
 
 class RegistryApproveBody(_Body):

@@ -8,10 +8,26 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from edgesync.governance import ReviewStatus
+from edgesync.governance import ReviewStatus, SuggestionKind
 
 __all__ = ["ApproveBody", "ClaimBody", "ColumnActionIn", "PreviewBody", "RejectBody",
-           "ReviewOut"]
+           "ReviewOut", "SuggestedAction"]
+
+
+class SuggestedAction(BaseModel):
+    """A column action proposed for an open review, from the previous approval's."""
+
+    source_column_name: str
+    action: str
+    mirror_column_name: str | None = None
+    target_type: str | None = None
+    device_data_point_id: uuid.UUID | None = None
+    data_point_name: str | None = None
+    suggestion: SuggestionKind = Field(
+        description="carried: the previous approval's decision; new: a column it did not "
+                    "have; needs_decision: a proposal to look at (e.g. a changed type)")
+    reason: str
+
 
 class ReviewOut(BaseModel):
     id: uuid.UUID
@@ -32,6 +48,15 @@ class ReviewOut(BaseModel):
     schema_columns: dict[str, Any] | None
     created_at: datetime
     updated_at: datetime
+    approved_schema_columns: list[dict[str, Any]] | None = Field(
+        None, description="detail of an open review only: the columns of the lineage's "
+                          "approved schema the diff compares against (a type change's old "
+                          "affinity); null before the first approval")
+    suggested_column_actions: list[SuggestedAction] | None = Field(
+        None, description="detail of an open review only: one action per column, the "
+                          "previous approved version's decisions carried forward; send them "
+                          "as column_actions (omitting column_actions still mirrors every "
+                          "column)")
 
 
 class _Body(BaseModel):

@@ -11,7 +11,7 @@ from edgesync.api._review_models import ReviewOut
 from edgesync.errors import NotFoundError
 from edgesync.store import Conn
 
-__all__ = ["check_action_version", "get_review", "list_reviews", "review_out"]
+__all__ = ["check_action_version", "get_review", "list_reviews", "review_detail", "review_out"]
 
 # ``q`` (``$6``): a case-insensitive substring of the device name, source table,
 # classification or who claimed or decided, so a console's search covers every page.
@@ -30,6 +30,20 @@ WHERE l.project_id = $1 AND ($2::text IS NULL OR r.status = $2)
 
 def review_out(review: governance.Review) -> ReviewOut:
     return model_of(ReviewOut, review)
+
+
+async def review_detail(conn: Conn, review: governance.Review) -> ReviewOut:
+    """A review with, while it is open, the column actions suggested for it."""
+    if review.status not in (governance.ReviewStatus.QUEUED,
+                             governance.ReviewStatus.IN_REVIEW):
+        return review_out(review)
+    suggested = await governance.suggest_for_review(conn, review.lineage_id, review.columns)
+    approved = await conn.fetchval(
+        "SELECT v.schema_columns FROM edge_table_lineages l JOIN edge_schema_versions v "
+        "ON v.lineage_id = l.id AND v.schema_hash = l.approved_schema_hash WHERE l.id = $1",
+        review.lineage_id)
+    return model_of(ReviewOut, review, suggested_column_actions=[s.as_json() for s in suggested],
+                    approved_schema_columns=(approved or {}).get("columns"))
 
 
 def review_not_found() -> ApiError:

@@ -14,7 +14,8 @@ import orjson
 from edgesync.client._client import ProjectApi
 from edgesync.errors import ConfigError
 
-__all__ = ["column_actions", "load_actions_file", "load_json_file", "resolve_map_specs"]
+__all__ = ["column_actions", "load_actions_file", "load_json_file", "resolve_map_specs",
+           "suggested_by_column"]
 
 
 def load_json_file(path: Path, option: str) -> Any:
@@ -37,17 +38,32 @@ def load_actions_file(path: Path) -> list[dict[str, Any]]:
     return doc
 
 
+_ACTION_KEYS = ("source_column_name", "action", "mirror_column_name", "target_type",
+                "device_data_point_id", "data_point_name")
+
+
+def suggested_by_column(suggested: Sequence[dict[str, Any]] | None
+                        ) -> dict[str, dict[str, Any]]:
+    """A review's ``suggested_column_actions`` as column actions, by column."""
+    return {str(s["source_column_name"]): {k: s[k] for k in _ACTION_KEYS
+                                           if s.get(k) is not None}
+            for s in suggested or []}
+
+
 def column_actions(schema_columns: Sequence[str], *, actions_file: Path | None,
                    mirror: Sequence[str], ignore: Sequence[str], defer: Sequence[str],
-                   map_: Sequence[str] = (), auto_map: Sequence[str] = ()
+                   map_: Sequence[str] = (), auto_map: Sequence[str] = (),
+                   suggested: Sequence[dict[str, Any]] | None = None
                    ) -> list[dict[str, Any]] | None:
     """One action per column of the schema: the file's, overridden by the flags
     (``--mirror col[:name]``, ``--ignore col``, ``--defer col``, ``--map col=DATA_POINT_ID``,
-    ``--auto-map col[:data point name]``); a column neither names is mirrored. The file's
-    entries come first, in the file's order (so the API's ``column_actions[i]`` is the
-    file's entry i), then the other columns in schema order. None
-    (mirror everything) when neither a file nor a flag is given."""
-    if actions_file is None and not (mirror or ignore or defer or map_ or auto_map):
+    ``--auto-map col[:data point name]``); a column neither names gets its ``suggested``
+    action (the review's ``suggested_column_actions``: the last approval's decisions carried
+    forward), else is mirrored. The file's entries come first, in the file's order (so the
+    API's ``column_actions[i]`` is the file's entry i), then the other columns in schema
+    order. None (mirror everything) when neither a file, a flag nor a suggestion is given."""
+    carried = suggested_by_column(suggested)
+    if actions_file is None and not (mirror or ignore or defer or map_ or auto_map or carried):
         return None
     by_column: dict[str, dict[str, Any]] = {}
     if actions_file is not None:
@@ -90,7 +106,8 @@ def column_actions(schema_columns: Sequence[str], *, actions_file: Path | None,
     ordered = [flagged.pop(name, entry) for name, entry in by_column.items()]
     for name in schema_columns:
         if name not in by_column:
-            ordered.append(flagged.pop(name, {"source_column_name": name, "action": "mirror"}))
+            ordered.append(flagged.pop(name, carried.get(name) or {
+                "source_column_name": name, "action": "mirror"}))
     return ordered + list(flagged.values())
 
 

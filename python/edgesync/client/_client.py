@@ -38,7 +38,9 @@ def _error(response: httpx.Response, base_url: str) -> ApiClientError:
         message = (f"no such API route: {response.request.url.path} at {base_url}{hint}; "
                    "--api-url (env EDGESYNC_API_URL) must be the API's root (e.g. "
                    "http://127.0.0.1:8080), on a server as new as this client")
-    return ApiClientError(response.status_code, code, message, detail.get("field"))
+    exc = ApiClientError(response.status_code, code, message, detail.get("field"))
+    exc.refusals = tuple(detail.get("refusals") or ())
+    return exc
 
 
 class ApiClient:

@@ -14,7 +14,7 @@ from edgesync.client._client import ApiClient, ProjectApi
 from edgesync.client._format import print_fields, print_json, print_table
 from edgesync.errors import ConfigError
 
-__all__ = ["Ctx", "flagged_actions", "write_review_head"]
+__all__ = ["Ctx", "flagged_actions", "write_review_head", "write_suggestions"]
 
 _SCHEMA_COLUMNS = [("name", "name"), ("decl_type", "declared type"),
                    ("decl_type_affinity", "affinity"), ("pk_ordinal", "pk"),
@@ -88,12 +88,40 @@ def write_review_head(ctx: Ctx, review: dict[str, Any], fields: list[str]) -> No
     ctx.section("columns", _schema_columns(review), _SCHEMA_COLUMNS)
 
 
+_SUGGESTION_COLUMNS = [("source_column_name", "column"), ("action", "action"),
+                       ("mirror_column_name", "mirror column"), ("target_type", "type"),
+                       ("suggestion", "suggested"), ("reason", "why")]
+
+
+def write_suggestions(ctx: Ctx, review: dict[str, Any]) -> None:
+    """The open review's suggested actions, column by column: carried from the last
+    approval, new, or needing a decision."""
+    if review.get("suggested_column_actions"):
+        ctx.section("suggested column actions (reviews approve starts from these)",
+                    [{**s, "suggestion": str(s["suggestion"]).replace("_", " ")}
+                     for s in review["suggested_column_actions"]], _SUGGESTION_COLUMNS)
+
+
 def flagged_actions(ctx: Ctx, review: dict[str, Any], defer: list[str]
                     ) -> list[dict[str, Any]] | None:
     """The column actions an approval's flags (``--actions``, ``--mirror``, ...) give the
-    review's schema columns."""
+    review's schema columns; a column they do not name gets the review's suggested action
+    (unless ``--mirror-all``), and the table output says which came from where."""
     a = ctx.args
-    return column_actions([str(c["name"]) for c in _schema_columns(review)],
-                          actions_file=a.actions, mirror=a.mirror, ignore=a.ignore,
-                          defer=defer, map_=resolve_map_specs(ctx.api, a.map),
-                          auto_map=a.auto_map)
+    suggested = None if a.mirror_all else review.get("suggested_column_actions")
+    actions = column_actions([str(c["name"]) for c in _schema_columns(review)],
+                             actions_file=a.actions, mirror=a.mirror, ignore=a.ignore,
+                             defer=defer, map_=resolve_map_specs(ctx.api, a.map),
+                             auto_map=a.auto_map, suggested=suggested)
+    if actions is not None and not ctx.json:
+        kinds = {str(s["source_column_name"]): s for s in suggested or []}
+        rows = []
+        for act in actions:
+            s = kinds.get(str(act["source_column_name"]))
+            same = s is not None and all(act.get(k) == s.get(k) for k in act)
+            rows.append({**act, "suggestion": str(s["suggestion"]).replace("_", " ")
+                         if same and s else "your choice",
+                         "reason": s["reason"] if same and s else ""})
+        ctx.section("column actions sent", rows, _SUGGESTION_COLUMNS)
+        ctx.out.write("\n")
+    return actions

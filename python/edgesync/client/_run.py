@@ -12,7 +12,12 @@ import orjson
 
 from edgesync.client._actions import load_json_file
 from edgesync.client._client import ApiClientError
-from edgesync.client._context import Ctx, flagged_actions, write_review_head
+from edgesync.client._context import (
+    Ctx,
+    flagged_actions,
+    write_review_head,
+    write_suggestions,
+)
 from edgesync.client._format import print_fields, print_json
 from edgesync.client._run_governance import data_points_command, registry_command
 from edgesync.client._run_quarantine import quarantine_command
@@ -207,9 +212,9 @@ def _reviews(ctx: Ctx) -> None:
     elif cmd == "approve":
         review = api.review(rid)
         actions = flagged_actions(ctx, review, a.defer)
+        # A queued review is claimed by the approval itself (one transaction): a refused
+        # approval leaves it as it was.
         version = a.action_version or review["action_version"]
-        if review["status"] == "queued":
-            version = api.claim(rid, version)["action_version"]
         ctx.item(api.approve(rid, version, actions, a.sync_authority), _REVIEW_FIELDS,
                  "approved")
     else:
@@ -233,8 +238,28 @@ def _write_review(ctx: Ctx, data: dict[str, Any]) -> None:
         ctx.section("column actions", data["column_actions"],
                     [("source_column_name", "column"), ("action", "action"),
                      ("mirror_column_name", "mirror column"), ("target_type", "type")])
-    ctx.out.write("\ndiff\n" + orjson.dumps(data.get("diff"), option=orjson.OPT_INDENT_2)
-                  .decode() + "\n")
+    write_suggestions(ctx, data)
+    ctx.out.write("\ndiff against the approved schema\n" + diff_text(data) + "\n")
+
+
+_DIFF_WORDS = {"added": "added", "dropped": "dropped", "type_changed": "type changed",
+               "pk_changed": "primary key changed", "nullability_changed": "nullability changed"}
+
+
+def diff_text(review: dict[str, Any]) -> str:
+    """A review's column diff as lines (``type changed: temp_c (REAL → TEXT)``), not JSON."""
+    before = {str(c["name"]): c for c in review.get("approved_schema_columns") or []}
+    now = {str(c["name"]): c for c in (review.get("schema_columns") or {}).get("columns") or []}
+
+    def name(kind: str, col: str) -> str:
+        if kind == "type_changed" and col in before and col in now:
+            return (f"{col} ({before[col]['decl_type_affinity']} → "
+                    f"{now[col]['decl_type_affinity']})")
+        return col
+
+    lines = [f"{_DIFF_WORDS.get(k, k)}: {', '.join(name(k, str(c)) for c in cols)}"
+             for k, cols in (review.get("diff") or {}).items() if cols]
+    return "\n".join(lines) or "no column changes"
 
 
 def _policy_value(text: str) -> Any:
@@ -292,7 +317,14 @@ def run_api_command(args: argparse.Namespace, out: IO[str] | None = None) -> int
     except ApiClientError as exc:
         if ctx.json:
             print_json({"error": {"code": exc.code, "message": exc.message,
-                                  "field": exc.field, "status": exc.status}}, out)
+                                  "field": exc.field, "status": exc.status,
+                                  **({"refusals": list(exc.refusals)} if exc.refusals else {})}},
+                       out)
+        else:
+            # A refused approval: every refused column with its fix, not only the first.
+            for r in exc.refusals:
+                sys.stderr.write(f"refused: {r['source_column_name'] or 'column_actions'}: "
+                                 f"{r['code']}: {r['detail']}; fix: {r['fix']}\n")
         raise
     finally:
         ctx.client.close()

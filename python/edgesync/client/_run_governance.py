@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from edgesync.client._context import Ctx, flagged_actions, write_review_head
+from edgesync.client._context import Ctx, flagged_actions, write_review_head, write_suggestions
 from edgesync.client._format import print_fields, print_table
 
 __all__ = ["data_points_command", "registry_command"]
@@ -47,6 +47,7 @@ _VALUE_COLUMNS = [("ts", "ts"), ("device_id", "device"), ("value", "value"),
 def _write_review(ctx: Ctx, data: dict[str, Any]) -> None:
     write_review_head(ctx, data, _REVIEW_FIELDS)
     _write_devices_and_actions(ctx, data)
+    write_suggestions(ctx, data)
 
 
 def _write_entry(ctx: Ctx, data: dict[str, Any]) -> None:
@@ -96,9 +97,7 @@ def _decide(ctx: Ctx, cmd: str) -> None:
     version = a.action_version or review["action_version"]
     if cmd == "approve":
         actions = flagged_actions(ctx, review, defer=[])  # refused at registry scope
-        if review["status"] == "queued":
-            version = api.decide_registry_review(rid, "claim", version,
-                                                 fleet_id=fleet)["action_version"]
+        # A queued review is claimed by the approval itself (one transaction).
         data = api.decide_registry_review(rid, "approve", version, column_actions=actions,
                                           fleet_id=fleet)
     else:

@@ -1,6 +1,12 @@
 """Schema governance: lineages, schema versions, classification, reviews, bindings."""
 
 from edgesync.governance._admission import Admission, StagingReason, admit
+from edgesync.governance._approval_check import (
+    Refusal,
+    RefusalCode,
+    check_approval,
+    refusals_of,
+)
 from edgesync.governance._arrivals import Arrival, admit_arrivals
 from edgesync.governance._bindings import load_state_target, load_state_targets
 from edgesync.governance._classify import SchemaDiff, classify
@@ -70,6 +76,7 @@ from edgesync.governance._replay import (
     finish_replay,
     schedule_replay,
 )
+from edgesync.governance._retired import RetiredRecord, list_retired
 from edgesync.governance._reviews import (
     Review,
     approve_review,
@@ -80,6 +87,12 @@ from edgesync.governance._reviews import (
     reopen_review,
 )
 from edgesync.governance._statuses import ReviewStatus, SchemaStatus
+from edgesync.governance._suggestions import (
+    Suggestion,
+    SuggestionKind,
+    suggest_for_registry_review,
+    suggest_for_review,
+)
 from edgesync.governance._target_cache import forget_targets
 
 __all__ = [
@@ -99,17 +112,22 @@ __all__ = [
     "LineageStatus",
     "PauseReason",
     "RebindOutcome",
+    "Refusal",
+    "RefusalCode",
     "RegistryDevice",
     "RegistryEntry",
     "RegistryEntryDetail",
     "RegistryReview",
     "RejectedVersion",
+    "RetiredRecord",
     "Review",
     "ReviewStatus",
     "SchemaDiff",
     "SchemaStatus",
     "SkippedLineage",
     "StagingReason",
+    "Suggestion",
+    "SuggestionKind",
     "abandon_registry_review",
     "add_staged",
     "admit",
@@ -117,6 +135,7 @@ __all__ = [
     "approve_registry_review",
     "approve_review",
     "bump_cloud_version",
+    "check_approval",
     "claim_registry_review",
     "claim_review",
     "classify",
@@ -139,6 +158,7 @@ __all__ = [
     "list_data_points",
     "list_registry_entries",
     "list_registry_reviews",
+    "list_retired",
     "list_reviews",
     "load_state_target",
     "load_state_targets",
@@ -146,6 +166,7 @@ __all__ = [
     "note_materialization_error",
     "pause_lineage",
     "read_data_point_values",
+    "refusals_of",
     "reject_registry_review",
     "reject_review",
     "reopen_review",
@@ -155,5 +176,7 @@ __all__ = [
     "resume_lineage",
     "schedule_replay",
     "set_sync_authority",
+    "suggest_for_registry_review",
+    "suggest_for_review",
     "take_staged",
 ]

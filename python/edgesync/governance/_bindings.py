@@ -18,6 +18,7 @@ import asyncpg
 import orjson
 
 from edgesync.errors import ConflictError, IdentifierError, InvalidRequestError
+from edgesync.governance._approval_check import RetiredColumn, previous_mirrors
 from edgesync.governance._column_actions import ColumnAction
 from edgesync.governance._lineages import (
     Lineage,
@@ -29,6 +30,7 @@ from edgesync.governance._lineages import (
 )
 from edgesync.governance._mapping import resolve_mapped
 from edgesync.governance._replay import schedule_replay
+from edgesync.governance._retired import record_retired
 from edgesync.governance._statuses import SchemaStatus
 from edgesync.governance._target_cache import TargetColumns, target_cache
 from edgesync.governance._versions import fill_columns_many, set_status
@@ -47,8 +49,8 @@ from edgesync.materialize import (
 )
 from edgesync.store import Conn, any_of
 
-__all__ = ["approve_schema", "insert_bindings_many", "load_state_target", "load_state_targets",
-           "plan_columns", "provision_target"]
+__all__ = ["approve_schema", "device_target", "insert_bindings_many", "load_state_target",
+           "load_state_targets", "plan_columns", "provision_target"]
 
 # Pauses an approval may lift (any other reason, e.g. backpressure, outlives it).
 _REVIEW_PAUSES = (PauseReason.SCHEMA_REVIEW, PauseReason.DEFERRED_COLUMNS, None)
@@ -147,6 +149,15 @@ def _target_of(lineage: Lineage, columns: TargetColumns) -> StateTarget:
     return StateTarget(lineage.target_table, list(columns[0]),
                        cloud_authoritative=lineage.sync_authority == "cloud_authoritative",
                        mapped=list(columns[1]))
+
+
+def device_target(lineage: Lineage) -> str:
+    """The lineage's target, or the one its first approval creates."""
+    if lineage.target_table is not None:
+        return lineage.target_table
+    if lineage.pipeline == "telemetry":
+        return ts_table_name(lineage.project_id, lineage.source_table)
+    return target_table_name(state_prefix(lineage.device_id), lineage.source_table)
 
 
 def _target(lineage: Lineage, rows: list[asyncpg.Record]) -> StateTarget:
@@ -255,19 +266,22 @@ async def approve_schema(conn: Conn, lineage: Lineage, version_id: uuid.UUID,
     check: devices share it by design)."""
     mirrors, _ = _plan(columns, actions)
     actions = await resolve_mapped(conn, lineage.project_id, columns, actions)
-    if lineage.pipeline == "telemetry":
+    table = coalesced_target or device_target(lineage)
+    if lineage.pipeline != "telemetry":
         # Telemetry targets are coalesced per project: shared by design, no owner check.
-        table = (coalesced_target or lineage.target_table
-                 or ts_table_name(lineage.project_id, lineage.source_table))
-    else:
-        table = coalesced_target or lineage.target_table or target_table_name(
-            state_prefix(lineage.device_id), lineage.source_table)
         owner = None if coalesced_target else await conn.fetchval(
             "SELECT id FROM edge_table_lineages WHERE target_table = $1 AND id <> $2",
             table, lineage.id)
         if owner is not None:
             raise ConflictError(f"target table {table} already belongs to lineage {owner}")
     await provision_target(conn, lineage.pipeline, table, mirrors)
+    # Read before set_approved moves the lineage on: the columns its approved bindings
+    # wrote into this table that the new ones do not are retired, not silently stale.
+    written = {m.target for m in mirrors}
+    await record_retired(conn, lineage.id, table, schema_hash,
+                         [RetiredColumn(t, typ, src) for t, typ, src in
+                          await previous_mirrors(conn, [lineage.id], table) if t not in written],
+                         sorted(written))
     by_source = {m.source: m for m in mirrors}
     rows = [(uuid.uuid4(), act.source_column_name, act.action,
              (m := by_source.get(act.source_column_name)) and m.target,

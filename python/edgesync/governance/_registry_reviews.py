@@ -17,8 +17,8 @@ from typing import Any
 import asyncpg
 
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
-from edgesync.governance._bindings import approve_schema, plan_columns, provision_target
-from edgesync.governance._column_actions import ColumnAction, mirror_all_actions
+from edgesync.governance._approval_check import check_approval, refused
+from edgesync.governance._bindings import approve_schema, provision_target
 from edgesync.governance._events import EventType, emit
 from edgesync.governance._lineages import Lineage
 from edgesync.governance._mapping import resolve_mapped
@@ -166,35 +166,38 @@ async def approve_registry_review(conn: Conn, review_id: uuid.UUID, *, actor: st
                                   column_actions: list[dict[str, Any]] | None,
                                   project_id: uuid.UUID | None = None) -> RegistryReview:
     """Approve at registry scope (``None`` mirrors every column): provision the coalesced
-    target and approve every waiting device lineage, in one transaction."""
+    target and approve every waiting device lineage, in one transaction. A ``queued``
+    review is claimed in the same transaction (as for device reviews), so a refused
+    approval (``ApprovalRefused``) leaves it as it was."""
+    if column_actions is not None and not isinstance(column_actions, list):
+        raise InvalidRequestError("column_actions", "must be a list")
     async with conn.transaction():
         review = await _locked(conn, review_id, project_id, action_version,
-                               (ReviewStatus.IN_REVIEW,))
+                               (ReviewStatus.QUEUED, ReviewStatus.IN_REVIEW))
         columns = await registry_columns(conn, review.registry_id)
         if not columns:
             raise ConflictError("no device has sent this schema's columns yet (schema_columns); "
                                 "it cannot be approved until a batch carrying them arrives")
-        if column_actions is None:
-            actions = mirror_all_actions(columns)
-        elif not isinstance(column_actions, list):
-            raise InvalidRequestError("column_actions", "must be a list")
-        else:
-            actions = [ColumnAction.parse(a, i) for i, a in enumerate(column_actions)]
-        for i, act in enumerate(actions):
-            if act.action == "defer":
-                raise InvalidRequestError(f"column_actions[{i}].action",
-                                          "defer is for device reviews; a registry decision "
-                                          "binds every column")
-        mirrors = plan_columns(columns, actions)
-        # Data points are resolved (auto-created) once; devices inherit the decision.
-        actions = await resolve_mapped(conn, review.project_id, columns, actions)
         scope_id = review.fleet_id or review.project_id
         table = coalesced_table_name(review.pipeline, review.scope, scope_id,
                                      review.source_table)
+        waiting = await _waiting_versions(conn, review.registry_id)
+        checked = await check_approval(
+            conn, project_id=review.project_id, pipeline=review.pipeline, table=table,
+            columns=columns, column_actions=column_actions, registry=True,
+            lineage_ids=[v["lineage_id"] for v in waiting])
+        if checked.refusals:
+            raise refused(checked.refusals)
+        if review.status == ReviewStatus.QUEUED:
+            await record_transition(conn, "registry", review.id, ReviewStatus.IN_REVIEW,
+                                    actor, claimed_by=actor)
+        mirrors, actions = checked.mirrors, checked.actions
+        # Data points are resolved (auto-created) once; devices inherit the decision.
+        actions = await resolve_mapped(conn, review.project_id, columns, actions)
         await provision_target(conn, review.pipeline, table, mirrors)
         await set_entry_decision(conn, review.registry_id, table,
                                  [a.as_json() for a in actions])
-        for version in await _waiting_versions(conn, review.registry_id):
+        for version in waiting:
             row = await conn.fetchrow(
                 "SELECT * FROM edge_table_lineages WHERE id = $1 FOR UPDATE SKIP LOCKED",
                 version["lineage_id"])

@@ -14,8 +14,8 @@ from typing import Any
 import asyncpg
 
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
-from edgesync.governance._bindings import approve_schema
-from edgesync.governance._column_actions import ColumnAction, mirror_all_actions
+from edgesync.governance._approval_check import check_approval, refused
+from edgesync.governance._bindings import approve_schema, device_target
 from edgesync.governance._events import EventType, emit
 from edgesync.governance._lineages import (
     PauseReason,
@@ -124,32 +124,43 @@ async def approve_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
                          action_version: int, column_actions: list[dict[str, Any]] | None,
                          sync_authority: str | None = None) -> Review:
     """Approve with per-column actions (``None`` mirrors every column). ``sync_authority``
-    ``cloud_authoritative`` lets the cloud write rows back to a state table."""
+    ``cloud_authoritative`` lets the cloud write rows back to a state table.
+
+    A ``queued`` review at ``action_version`` is claimed and approved in this one
+    transaction (the reference's claim-then-approve still works): a refused approval
+    (``ApprovalRefused``, every refusal of ``check_approval``) leaves it exactly as it was,
+    where a separate claim would have moved it to ``in_review`` for nothing."""
     if sync_authority not in (None, "device_authoritative", "cloud_authoritative"):
         raise InvalidRequestError(
             "sync_authority", "must be device_authoritative or cloud_authoritative")
+    if column_actions is not None and not isinstance(column_actions, list):
+        raise InvalidRequestError("column_actions", "must be a list")
     async with conn.transaction():
         review = await get_review(conn, review_id, for_update=True)
-        _check(review, action_version, (ReviewStatus.IN_REVIEW,))
+        _check(review, action_version, (ReviewStatus.QUEUED, ReviewStatus.IN_REVIEW))
         if not review.schema_columns:
             raise ConflictError(
                 "the device has not sent this schema's columns yet (schema_columns); "
                 "it cannot be approved until a batch carrying them arrives")
         columns = list(review.schema_columns["columns"])
-        if column_actions is None:
-            actions = mirror_all_actions(columns)
-        elif not isinstance(column_actions, list):
-            raise InvalidRequestError("column_actions", "must be a list")
-        else:
-            actions = [ColumnAction.parse(a, i) for i, a in enumerate(column_actions)]
         lineage = await get_lineage_for_update(conn, review.lineage_id)
         assert lineage is not None
+        if sync_authority == "cloud_authoritative" and lineage.pipeline != "rows":
+            raise InvalidRequestError("sync_authority",
+                                      "only state (rows) tables can be cloud-authoritative")
+        checked = await check_approval(
+            conn, project_id=lineage.project_id, pipeline=lineage.pipeline,
+            table=device_target(lineage), columns=columns, column_actions=column_actions,
+            registry=False, lineage_ids=[lineage.id])
+        if checked.refusals:
+            raise refused(checked.refusals)
+        actions = checked.actions
+        if review.status == ReviewStatus.QUEUED:
+            await record_transition(conn, "device", review.id, ReviewStatus.IN_REVIEW, actor,
+                                    claimed_by=actor)
         await approve_schema(conn, lineage, review.schema_version_id, review.schema_hash,
                              columns, actions, review.id)
         if sync_authority is not None:
-            if sync_authority == "cloud_authoritative" and lineage.pipeline != "rows":
-                raise InvalidRequestError("sync_authority",
-                                          "only state (rows) tables can be cloud-authoritative")
             await set_sync_authority(conn, lineage.id, sync_authority)
             if sync_authority == "cloud_authoritative":
                 table = await conn.fetchval(

@@ -23,7 +23,7 @@ from edgesync.tui._settings import TuiSettings
 __all__ = ["EdgesyncTui", "run_tui"]
 
 _CSS = """
-#status { height: 1; padding: 0 1; }
+#status { height: auto; max-height: 6; padding: 0 1; }
 .head { padding: 0 1; background: $boost; }
 .section { padding: 1 1 0 1; text-style: bold; }
 .block { padding: 0 1; }

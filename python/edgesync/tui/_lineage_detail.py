@@ -23,7 +23,23 @@ from edgesync.tui._offers import recovery_text, take_offer
 from edgesync.tui._table import Table
 
 __all__ = ["LineageDetailScreen", "freshness_line", "has_materialization_error",
-           "replay_progress"]
+           "replay_progress", "retired_text"]
+
+
+def retired_text(lineage: dict[str, Any]) -> Text:
+    """The target columns an approval stopped writing (docs/governance.md, "Retired
+    columns"): kept with their last values, never written again."""
+    retired = lineage.get("retired_columns") or []
+    if not retired:
+        return Text("none: every column of the target is written")
+    out = Text()
+    for c in retired:
+        out.append(f"{c['name']}", style="bold yellow")
+        out.append(f" {c['pg_type']} (from {c['source_column_name']}), retired by "
+                   f"{c['retired_by_schema_hash'][:12]} at {short_time(c['retired_at'])}\n")
+    out.append("kept with their last values: keep them, drop them by hand, or mirror a "
+               "column to them again in a later review")
+    return out
 
 
 def has_materialization_error(lineage: dict[str, Any]) -> bool:
@@ -71,6 +87,8 @@ class LineageDetailScreen(ApiScreen):
     def body(self) -> Iterable[Widget]:
         with VerticalScroll():
             yield Static("loading…", id="summary", classes="block", markup=False)
+            yield Static("Retired columns", classes="section")
+            yield Static("", id="retired", classes="block", markup=False)
             yield Static("Materialization", classes="section")
             yield Static("", id="materialization", classes="block", markup=False)
             yield Static("Recovery", classes="section")
@@ -108,6 +126,7 @@ class LineageDetailScreen(ApiScreen):
         self.lineage = lineage
         self.sub_title = f"{lineage['device_name']} / {lineage['source_table']}"
         self.query_one("#summary", Static).update(_summary(lineage))
+        self.query_one("#retired", Static).update(retired_text(lineage))
         self.query_one("#materialization", Static).update(_materialization(lineage))
         self.query_one("#recovery", Static).update(recovery_text(lineage))
         done, total, state = replay_progress(lineage)

@@ -1,6 +1,9 @@
 """One schema review: its columns and the diff against the approved schema; claim,
-approve (with per-column actions, _approve.py) and reject. A decision on a review someone
-changed meanwhile (``409 ACTION_VERSION_CONFLICT``) offers to reload it."""
+approve (with per-column actions, _approve.py) and reject. Approve approves a queued
+review directly (the API claims it in the same transaction), so a refused approval leaves
+it as it was. After any 409 — someone decided meanwhile (``ACTION_VERSION_CONFLICT``), or
+the approval was refused (``CONFLICT``) — the review is reloaded and the status line says
+why."""
 
 from __future__ import annotations
 
@@ -16,13 +19,15 @@ from textual.widgets import DataTable, Static
 
 from edgesync.client import ApiClientError
 from edgesync.tui._base import ApiScreen
-from edgesync.tui._confirm import AskScreen, ConfirmScreen
+from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell, short_time, text
 from edgesync.tui._table import Table
 
 __all__ = ["ReviewDetailScreen", "column_changes"]
 
-_CONFLICT = frozenset({"ACTION_VERSION_CONFLICT"})
+# The 409 codes of a decision: the review changed meanwhile, or the state or the target
+# does not allow it.
+_CONFLICT = frozenset({"ACTION_VERSION_CONFLICT", "CONFLICT"})
 _CHANGE_WORDS = {"added": "added", "dropped": "dropped", "type_changed": "type changed",
                  "pk_changed": "primary key changed",
                  "nullability_changed": "nullability changed"}
@@ -39,10 +44,16 @@ def column_changes(review: dict[str, Any]) -> list[tuple[str, str]]:
     if "diff" not in review:  # a registry review: a schema of the scope, no device diff
         return [(str(c["name"]), "-") for c in schema_columns(review)]
     diff = review.get("diff") or {}
+    before = {str(c["name"]): c for c in review.get("approved_schema_columns") or []}
+    now = {str(c["name"]): c for c in schema_columns(review)}
     changes: dict[str, list[str]] = {}
     for kind, cols in diff.items():
         for c in cols or []:
-            changes.setdefault(str(c), []).append(_CHANGE_WORDS.get(kind, kind))
+            word = _CHANGE_WORDS.get(kind, kind)
+            if kind == "type_changed" and str(c) in before and str(c) in now:
+                word += (f" ({before[str(c)]['decl_type_affinity']} → "
+                         f"{now[str(c)]['decl_type_affinity']})")
+            changes.setdefault(str(c), []).append(word)
     names = [str(c["name"]) for c in schema_columns(review)]
     names += [c for c in changes if c not in names]
     return [(n, ", ".join(changes.get(n, [])) or "unchanged") for n in names]
@@ -68,8 +79,8 @@ class ReviewDetailScreen(ApiScreen):
             yield Static("loading…", id="summary", classes="block", markup=False)
             yield Static("Columns and diff against the approved schema", classes="section")
             columns = Table(id="columns", cursor_type="row")
-            columns.add_columns("column", "declared type", "affinity", "pk", "not null",
-                                "change", "decided action")
+            columns.add_columns("column", "affinity", "pk", "not null", "change",
+                                "decided action")
             yield columns
 
     # The routes of this kind of review (a registry review overrides them, _registry.py).
@@ -104,8 +115,9 @@ class ReviewDetailScreen(ApiScreen):
         table.clear()
         for name, change in column_changes(review):
             c = by_name.get(name, {})
-            table.add_row(cell(name), cell(c.get("decl_type")), cell(c.get("decl_type_affinity")),
-                          cell(c.get("pk_ordinal") or "-"), cell(c.get("not_null")),
+            table.add_row(cell(name), cell(c.get("decl_type_affinity")),
+                          cell(("yes" if c.get("pk_ordinal") else "no") if c else "-"),
+                          cell(("yes" if c.get("not_null") else "no") if c else "-"),
                           Text(change, style="" if change == "unchanged" else "yellow"),
                           cell(_action_words(decided.get(name))))
         self.refresh_bindings()
@@ -122,17 +134,19 @@ class ReviewDetailScreen(ApiScreen):
 
     async def decide(self, fn: Callable[..., Any], *args: Any, done: str,
                      **kwargs: Any) -> bool:
-        """One decision at the action_version shown; a conflict asks to reload."""
+        """One decision at the action_version shown; after a 409 the review is reloaded."""
         assert self.review is not None
         try:
             result = await self.call(fn, self.review_id, self.review["action_version"], *args,
                                      raise_codes=_CONFLICT, **kwargs)
         except ApiClientError as exc:
-            self.say(f"{exc.code}: {exc.message}", error=True)
-            self.app.push_screen(
-                ConfirmScreen("Someone acted on this review since you loaded it (your "
-                              f"action_version {self.review['action_version']} is stale).\n\n"
-                              "Reload it and decide again?"), self._reload_answer)
+            why = ("someone acted on this review since you loaded it (your action_version "
+                   f"{self.review['action_version']} is stale)"
+                   if exc.code == "ACTION_VERSION_CONFLICT" else "refused, nothing changed")
+            await self.reload()
+            now = (f"reloaded: the review is {self.review['status']} at action_version "
+                   f"{self.review['action_version']}")
+            self.say(f"{exc.code}: {exc.message}\n{why}; {now}", error=True)
             return False
         if result is None:
             return False
@@ -140,16 +154,6 @@ class ReviewDetailScreen(ApiScreen):
         self.say(done)
         await self.reload()
         return True
-
-    def _reload_answer(self, yes: bool | None) -> None:
-        if yes:
-            self.spawn(self._reload_after_conflict, group="reload", exclusive=True)
-
-    async def _reload_after_conflict(self) -> None:
-        await self.reload()
-        if self.review is not None:
-            self.say(f"reloaded: the review is {self.review['status']} at action_version "
-                     f"{self.review['action_version']}")
 
     def action_claim(self) -> None:
         self.spawn(partial(self.decide, self.claim_call, done="claimed: now in review"),
@@ -168,10 +172,7 @@ class ReviewDetailScreen(ApiScreen):
         self.app.push_screen(self.approve_form(self.review), chosen)
 
     async def _approve(self, approval: Any) -> None:
-        assert self.review is not None
-        if self.review["status"] == "queued" and not await self.decide(
-                self.claim_call, done="claimed"):
-            return
+        # A queued review is claimed and approved in one transaction by the API.
         await self.decide(self.approve_call, approval.column_actions, approval.sync_authority,
                           done="approved: the lineage's rows replay into the target")
 

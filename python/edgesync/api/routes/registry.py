@@ -111,8 +111,12 @@ async def _review(conn: Conn, scope: Scope, review_id: uuid.UUID
 async def _review_detail(conn: Conn, review: governance.RegistryReview
                          ) -> RegistryReviewDetail:
     entry = await governance.get_registry_entry(conn, review.project_id, review.registry_id)
+    suggested = None
+    if review.status in (governance.ReviewStatus.QUEUED, governance.ReviewStatus.IN_REVIEW):
+        suggested = [s.as_json() for s in
+                     await governance.suggest_for_registry_review(conn, review.registry_id)]
     return model_of(RegistryReviewDetail, review, schema_columns=entry.schema_columns,
-                    devices=entry.devices)
+                    devices=entry.devices, suggested_column_actions=suggested)
 
 
 def _mirror_out(mirror: governance.CoalescedMirror) -> CoalescedMirrorOut:

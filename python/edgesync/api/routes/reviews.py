@@ -26,6 +26,7 @@ from edgesync.api._review_queries import (
     check_action_version,
     get_review,
     list_reviews,
+    review_detail,
     review_out,
 )
 from edgesync.api._search import MAX_SEARCH, SearchText
@@ -65,7 +66,8 @@ async def list_(
 @router.get("/{review_id}", response_model=Item[ReviewOut], responses=_READ_ERRORS,
             summary="Schema review detail")
 async def detail(access: CanRead, conn: Db, review_id: ReviewId) -> Item[ReviewOut]:
-    return Item[ReviewOut](data=review_out(await get_review(conn, access.project_id, review_id)))
+    return Item[ReviewOut](data=await review_detail(
+        conn, await get_review(conn, access.project_id, review_id)))
 
 
 @router.post("/{review_id}/claim", response_model=Item[ReviewOut], responses=_WRITE_ERRORS,
@@ -83,7 +85,8 @@ async def claim(access: CanManage, conn: Db, request: Request, review_id: Review
 
 
 @router.post("/{review_id}/approve", response_model=Item[ReviewOut], responses=_WRITE_ERRORS,
-             summary="in_review → approved: bind columns, provision the target, replay")
+             summary="queued | in_review → approved: bind columns, provision the target, "
+                     "replay (a refusal changes nothing and lists every refused column)")
 async def approve(access: CanManage, conn: Db, request: Request, review_id: ReviewId,
                   body: ApproveBody, idempotency_key: IdempotencyKey = None) -> Response:
     actions = (None if body.column_actions is None else

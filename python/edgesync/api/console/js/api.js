@@ -17,11 +17,12 @@ export function saveSession(s) { sessionStorage.setItem(KEY, JSON.stringify(s));
 export function clearSession() { sessionStorage.removeItem(KEY); }
 
 export class ApiError extends Error {
-  constructor(status, code, message, field) {
+  constructor(status, code, message, field, refusals) {
     super(message);
     this.status = status;
     this.code = code;
     this.field = field || null;
+    this.refusals = refusals || []; // a refused approval's columns (docs/api.md, Refusals)
   }
   get text() {
     return `${this.code}: ${this.message}${this.field ? ` (field ${this.field})` : ""}`;
@@ -67,7 +68,7 @@ async function send(method, path, body, type, s) {
   try { doc = await res.json(); } catch { doc = null; }
   if (!res.ok) {
     const e = (doc && doc.error) || {};
-    throw new ApiError(res.status, e.code || `HTTP_${res.status}`, e.message || res.statusText, e.field);
+    throw new ApiError(res.status, e.code || `HTTP_${res.status}`, e.message || res.statusText, e.field, e.refusals);
   }
   return doc;
 }

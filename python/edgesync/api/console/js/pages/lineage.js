@@ -112,6 +112,17 @@ export async function render(main, { args: [id], stale }) {
       { label: "type", value: (b) => b.target_type || "-" },
       { label: "schema", value: (b) => h("code", {}, b.schema_hash.slice(0, 8)) },
     ], l.bindings),
+    h("h2", {}, "Retired columns"),
+    h("p", { class: "muted" }, "Target columns an approval stopped writing (a column dropped, renamed, or retyped "
+      + "under a new name): kept with their last values. Keep them, drop them by hand, or mirror a column to "
+      + "them again in a later review (docs/governance.md)."),
+    table("Retired columns", [
+      { label: "target column", value: (c) => c.name },
+      { label: "type", value: (c) => c.pg_type },
+      { label: "from", value: (c) => c.source_column_name },
+      { label: "retired by", value: (c) => h("code", {}, c.retired_by_schema_hash.slice(0, 12)) },
+      { label: "retired", value: (c) => when(c.retired_at) },
+    ], l.retired_columns || []),
     quarantineBox,
     rowsBox);
   const [, , done] = await Promise.all([showQuarantine(quarantineBox, id), showRows(rowsBox, l, "staged"),

@@ -30,9 +30,12 @@ export async function render(main, { stale }) {
 }
 
 async function draw(box) {
-  const [lineages, devices, schema, registry] = await Promise.all([
+  // What waits for an operator: queued reviews and those claimed but not decided yet.
+  const [lineages, devices, ...open] = await Promise.all([
     all("/edge/lineages"), all("/devices"),
-    get("/edge/schema-reviews?status=queued&limit=1"), get("/edge/registry-reviews?status=queued&limit=1")]);
+    ...["queued", "in_review"].flatMap((st) => [get(`/edge/schema-reviews?status=${st}&limit=1`),
+      get(`/edge/registry-reviews?status=${st}&limit=1`)])]);
+  const waiting = open.reduce((n, doc) => n + doc.meta.total, 0);
   const staged = lineages.reduce((n, l) => n + l.staged_rows, 0);
   const written = lineages.reduce((n, l) => n + l.materialized_rows, 0);
   samples.push([Date.now(), staged, written]);
@@ -61,7 +64,7 @@ async function draw(box) {
       card("lineages", num(lineages.length), link("#/lineages", `${num(paused)} paused`)),
       card("staged backlog", num(staged), "rows waiting"),
       card("written", num(written), "rows"),
-      card("queued reviews", num(schema.meta.total + registry.meta.total), link("#/reviews", "review"))),
+      card("queued reviews", num(waiting), link("#/reviews", "queued or in review"))),
     h("h2", {}, "Ingest"),
     h("div", { class: "cards" },
       lineChart("chart-rate", "Ingest rate", rate, "rows/s"),

@@ -1,9 +1,15 @@
-// One schema review or registry review: the column diff, per-column actions with the API's
-// live preview of the target table, claim / approve / reject (/ abandon). A decision names
-// the action_version shown; a stale one (409 ACTION_VERSION_CONFLICT) asks for a reload.
+// One schema review or registry review: the column diff, per-column actions (prefilled from
+// the review's suggested_column_actions: the last approval's decisions carried forward) with
+// the API's live preview of the target table, claim / approve / reject (/ abandon). The
+// preview's refusals are shown on their columns and keep Approve disabled: the approval runs
+// the same check. Approve approves a queued review directly (claimed in the same
+// transaction), so a refusal changes nothing; after any 409 the review is reloaded.
 
 import { ApiError, get, post } from "../api.js";
 import { busy, clear, confirmDialog, facts, h, link, pill, say, table, when, words } from "../ui.js";
+
+// What a 409 said, shown again once the review is reloaded (the page is drawn anew).
+let notice = null;
 
 const TYPES = ["bigint", "double precision", "numeric", "text", "bytea", "boolean", "jsonb"];
 const CHANGES = { added: "added", dropped: "dropped", type_changed: "type changed",
@@ -19,53 +25,67 @@ export async function render(main, { args: [kind, id] }) {
   const conflict = h("div", { id: "conflict", role: "alert" });
   const reload = () => window.dispatchEvent(new Event("console:reload"));
 
-  // One decision at the action_version shown.
+  // One decision at the action_version shown. Approve needs no claim first: a queued
+  // review is claimed and approved in one transaction, so a refused one stays as it was.
   async function decide(button, verb, body, done) {
     await busy(button, async () => {
       try {
-        let version = r.action_version;
-        if (verb === "approve" && r.status === "queued") { // approving claims first
-          version = (await post(`${base}/${id}/claim`, { action_version: version })).data.action_version;
-        }
-        await post(`${base}/${id}/${verb}`, { action_version: version, ...body });
+        await post(`${base}/${id}/${verb}`, { action_version: r.action_version, ...body });
         say(done);
         reload();
       } catch (e) {
-        if (e instanceof ApiError && e.code === "ACTION_VERSION_CONFLICT") {
-          clear(conflict, h("div", { class: "alert" },
-            h("p", {}, "This review changed since you loaded it (someone else claimed or decided it): ",
-              "reload it and decide again."),
-            h("button", { type: "button", id: "conflict-reload", onclick: () => { say("review reloaded"); reload(); } }, "Reload review")));
-          conflict.querySelector("button").focus();
+        if (e instanceof ApiError && e.status === 409) {
+          // Someone acted meanwhile, or the approval was refused because of what exists:
+          // either way what this page shows may be stale. Reload it, and say why.
+          notice = { text: e.text, stale: e.code === "ACTION_VERSION_CONFLICT" };
           say(e.text, true);
+          reload();
         } else {
           say(e instanceof ApiError ? e.text : String(e), true);
         }
       }
     });
   }
+  if (notice) {
+    const n = notice;
+    notice = null;
+    clear(conflict, h("div", { class: "alert" },
+      h("p", {}, n.stale ? "This review changed since you loaded it (someone else claimed or decided it): "
+        + "it was reloaded; decide again." : "The approval was refused; the review was reloaded as it is now.",
+      " ", h("span", { id: "conflict-text" }, n.text)),
+      h("button", { type: "button", id: "conflict-reload", onclick: () => { say("review reloaded"); reload(); } }, "Reload review")));
+  }
 
-  const form = open ? actionForm(kind, columns, points.data) : null;
+  const form = open ? actionForm(kind, columns, points.data, r.suggested_column_actions || []) : null;
   const preview = h("section", { class: "preview", id: "preview", "aria-live": "polite",
     "aria-labelledby": "preview-title" });
   let seq = 0;
   let timer = null;
   async function refreshPreview() {
     const mine = ++seq;
+    setApprove(false);
     try {
       const { data } = await post(`${base}/${id}/preview`, { column_actions: form.actions() });
       if (mine !== seq) return;
       showPreview(preview, data);
-      form.markInvalid(null);
+      form.showRefusals(data.refusals);
+      setApprove(!data.refusals.length);
     } catch (e) {
       if (mine !== seq) return;
       if (!(e instanceof ApiError) || e.status >= 500 || e.status === 401) throw e;
       clear(preview, h("h2", { id: "preview-title" }, "Preview of the target"),
         h("p", { class: "bad", id: "preview-error" }, `refused: HTTP ${e.status} ${e.text}`));
-      form.markInvalid(e.field);
+      form.showRefusals(e.refusals, e.field);
     }
   }
   if (form) form.el.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(refreshPreview, 250); });
+  // Approve waits for a preview without refusals (the approval would refuse what it lists).
+  let approveButton = null;
+  function setApprove(ok) {
+    if (!approveButton) return;
+    approveButton.disabled = !ok;
+    approveButton.title = ok ? "" : "fix the refused columns first (see the preview)";
+  }
 
   const authority = kind === "schema" && lineage.pipeline === "rows" && open
     ? h("div", { class: "filters" }, h("label", {}, "Sync authority", h("select", { id: "sync-authority" },
@@ -78,11 +98,12 @@ export async function render(main, { args: [kind, id] }) {
       decide(ev.target, "claim", {}, "review claimed") }, "Claim"));
   }
   if (open) {
-    buttons.push(h("button", { type: "button", id: "approve", onclick: (ev) => {
+    approveButton = h("button", { type: "button", id: "approve", disabled: true, onclick: (ev) => {
       const body = { column_actions: form.actions() };
       if (authority && authority.querySelector("select").value) body.sync_authority = authority.querySelector("select").value;
       decide(ev.target, "approve", body, "review approved");
-    } }, "Approve"));
+    } }, "Approve");
+    buttons.push(approveButton);
     const refuse = (verb, title) => async (ev) => {
       const reason = await confirmDialog(title, "The devices' rows stay staged.", words(verb),
         { input: { label: "Reason" } });
@@ -121,14 +142,19 @@ export async function render(main, { args: [kind, id] }) {
 
 function diffTable(r, columns, decided) {
   const changes = {};
-  for (const [k, cols] of Object.entries(r.diff || {})) for (const c of cols || []) (changes[c] ||= []).push(CHANGES[k] || k);
+  // A type change says from what to what: the approved schema's affinity → this one's.
+  const before = Object.fromEntries((r.approved_schema_columns || []).map((c) => [c.name, c]));
+  const now = Object.fromEntries(columns.map((c) => [c.name, c]));
+  const word = (k, c) => (k === "type_changed" && before[c] && now[c]
+    ? `type changed (${before[c].decl_type_affinity} → ${now[c].decl_type_affinity})` : CHANGES[k] || k);
+  for (const [k, cols] of Object.entries(r.diff || {})) for (const c of cols || []) (changes[c] ||= []).push(word(k, c));
   const names = [...columns.map((c) => c.name), ...Object.keys(changes).filter((n) => !columns.some((c) => c.name === n))];
   const by = Object.fromEntries(columns.map((c) => [c.name, c]));
   return table("Schema columns", [
     { label: "column", value: (n) => n },
     { label: "type affinity", value: (n) => (by[n] || {}).decl_type_affinity || "-" },
-    { label: "primary key", value: (n) => (by[n] || {}).pk_ordinal || "-" },
-    { label: "not null", value: (n) => (by[n] ? String(!!by[n].not_null) : "-") },
+    { label: "primary key", value: (n) => (by[n] ? (by[n].pk_ordinal ? "yes" : "no") : "-") },
+    { label: "not null", value: (n) => (by[n] ? (by[n].not_null ? "yes" : "no") : "-") },
     { label: "change", value: (n) => (r.diff ? (changes[n] || ["unchanged"]).join(", ") : "-") },
     { label: "decided", value: (n) => actionWords(decided[n]) },
   ], names, { rowClass: (n) => (changes[n] ? "changed" : null) });
@@ -141,11 +167,17 @@ function actionWords(a) {
     + (a.target_type ? ` (${a.target_type})` : "");
 }
 
-// The per-column form: an action each, and the fields that action takes.
-function actionForm(kind, columns, points) {
+// The per-column form: an action each, and the fields that action takes, prefilled from the
+// review's suggestions; each row says whether its action was carried from the last approval,
+// is new, or needs a decision, and shows the preview's refusal of the column with its fix.
+const SUGGESTION_WORDS = { carried: "carried", new: "new", needs_decision: "needs decision" };
+
+function actionForm(kind, columns, points, suggestions) {
   const choices = ["mirror", "ignore", ...(kind === "schema" ? ["defer"] : []), "map", "auto_create_and_map"];
+  const suggested = Object.fromEntries(suggestions.map((s) => [s.source_column_name, s]));
   const rows = columns.map((c) => {
     const n = c.name;
+    const s = suggested[n] || null;
     const action = h("select", { "aria-label": `action for ${n}`, id: `action-${n}`, "data-column": n },
       choices.map((a) => h("option", { value: a }, words(a))));
     const rename = h("input", { type: "text", "aria-label": `target column name for ${n}`, id: `rename-${n}`, placeholder: n });
@@ -155,6 +187,13 @@ function actionForm(kind, columns, points) {
       points.length ? points.map((p) => h("option", { value: p.id }, `${p.name} (${p.value_type})`))
         : h("option", { value: "" }, "no data points in the project"));
     const pointName = h("input", { type: "text", "aria-label": `new data point name for ${n}`, id: `point-name-${n}`, placeholder: n });
+    if (s && choices.includes(s.action)) {
+      action.value = s.action;
+      if (s.mirror_column_name) rename.value = s.mirror_column_name;
+      if (s.target_type) type.value = s.target_type;
+      if (s.device_data_point_id) point.value = s.device_data_point_id;
+      if (s.data_point_name) pointName.value = s.data_point_name;
+    }
     const sync = () => {
       const a = action.value;
       rename.hidden = type.hidden = a !== "mirror";
@@ -163,8 +202,12 @@ function actionForm(kind, columns, points) {
     };
     action.addEventListener("change", sync);
     sync();
-    const tr = h("tr", {}, h("td", {}, n), h("td", {}, c.decl_type_affinity || "-"), h("td", {}, action),
-      h("td", {}, rename, type, point, pointName));
+    const refusal = h("td", { id: `refusal-${n}`, class: "bad", "aria-live": "polite" });
+    const origin = h("td", { id: `suggestion-${n}`, class: s && s.suggestion === "needs_decision" ? "warn" : null },
+      s ? h("span", { title: s.reason }, SUGGESTION_WORDS[s.suggestion] || s.suggestion, h("br"),
+        h("small", { class: "muted" }, s.reason)) : "-");
+    const tr = h("tr", {}, h("td", {}, n), h("td", {}, c.decl_type_affinity || "-"), origin, h("td", {}, action),
+      h("td", {}, rename, type, point, pointName), refusal);
     const value = () => {
       const a = { source_column_name: n, action: action.value };
       if (a.action === "mirror") {
@@ -179,19 +222,32 @@ function actionForm(kind, columns, points) {
     };
     const field = { mirror_column_name: rename, target_type: type, device_data_point_id: point,
       data_point_name: pointName };
-    return { tr, value, all: [action, rename, type, point, pointName], field: (f) => field[f] || action };
+    return { n, tr, value, refusal, all: [action, rename, type, point, pointName], field: (f) => field[f] || action };
   });
-  // The preview's 422 names `column_actions[i].field`: that input is marked invalid.
-  const markInvalid = (name) => {
-    for (const x of rows) for (const e of x.all) e.removeAttribute("aria-invalid");
-    const m = /^column_actions\[(\d+)\]\.?(\w*)/.exec(name || "");
-    if (m && rows[Number(m[1])]) rows[Number(m[1])].field(m[2]).setAttribute("aria-invalid", "true");
+  // Each refusal on its column (the field it names marked invalid), with its fix; a 422 of
+  // the request's shape names only `column_actions[i].field`.
+  const showRefusals = (refusals, field = null) => {
+    for (const x of rows) {
+      for (const e of x.all) e.removeAttribute("aria-invalid");
+      clear(x.refusal);
+    }
+    const mark = (name) => {
+      const m = /^column_actions\[(\d+)\]\.?(\w*)/.exec(name || "");
+      if (m && rows[Number(m[1])]) rows[Number(m[1])].field(m[2]).setAttribute("aria-invalid", "true");
+    };
+    for (const f of refusals || []) {
+      const row = rows.find((x) => x.n === f.source_column_name);
+      if (row) row.refusal.append(h("p", {}, h("strong", {}, words(f.code)), `: ${f.detail}`),
+        h("p", { class: "fix" }, `fix: ${f.fix}`));
+      mark(f.field);
+    }
+    mark(field);
   };
   const el = h("form", { id: "actions", onsubmit: (ev) => ev.preventDefault() },
     h("table", {}, h("caption", { class: "muted" }, "One action per source column"),
-      h("thead", {}, h("tr", {}, ["column", "type affinity", "action", "options"].map((t) => h("th", { scope: "col" }, t)))),
+      h("thead", {}, h("tr", {}, ["column", "type affinity", "suggested", "action", "options", "refused"].map((t) => h("th", { scope: "col" }, t)))),
       h("tbody", {}, rows.map((x) => x.tr))));
-  return { el, actions: () => rows.map((x) => x.value()), markInvalid };
+  return { el, actions: () => rows.map((x) => x.value()), showRefusals };
 }
 
 function showPreview(box, p) {
@@ -209,6 +265,12 @@ function showPreview(box, p) {
       { label: "data point", value: (d) => d.data_point_name || d.device_data_point_id },
     ], p.data_points) : null,
     h("p", { id: "preview-ignored" }, `not synced: ${p.ignored.length ? p.ignored.join(", ") : "none"}`),
+    h("p", { id: "preview-retired", class: p.retired_columns.length ? "warn" : null },
+      "no longer written (kept with their last values): ",
+      p.retired_columns.length ? p.retired_columns.map((c) => `${c.name} (${c.pg_type}, from ${c.source_column_name})`).join(", ") : "none"),
+    h("p", { id: "preview-refusals", class: p.refusals.length ? "bad" : null },
+      p.refusals.length ? `refused: ${p.refusals.length} column(s) — see "refused" above; Approve stays disabled until they are fixed`
+        : "the approval would pass"),
     p.deferred.length ? h("p", { id: "preview-deferred", class: "warn" },
       `deferred (the lineage stays paused until decided): ${p.deferred.join(", ")}`) : null);
 }
