@@ -34,6 +34,27 @@ async def test_list_and_detail(client: httpx.AsyncClient, tenant, stage) -> None
     assert r.status_code == 404 and r.json()["error"]["code"] == "REVIEW_NOT_FOUND"
 
 
+async def test_status_open_lists_what_waits_for_an_operator(client: httpx.AsyncClient,
+                                                             tenant, stage) -> None:
+    """``status=open``: queued and in review, the console's and the TUI's default."""
+    queued, claimed, approved = [await stage(tenant, name=f"gw-{n}") for n in range(3)]
+    for s in (claimed, approved):
+        r = await client.post(tenant.url(f"/edge/schema-reviews/{s.review_id}/claim"),
+                              headers=tenant.headers(**idem()), json={"action_version": 1})
+        assert r.status_code == 200, r.text
+    r = await client.post(tenant.url(f"/edge/schema-reviews/{approved.review_id}/approve"),
+                          headers=tenant.headers(**idem()), json={"action_version": 2})
+    assert r.status_code == 200, r.text
+    r = await client.get(tenant.url("/edge/schema-reviews"), headers=tenant.reader(),
+                         params={"status": "open"})
+    assert r.status_code == 200, r.text
+    assert sorted((x["id"], x["status"]) for x in r.json()["data"]) == sorted(
+        [(str(queued.review_id), "queued"), (str(claimed.review_id), "in_review")])
+    r = await client.get(tenant.url("/edge/schema-reviews"), headers=tenant.reader(),
+                         params={"status": "opened"})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "status"
+
+
 async def test_claim_then_approve_with_column_actions(client: httpx.AsyncClient, tenant,
                                                       stage, pool: asyncpg.Pool) -> None:
     s = await stage(tenant)

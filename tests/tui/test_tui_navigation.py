@@ -56,19 +56,19 @@ async def test_device_filter_pages_views_and_review_jump(
             table = lineages.query_one("#main-table", DataTable)
             await until(pilot, lambda: len(rows(table)) == 2, "two lineages", refresh=True)
 
-            # d: one device's lineages; an unknown name says so
-            await pilot.press("d")
+            # D: one device's lineages; an unknown name says so (d means staged rows elsewhere)
+            await pilot.press("D")
             await until(pilot, lambda: on(pilot, AskScreen), "device prompt")
             await pilot.press(*"nobody", "enter")
             await until(pilot, lambda: "no device named 'nobody'" in status(lineages),
                         "unknown device")
-            await pilot.press("d")
+            await pilot.press("D")
             await until(pilot, lambda: on(pilot, AskScreen), "device prompt")
             await pilot.press(*other.device_name, "enter")
             await until(pilot, lambda: [c[1] for c in rows(table).values()] == ["device_state"]
                         and f"device: {other.device_name}" in screen_text(lineages),
                         "only the other device")
-            await pilot.press("d")
+            await pilot.press("D")
             ask = await until(pilot, lambda: on(pilot, AskScreen), "device prompt")
             assert ask.query_one(Input).value == other.device_name
             ask.query_one(Input).value = ""
@@ -76,7 +76,7 @@ async def test_device_filter_pages_views_and_review_jump(
             await until(pilot, lambda: len(rows(table)) == 2, "every device again")
             await pilot.press("question_mark")
             help_ = await until(pilot, lambda: composed(pilot, HelpScreen), "help")
-            assert "d       device…" in help_.plain and "F       fleet…" in help_.plain
+            assert "D       device…" in help_.plain and "F       fleet…" in help_.plain
             await pilot.press("escape")
             await until(pilot, lambda: on(pilot, LineagesScreen), "help closed")
 
@@ -126,6 +126,8 @@ async def test_device_filter_pages_views_and_review_jump(
             await pilot.press("2")
             reviews = await until(pilot, lambda: on(pilot, ReviewsScreen), "reviews")
             rtable = reviews.query_one("#main-table", DataTable)
+            await until(pilot, lambda: len(rows(rtable)) == 1, "the open review")
+            await pilot.press("f")  # All: the approved one too
             await until(pilot, lambda: len(rows(rtable)) == 2, "two reviews")
             await pilot.press("slash")
             assert isinstance(tui.focused, Input)

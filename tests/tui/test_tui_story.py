@@ -91,11 +91,15 @@ async def test_review_approve_written_reset_delete(tui_server: Server, tmp_path:
             await pilot.press("slash", *["backspace"] * 5, "enter")
             await until(pilot, lambda: len(rows(table)) == 3, "search cleared")
 
-            # ---- Schema reviews: f cycles the status shown
+            # ---- Schema reviews: open ones first (as the console), f cycles the status
             await pilot.press("2")
             reviews = await until(pilot, lambda: on(pilot, ReviewsScreen), "reviews screen")
             rtable = reviews.query_one("#main-table", DataTable)
-            await until(pilot, lambda: len(rows(rtable)) == 3, "three reviews")
+            await until(pilot, lambda: "filter: Open (queued or in review)" in screen_text(
+                reviews) and len(rows(rtable)) == 3, "three open reviews")
+            await pilot.press("f")
+            await until(pilot, lambda: "filter: All" in screen_text(reviews)
+                        and len(rows(rtable)) == 3, "all")
             await pilot.press("f")
             await until(pilot, lambda: "filter: Queued" in screen_text(reviews)
                         and len(rows(rtable)) == 3, "queued filter")
@@ -103,12 +107,12 @@ async def test_review_approve_written_reset_delete(tui_server: Server, tmp_path:
             await until(pilot, lambda: "filter: In review" in screen_text(reviews)
                         and not rows(rtable), "in-review filter: none yet")
             seen = []
-            for _ in range(4):  # Approved, Rejected, Abandoned, All
+            for _ in range(4):  # Approved, Rejected, Abandoned, Open
                 await pilot.press("f")
                 seen.append(reviews.filter_label)
-            assert seen == ["Approved", "Rejected", "Abandoned", "All"]
-            await until(pilot, lambda: "filter: All" in screen_text(reviews)
-                        and len(rows(rtable)) == 3, "back to all")
+            assert seen == ["Approved", "Rejected", "Abandoned", "Open (queued or in review)"]
+            await until(pilot, lambda: "filter: Open" in screen_text(reviews)
+                        and len(rows(rtable)) == 3, "back to open")
 
             # ---- settings: claim, then approve with a rename, a type and an ignore
             await open_row(pilot, rtable, by_table(rtable, 2, "settings") or "")

@@ -84,7 +84,9 @@ _STATUS_CODES = {400: "BAD_REQUEST", 401: "UNAUTHENTICATED", 403: "PERMISSION_DE
 
 
 def _field(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc]
+    # pydantic names the member of a union that failed (``str-enum[ReviewStatus]``,
+    # ``literal['open']``): not part of the field a caller sent.
+    parts = [str(p) for p in loc if "[" not in str(p)]
     if parts and parts[0] in ("body", "query", "path", "header"):
         parts = parts[1:] or parts
     return ".".join(parts)

@@ -20,7 +20,7 @@ FROM edge_schema_reviews r
 JOIN edge_table_lineages l ON l.id = r.lineage_id
 JOIN edge_devices d ON d.id = l.device_id
 JOIN edge_schema_versions v ON v.id = r.schema_version_id
-WHERE l.project_id = $1 AND ($2::text IS NULL OR r.status = $2)
+WHERE l.project_id = $1 AND ($2::text[] IS NULL OR r.status = ANY($2::text[]))
   AND ($3::uuid IS NULL OR r.lineage_id = $3) AND ($4::uuid IS NULL OR l.device_id = $4)
   AND ($5::text IS NULL OR d.name = $5)
   AND ($6::text IS NULL OR strpos(lower(concat_ws(' ', d.name, l.source_table,
@@ -50,11 +50,17 @@ def review_not_found() -> ApiError:
     return ApiError(404, "REVIEW_NOT_FOUND", "schema review not found")
 
 
+# ``status=open``: what waits for an operator (the console's and the TUI's default).
+OPEN = "open"
+_OPEN_STATUSES = [governance.ReviewStatus.QUEUED.value, governance.ReviewStatus.IN_REVIEW.value]
+
+
 async def list_reviews(conn: Conn, project_id: uuid.UUID, *, status: str | None,
                        lineage_id: uuid.UUID | None, offset: int, limit: int,
                        device_id: uuid.UUID | None = None, device_name: str | None = None,
                        q: str | None = None) -> tuple[list[ReviewOut], int]:
-    args = (project_id, status, lineage_id, device_id, device_name, q)
+    statuses = None if status is None else _OPEN_STATUSES if status == OPEN else [status]
+    args = (project_id, statuses, lineage_id, device_id, device_name, q)
     total = await conn.fetchval("SELECT count(*)" + _FROM, *args)
     rows = await conn.fetch(
         "SELECT r.*, l.project_id, l.device_id, d.name AS device_name, l.source_table, "

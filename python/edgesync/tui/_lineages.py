@@ -31,7 +31,9 @@ class LineagesScreen(SearchScreen):
     BINDINGS = [
         Binding("f", "cycle_status", "status"),
         Binding("F", "fleet", "fleet…"),
-        Binding("d", "device", "device…"),
+        # D, as F for the fleet: d and w are the staged and written rows on the detail
+        # screens (the reference's keys), one meaning per key across the console.
+        Binding("D", "device", "device…"),
         Binding("n", "page(1)", "next page"),
         Binding("p", "page(-1)", "prev page"),
         Binding("2", "app.reviews", "reviews"),

@@ -16,9 +16,11 @@ from edgesync.tui._table import Table
 
 __all__ = ["FILTERS", "ReviewsScreen"]
 
+# Open first, as the console: what waits for an operator.
 FILTERS: list[tuple[str | None, str]] = [
-    (None, "All"), ("queued", "Queued"), ("in_review", "In review"), ("approved", "Approved"),
-    ("rejected", "Rejected"), ("abandoned", "Abandoned")]
+    ("open", "Open (queued or in review)"), (None, "All"), ("queued", "Queued"),
+    ("in_review", "In review"), ("approved", "Approved"), ("rejected", "Rejected"),
+    ("abandoned", "Abandoned")]
 _STATUS_STYLE = {"queued": "yellow", "in_review": "cyan", "approved": "green",
                  "rejected": "red", "abandoned": "dim"}
 

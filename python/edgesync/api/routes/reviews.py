@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
@@ -45,7 +45,8 @@ _WRITE_ERRORS = error_responses(400, 401, 403, 404, 409, 422)
             summary="List schema reviews")
 async def list_(
     access: CanRead, conn: Db, paging: Paging,
-    status: Annotated[governance.ReviewStatus | None, Query()] = None,
+    status: Annotated[governance.ReviewStatus | Literal["open"] | None, Query(
+        description="a status, or open: queued or in review")] = None,
     lineage_id: Annotated[uuid.UUID | None, Query()] = None,
     device_id: Annotated[uuid.UUID | None, Query(description="only this device's")] = None,
     device_name: Annotated[str | None, Query(
