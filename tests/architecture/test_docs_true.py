@@ -1,5 +1,8 @@
 """Docs that a test holds to what the code says, so they cannot drift unseen.
 
+* ``docs/benchmarks.md`` stays a reference of methods and current figures, not a log: at
+  most ``BENCHMARKS_MAX_LINES`` lines (git keeps the history of past runs), and every
+  ``benches/bench_*.py`` named in one of its section headings.
 * The owners table of ``docs/architecture.md`` ("Owners") maps the same tables to the same
   modules as ``OWNERS`` of ``test_table_owners.py``, the map that test checks against the
   SQL text of the package.
@@ -30,6 +33,7 @@ from edgesync.api.routes.uploads import upload_router
 from edgesync.control import ObjectStore
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
+BENCHMARKS_MAX_LINES = 300
 PROJECT_PREFIX = "/core/api/v1/projects/{project_id}"
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
@@ -68,6 +72,20 @@ def documented_owners(text: str) -> dict[str, str]:
                 module += "."  # run-time names: the owner is a package, any of its modules
             owners[table] = module
     return owners
+
+
+def test_benchmarks_md_is_a_reference_not_a_log() -> None:
+    lines = (DOCS / "benchmarks.md").read_text().count("\n")
+    assert lines <= BENCHMARKS_MAX_LINES, (
+        f"docs/benchmarks.md has {lines} lines: keep each benchmark's method and one table "
+        "of its current figures; older runs are in git")
+
+
+def test_every_benchmark_has_its_section_in_benchmarks_md() -> None:
+    benches = {p.name for p in (DOCS.parent / "benches").glob("bench_*.py")}
+    headings = re.findall(r"^## .*", (DOCS / "benchmarks.md").read_text(), re.MULTILINE)
+    named = {name for name in benches if any(f"`{name}`" in h for h in headings)}
+    assert len(benches) >= 8 and named == benches, f"no section: {sorted(benches - named)}"
 
 
 def test_the_owners_table_is_the_map_the_owners_test_checks() -> None:
