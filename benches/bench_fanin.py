@@ -663,7 +663,8 @@ class Figures:
 
         # Latency at half the measured state maximum, the watcher polling every 5 ms, right
         # after the state figure it derives from (after the telemetry saturation, the
-        # first seconds measured that burst's aftermath: docs/benchmarks.md, session 6).
+        # first seconds measured that burst's aftermath: session 6 in
+        # ``git show 758afd0:docs/benchmarks.md``).
         half = max(0.5 * out["state_batches_per_s"], 0.5)
         if cfg.latency_rate is not None:  # side-by-side trials at one rate
             half = cfg.latency_rate

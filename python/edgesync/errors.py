@@ -2,8 +2,8 @@
 
 The Rust extension (``edgesync._core``) raises these same classes: its single
 error enum is converted in one place in the binding crate, so Python callers
-never see a Rust-specific type. ``tests/test_errors_tree.py`` checks the classes
-against this tree.
+never see a Rust-specific type. ``tests/architecture/test_errors_tree.py`` checks the
+classes against this tree.
 
     EdgesyncError
     ├── ConfigError                bad YAML / CLI option / server setting; ``field`` names the key

@@ -111,9 +111,10 @@ def telemetry_load(path: Path, stop: threading.Event, errors: list[BaseException
 async def test_worker_killed_9_on_the_amqp_queue_loses_and_doubles_nothing(
         tmp_path: Path, pool: asyncpg.Pool, database_url: str, amqp_url: str,
         plugin_mqtt_url: str, unique: str, telemetry: bool) -> None:
-    """``rows+telemetry`` fails today only because two workers commit telemetry batches
-    out of order and ``stale_batch_seq`` then refuses the lower one for ever (the
-    failure names the rejection codes); ``rows`` is the same run without telemetry."""
+    """``rows+telemetry`` adds a telemetry table: the two workers commit its batches out of
+    order, and each must still be accepted (a lower ``batch_seq`` that is not taken is
+    a delayed batch, docs/protocol.md; a failure names the rejection codes); ``rows`` is
+    the same run without telemetry."""
     rnd = random.Random()
     queue = f"edgesync.test.{unique}"
     workers = [Worker(f"w{n}", tmp_path / f"w{n}.log", [

@@ -117,9 +117,9 @@ async def rejected(pool: asyncpg.Pool, dev: Device) -> dict[str, int]:
 async def test_two_workers_on_a_shared_subscription_with_duplicated_shuffled_batches(
         tmp_path: Path, pool: asyncpg.Pool, database_url: str, private_mqtt: str,
         unique: str, telemetry: bool) -> None:
-    """``rows+telemetry`` fails today only because shuffled telemetry (or two workers
-    committing out of order) meets ``stale_batch_seq``, which refuses a lower batch_seq
-    for ever (the failure names the rejection codes)."""
+    """``rows+telemetry`` adds a telemetry table: its shuffled batches, committed out of
+    order by two workers, must each be accepted once (a lower ``batch_seq`` that is not
+    taken is a delayed batch, docs/protocol.md; a failure names the rejection codes)."""
     group = f"g-{unique}"
     workers = [Worker(f"w{n}", tmp_path / f"w{n}.log", [
         "--database-url", database_url, "--mqtt-url", private_mqtt,
