@@ -71,8 +71,16 @@ async def test_console_story(console_server: Server, browser: Browser, tmp_path:
         await browser.type("#login-project", str(boot.project_id) + Keys.ENTER)
         await browser.until(lambda d: "unknown, expired or revoked" in browser.text("#login-error"),
                             "a wrong token refused")
-        await browser.type("#login-token", boot.token.token + Keys.ENTER)
+        # A project by a name it does not have: the ones there are (issue 27)
+        await browser.type("#login-token", boot.token.token)
+        await browser.type("#login-project", "nosuch" + Keys.ENTER)
+        await browser.until(lambda d: 'no project "nosuch"' in browser.text("#login-error")
+                            and f"there are: e2e-web-{unique}" in browser.text("#login-error"),
+                            "an unknown project name refused with the names there are")
+        # by its topic slug, as the CLI and the TUI take it; the header names the project
+        await browser.type("#login-project", f"e2e-web-{unique}" + Keys.ENTER)
         await browser.until(lambda d: d.find_element(By.ID, "nav").is_displayed(), "logged in")
+        assert browser.text("#who") == f"project e2e-web-{unique}"
         assert await browser.do(browser.driver.execute_script,
                                 "return sessionStorage.length") == 1
 

@@ -85,6 +85,10 @@ async def test_registry_review_rejected_and_abandoned(tui_server: Server,
                     "beta abandoned")
         assert "each waiting device gets its own review" in detail.status_text
         await pilot.press("escape")
+        # Decided, they leave the open reviews shown first; f: all of them
+        await until(pilot, lambda: on(pilot, RegistryScreen) and not rows(table),
+                    "none open")
+        await pilot.press("f")
         await until(pilot, lambda: on(pilot, RegistryScreen)
                     and {c[2]: c[4] for c in rows(table).values()} == {
                         "alpha": "rejected", "beta": "abandoned"}, "both decided",

@@ -112,6 +112,10 @@ async def test_search_policy_and_registry(tui_server: Server,
         def tables() -> tuple[list[str], list[str]]:
             return sorted(c[2] for c in rows(table).values()), sorted(rows(mirrors))
 
+        # The open review first; f: all of them (the search covers the filter shown)
+        await until(pilot, lambda: tables() == (["pumps"], ["valve_x", "valvesx"]),
+                    "the open review", refresh=True)
+        await pilot.press("f")
         await until(pilot, lambda: tables() == (["pumps", "valve_x", "valvesx"],
                                                 ["valve_x", "valvesx"]),
                     "three reviews, two mirrors", refresh=True)

@@ -11,7 +11,8 @@ from edgesync.api._review_models import ReviewOut
 from edgesync.errors import NotFoundError
 from edgesync.store import Conn
 
-__all__ = ["check_action_version", "get_review", "list_reviews", "review_detail", "review_out"]
+__all__ = ["OPEN", "OPEN_STATUSES", "check_action_version", "get_review", "list_reviews",
+           "review_detail", "review_out"]
 
 # ``q`` (``$6``): a case-insensitive substring of the device name, source table,
 # classification or who claimed or decided, so a console's search covers every page.
@@ -52,14 +53,15 @@ def review_not_found() -> ApiError:
 
 # ``status=open``: what waits for an operator (the console's and the TUI's default).
 OPEN = "open"
-_OPEN_STATUSES = [governance.ReviewStatus.QUEUED.value, governance.ReviewStatus.IN_REVIEW.value]
+OPEN_STATUSES = (governance.ReviewStatus.QUEUED.value, governance.ReviewStatus.IN_REVIEW.value)
 
 
 async def list_reviews(conn: Conn, project_id: uuid.UUID, *, status: str | None,
                        lineage_id: uuid.UUID | None, offset: int, limit: int,
                        device_id: uuid.UUID | None = None, device_name: str | None = None,
                        q: str | None = None) -> tuple[list[ReviewOut], int]:
-    statuses = None if status is None else _OPEN_STATUSES if status == OPEN else [status]
+    statuses = (None if status is None else list(OPEN_STATUSES) if status == OPEN
+                else [status])
     args = (project_id, statuses, lineage_id, device_id, device_name, q)
     total = await conn.fetchval("SELECT count(*)" + _FROM, *args)
     rows = await conn.fetch(

@@ -31,7 +31,7 @@ from edgesync.api._registry_models import (
     RegistryReviewOut,
 )
 from edgesync.api._review_models import ClaimBody, PreviewBody
-from edgesync.api._review_queries import check_action_version
+from edgesync.api._review_queries import OPEN, OPEN_STATUSES, check_action_version
 from edgesync.api._search import MAX_SEARCH, SearchText
 from edgesync.errors import NotFoundError
 from edgesync.store import Conn
@@ -171,7 +171,8 @@ def _make_router(prefix: str, tag: str, read: _ScopeDep, manage: _ScopeDep,
            summary="List registry reviews")
     async def list_reviews(
         scope: Read, conn: Db, paging: Paging, only: Only,
-        status: Annotated[governance.ReviewStatus | None, Query()] = None,
+        status: Annotated[governance.ReviewStatus | Literal["open"] | None, Query(
+            description="a status, or open: queued or in review")] = None,
         q: Annotated[SearchText, Query(
             max_length=MAX_SEARCH,
             description="only registry reviews whose source or target table, "
@@ -180,7 +181,10 @@ def _make_router(prefix: str, tag: str, read: _ScopeDep, manage: _ScopeDep,
                         "this (any case)")] = None,
     ) -> Page[RegistryReviewOut]:
         items = await governance.list_registry_reviews(
-            conn, scope.access.project_id, status=status, fleet_id=scope.fleet_id or only, q=q)
+            conn, scope.access.project_id, status=None if status == OPEN else status,
+            fleet_id=scope.fleet_id or only, q=q)
+        if status == OPEN:
+            items = [x for x in items if x.status in OPEN_STATUSES]
         page = items[paging.offset:paging.offset + paging.limit]
         return paging.of([model_of(RegistryReviewOut, x) for x in page], len(items))
 

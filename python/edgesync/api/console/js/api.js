@@ -60,7 +60,9 @@ async function send(method, path, body, type, s) {
   if (method !== "GET" && !READ_ONLY.some((end) => path.endsWith(end))) headers["Idempotency-Key"] = newKey();
   let res;
   try {
-    res = await fetch(projectPath(path, s), { method, headers, body });
+    // "/core/…" is a path of its own (the project list); the rest is the project's.
+    const url = path.startsWith("/core/") ? path : projectPath(path, s);
+    res = await fetch(url, { method, headers, body });
   } catch (e) {
     throw new ApiError(0, "NETWORK", `the server did not answer (${e.message})`);
   }
@@ -86,4 +88,20 @@ export async function all(path, max = 5000) {
     if (!doc.data.length || out.length >= doc.meta.total) break;
   }
   return out;
+}
+
+// The project a login names by its id, name or topic slug, as the CLI and the TUI take it:
+// { id, name }, or an ApiError saying there is none, or several (with their ids).
+export async function findProject(ref, s) {
+  const doc = await send("GET", "/core/api/v1/projects?limit=200", undefined, undefined,
+    { ...s, project: "-" });
+  const found = doc.data.filter((p) => [p.id, p.name, p.topic_slug].includes(ref));
+  if (found.length === 1) return found[0];
+  if (found.length > 1) {
+    throw new ApiError(409, "PROJECT_AMBIGUOUS", `"${ref}" names several projects: `
+      + found.map((p) => `${p.id} (${p.name})`).join(", ") + "; give the project's ID");
+  }
+  const known = doc.data.map((p) => p.name).join(", ");
+  throw new ApiError(404, "PROJECT_NOT_FOUND", `no project "${ref}" (by ID, name or topic `
+    + `slug) for this token${known ? `; there are: ${known}` : ""}`);
 }

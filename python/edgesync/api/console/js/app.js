@@ -1,7 +1,7 @@
 // The console's shell: login, navigation (hash routes, so every page has an address and
 // the browser's back button works), and one page rendered into <main> at a time.
 
-import { ApiError, api, clearSession, saveSession, session } from "./api.js";
+import { ApiError, api, clearSession, findProject, saveSession, session } from "./api.js";
 import { clear, h, say, sayNothingOld } from "./ui.js";
 
 const PAGES = [
@@ -42,8 +42,8 @@ function showLogin(message) {
       autocomplete: "off", required: true })),
     h("label", {}, "Organization ID (ORG-ID)", h("input", { name: "org", id: "login-org",
       required: true, value: prefill.get("org") || "" })),
-    h("label", {}, "Project ID", h("input", { name: "project", id: "login-project",
-      required: true, value: prefill.get("project") || "" })),
+    h("label", {}, "Project (ID, name or topic slug)", h("input", { name: "project",
+      id: "login-project", required: true, value: prefill.get("project") || "" })),
     error,
     h("button", { type: "submit", id: "login-submit" }, "Log in"));
   form.addEventListener("submit", async (ev) => {
@@ -53,7 +53,10 @@ function showLogin(message) {
                 project: String(data.get("project")).trim() };
     error.textContent = "";
     try {
-      await api("GET", "/edge/policy", undefined, s); // any read: checks token, org, project
+      const project = await findProject(s.project, s); // checks the token and the org too
+      s.project = project.id;
+      s.projectName = project.name;
+      await api("GET", "/edge/policy", undefined, s); // any read of the project
     } catch (e) {
       error.textContent = e instanceof ApiError ? loginProblem(e) : String(e);
       return;
@@ -70,9 +73,9 @@ function showLogin(message) {
 function loginProblem(e) {
   if (e.status === 401) return "The token is unknown, expired or revoked.";
   if (e.code === "ORG_MISMATCH") return e.text; // names the token's own organization
+  if (e.code === "PROJECT_NOT_FOUND" || e.code === "PROJECT_AMBIGUOUS") return e.message;
   if (e.status === 404) return "No such project in that organization for this token.";
   if (e.code === "INVALID_ORG_ID") return "The organization ID must be a UUID.";
-  if (e.status === 422) return "The project ID must be a UUID.";
   return e.text;
 }
 
@@ -85,7 +88,8 @@ async function route(ev) {
   if (!s) { showLogin(); return; }
   document.getElementById("nav").hidden = false;
   document.getElementById("logout").hidden = false;
-  document.getElementById("who").textContent = `project ${s.project.slice(0, 8)}…`;
+  document.getElementById("who").textContent =
+    `project ${s.projectName || `${s.project.slice(0, 8)}…`}`;
   const { path, query } = parseHash();
   const found = PAGES.map(([re, load, tab]) => [path.match(re), load, tab]).find(([m]) => m);
   if (!found) { location.hash = "#/overview"; return; }
