@@ -79,10 +79,12 @@ async def test_unreachable_api_then_retry(tui_server: Server, tmp_path, mqtt_url
         assert "there are: e2e-" in problem.plain
         assert not [sc for sc in pilot.app.screen_stack if isinstance(sc, LineagesScreen)]
 
-    # the right settings: the Lineages screen, empty, and its help overlay
+    # the right settings: the Lineages screen, empty, and its help overlay; the header
+    # names the project (it showed its id)
     tui = console.app()
     async with tui.run_test(size=(120, 40)) as pilot:
         lineages = await until(pilot, lambda: on(pilot, LineagesScreen), "lineages")
+        assert " · project e2e-set" in tui.sub_title and s.project not in tui.sub_title
         await until(pilot, lambda: "0 of 0 lineages" in screen_text(lineages), "loaded")
         assert lineages.query_one("#main-table", DataTable).row_count == 0
         await pilot.press("question_mark")

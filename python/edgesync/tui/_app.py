@@ -89,19 +89,30 @@ class EdgesyncTui(App[int]):
         self._client = self._client or ApiClient(s.api_url, token=s.token, org_id=s.org_id,
                                                  timeout=15.0)
         try:  # a project named by its name or topic slug: its id, before any screen
-            project = await asyncio.to_thread(self._client.resolve_project, s.project)
+            project, name = await asyncio.to_thread(self._project, s.project)
         except ApiClientError as exc:
             title = _PROBLEM_TITLES.get(exc.code, "The API refused the console")
             self.push_screen(ProblemScreen(title, [f"API: {s.api_url}", str(exc)],
                                            can_retry=False))
             return
         self._api = self._client.project(project)
+        self.sub_title = f"{s.api_url} · project {name or project}"
         self._loop = asyncio.get_running_loop()
         self.feed = EventFeed(self._api, self._from_feed, self._feed_failed)
         self.feed.start()
         from edgesync.tui._lineages import LineagesScreen
 
         self.push_screen(LineagesScreen())
+
+    def _project(self, ref: str) -> tuple[str, str | None]:
+        """The project's id and, for the header, its name (the id alone said little)."""
+        assert self._client is not None
+        project = self._client.resolve_project(ref)
+        try:
+            names = {str(p["id"]): str(p["name"]) for p in self._client.projects()}
+        except ApiClientError:  # the first screen says what is wrong, with its retry
+            return project, None
+        return project, names.get(project)
 
     def on_unmount(self) -> None:
         if self.feed is not None:
