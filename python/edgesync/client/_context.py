@@ -108,8 +108,12 @@ def flagged_actions(ctx: Ctx, review: dict[str, Any], defer: list[str]
                              actions_file=a.actions, mirror=a.mirror, ignore=a.ignore,
                              defer=defer, map_=resolve_map_specs(ctx.api, a.map),
                              auto_map=a.auto_map, suggested=suggested)
-    if actions is not None and not ctx.json:
-        kinds = {str(s["source_column_name"]): s for s in suggested or []}
+    kinds = {str(s["source_column_name"]): s for s in suggested or []}
+    # A first review mirrors every column as approving without actions does: nothing to say.
+    plain = all(s["suggestion"] == "new" for s in kinds.values()) and actions == [
+        {"source_column_name": str(c["name"]), "action": "mirror"}
+        for c in _schema_columns(review)]
+    if actions is not None and not ctx.json and not plain:
         rows = []
         for act in actions:
             s = kinds.get(str(act["source_column_name"]))
