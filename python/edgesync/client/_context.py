@@ -16,9 +16,9 @@ from edgesync.errors import ConfigError
 
 __all__ = ["Ctx", "flagged_actions", "write_review_head", "write_suggestions"]
 
-_SCHEMA_COLUMNS = [("name", "name"), ("decl_type", "declared type"),
-                   ("decl_type_affinity", "affinity"), ("pk_ordinal", "pk"),
-                   ("not_null", "not null")]
+# The agent sends each column's affinity, not its declared type (docs/protocol.md).
+_SCHEMA_COLUMNS = [("name", "name"), ("decl_type_affinity", "affinity"),
+                   ("primary_key", "primary key"), ("not_null", "not null")]
 
 
 class Ctx:
@@ -80,7 +80,9 @@ def _schema_columns(review: dict[str, Any]) -> list[dict[str, Any]]:
 def write_review_head(ctx: Ctx, review: dict[str, Any], fields: list[str]) -> None:
     """A schema review's fields and the columns of its schema."""
     print_fields(review, fields, ctx.out)
-    ctx.section("columns", _schema_columns(review), _SCHEMA_COLUMNS)
+    ctx.section("columns", [{**c, "primary_key": "yes" if c.get("pk_ordinal") else "no",
+                             "not_null": "yes" if c.get("not_null") else "no"}
+                            for c in _schema_columns(review)], _SCHEMA_COLUMNS)
 
 
 _SUGGESTION_COLUMNS = [("source_column_name", "column"), ("action", "action"),
