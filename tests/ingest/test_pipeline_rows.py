@@ -191,9 +191,15 @@ async def test_review_conflicts_and_bad_actions(pool, device, batches):
         f.rows(("insert", {"id": 1, "mode": "a", "setpoint": 1.0}))))
     review = await queued_review(pool, out.lineage_id)
     async with pool.acquire() as conn:
-        with pytest.raises(ConflictError, match="in_review"):
+        # A queued review's refused approval changes nothing: still queued at 1, unclaimed.
+        with pytest.raises(InvalidRequestError, match="setpoint"):
             await governance.approve_review(conn, review.id, actor="t", action_version=1,
-                                            column_actions=None)
+                                            column_actions=[
+                                                {"source_column_name": "id", "action": "mirror"},
+                                                {"source_column_name": "mode", "action": "mirror"},
+                                            ])
+        still = await governance.get_review(conn, review.id)
+        assert (still.status, still.action_version, still.claimed_by) == ("queued", 1, None)
         await governance.claim_review(conn, review.id, actor="t", action_version=1)
         with pytest.raises(ConflictError, match="action_version"):
             await governance.claim_review(conn, review.id, actor="u", action_version=1)

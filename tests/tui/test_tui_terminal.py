@@ -15,8 +15,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from kits.e2e_kit import app, running_agent, wait_reviews
+from kits.e2e_kit import Device, app, eventually, reviews, running_agent, wait_reviews
 from kits.review_helpers import (
+    MACHINES_DROPPED_RENAMED,
     MACHINES_RETYPED,
     MACHINES_V1,
     MACHINES_V1_DECISION,
@@ -187,7 +188,8 @@ async def test_review_decisions_in_a_terminal(tui_server: Server, tmp_path: Path
     approve form starts from the carried decisions (a renamed mirror, an ignored column)
     and proposes a name for the retyped column; putting it back on its old column of
     another type is refused on that row with the fix, and ``a`` does nothing; fixed, it
-    approves the queued review at once; the lineage then lists the retired column."""
+    approves the queued review at once; then a column dropped and one renamed: carried and
+    new, the preview names the column it stops writing; the lineage lists both retired."""
     console = await make_console(tui_server, tmp_path, mqtt_url, "t27")
     dev, pool = console.device, console.pool
     app(dev.db, MACHINES_V1)
@@ -229,14 +231,37 @@ async def test_review_decisions_in_a_terminal(tui_server: Server, tmp_path: Path
             approved = await governance.get_review(conn, second.id)
         assert (approved.status, approved.action_version, approved.claimed_by) == (
             "approved", 3, "admin")
+        # note dropped, state renamed to status: carried and new; machine_state retires
+        app(dev.db, *MACHINES_DROPPED_RENAMED)
+        third = await eventually(lambda: _queued_other(pool, dev, {first.id, second.id}),
+                                 what="the third review")
+        await terminal.keys("Escape")
+        await terminal.gone("Columns and diff")
+        await terminal.keys("r")
+        await terminal.shows("Schema reviews", "breaking")
+        await terminal.keys("Enter")
+        await terminal.shows("Schema review", "dropped", "added", "queued")
+        await terminal.keys("a")
+        await terminal.shows("new", "carried", "no longer written", "machine_state text (from "
+                             "state)", "the approval would pass")
+        await terminal.keys("a")
+        await terminal.shows("approved: the lineage's rows")
+        async with pool.acquire() as conn:
+            assert (await governance.get_review(conn, third)).status == "approved"
         await terminal.keys("Escape")
         await terminal.gone("Columns and diff")
         await terminal.keys("1")
         await terminal.shows("Lineages", "machines")
         await terminal.keys("Enter")
-        await terminal.shows("Retired columns", "temp_c double precision (from temp_c)")
+        await terminal.shows("Retired columns", "temp_c double precision (from temp_c)",
+                             "machine_state text (from state)")
         await terminal.keys("q")
         deadline = time.monotonic() + 30
         while not done.exists() or not done.read_text().strip():
             assert time.monotonic() < deadline, await terminal.screen()
             await asyncio.sleep(0.2)
+
+
+async def _queued_other(pool: object, dev: Device, not_ids: set[uuid.UUID]) -> uuid.UUID | None:
+    found = (await reviews(pool, dev, status="queued")).get("machines")  # type: ignore[arg-type]
+    return found.id if found is not None and found.id not in not_ids else None

@@ -16,9 +16,9 @@ from edgesync.errors import ConfigError
 
 __all__ = ["Ctx", "flagged_actions", "write_review_head", "write_suggestions"]
 
-_SCHEMA_COLUMNS = [("name", "name"), ("decl_type", "declared type"),
-                   ("decl_type_affinity", "affinity"), ("pk_ordinal", "pk"),
-                   ("not_null", "not null")]
+# The agent sends each column's affinity, not its declared type (docs/protocol.md).
+_SCHEMA_COLUMNS = [("name", "name"), ("decl_type_affinity", "affinity"),
+                   ("primary_key", "primary key"), ("not_null", "not null")]
 
 
 class Ctx:
@@ -85,7 +85,9 @@ def _schema_columns(review: dict[str, Any]) -> list[dict[str, Any]]:
 def write_review_head(ctx: Ctx, review: dict[str, Any], fields: list[str]) -> None:
     """A schema review's fields and the columns of its schema."""
     print_fields(review, fields, ctx.out)
-    ctx.section("columns", _schema_columns(review), _SCHEMA_COLUMNS)
+    ctx.section("columns", [{**c, "primary_key": "yes" if c.get("pk_ordinal") else "no",
+                             "not_null": "yes" if c.get("not_null") else "no"}
+                            for c in _schema_columns(review)], _SCHEMA_COLUMNS)
 
 
 _SUGGESTION_COLUMNS = [("source_column_name", "column"), ("action", "action"),
@@ -113,8 +115,12 @@ def flagged_actions(ctx: Ctx, review: dict[str, Any], defer: list[str]
                              actions_file=a.actions, mirror=a.mirror, ignore=a.ignore,
                              defer=defer, map_=resolve_map_specs(ctx.api, a.map),
                              auto_map=a.auto_map, suggested=suggested)
-    if actions is not None and not ctx.json:
-        kinds = {str(s["source_column_name"]): s for s in suggested or []}
+    kinds = {str(s["source_column_name"]): s for s in suggested or []}
+    # A first review mirrors every column as approving without actions does: nothing to say.
+    plain = all(s["suggestion"] == "new" for s in kinds.values()) and actions == [
+        {"source_column_name": str(c["name"]), "action": "mirror"}
+        for c in _schema_columns(review)]
+    if actions is not None and not ctx.json and not plain:
         rows = []
         for act in actions:
             s = kinds.get(str(act["source_column_name"]))

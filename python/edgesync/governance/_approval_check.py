@@ -33,7 +33,8 @@ from edgesync.registry import ProjectPolicy
 from edgesync.store import Conn
 
 __all__ = ["ApprovalCheck", "Refusal", "RefusalCode", "RetiredColumn", "check_approval",
-           "free_name", "previous_mirrors", "refusals_of", "refused", "target_types",
+           "free_name", "plan_actions", "previous_mirrors", "refusals_of", "refused",
+           "target_types",
            "type_suffix"]
 
 
@@ -177,28 +178,22 @@ def _parse(raw_actions: list[dict[str, Any]], refusals: list[Refusal]) -> list[C
     return out
 
 
-async def check_approval(conn: Conn, *, project_id: uuid.UUID, pipeline: str, table: str,
-                         columns: list[dict[str, Any]],
-                         column_actions: list[dict[str, Any]] | None, registry: bool,
-                         lineage_ids: list[uuid.UUID]) -> ApprovalCheck:
-    """Check ``column_actions`` (None: mirror every column) for the schema ``columns``
-    against the target ``table`` as it is, the project's data points and policy; nothing is
-    written. ``lineage_ids``: the lineages the approval re-binds (for ``retired``)."""
-    refusals: list[Refusal] = []
-    if column_actions is None:
-        parsed = [ColumnAction(str(c["name"]), "mirror") for c in columns]
-    else:
-        parsed = _parse(column_actions, refusals)
+def plan_actions(columns: list[dict[str, Any]], actions: list[ColumnAction], *,
+                 pipeline: str | None, registry: bool
+                 ) -> tuple[list[MirrorColumn], list[Refusal]]:
+    """The rules of column actions that need no database: one action per column of the
+    schema, valid and distinct target names (not reserved: in telemetry targets when
+    ``pipeline`` is given), no defer at registry scope. The mirrored columns they make,
+    and every refusal. ``approve_schema`` applies the same (``_bindings._plan``)."""
     known = {str(c["name"]): c for c in columns}
-    existing = await target_types(conn, table)
+    refusals: list[Refusal] = []
     seen: set[str] = set()
     targets: dict[str, str] = {}
     mirrors: list[MirrorColumn] = []
-    allowed: bool | None = None
-    for i, act in enumerate(parsed):
+    for i, act in enumerate(actions):
         where = f"column_actions[{i}]"
         name = act.source_column_name
-        if act.action == "invalid":
+        if act.action == "invalid":  # refused when parsed
             continue
 
         def refuse(code: RefusalCode, detail: str, fix: str, part: str,
@@ -214,67 +209,104 @@ async def check_approval(conn: Conn, *, project_id: uuid.UUID, pipeline: str, ta
                    "keep one action for the column", ".source_column_name")
             continue
         seen.add(name)
-        affinity = str(known[name]["decl_type_affinity"])
         if act.action == "defer" and registry:
             refuse(RefusalCode.DEFER_NOT_ALLOWED, "defer is for device reviews; a registry "
                    "decision binds every column", "mirror, map or ignore it", ".action")
-        elif act.action == "mirror":
-            want = act.mirror_column_name or name
-            try:
-                target = check_column_name(want, field=f"{where}.mirror_column_name")
-            except IdentifierError as exc:
-                refuse(RefusalCode.INVALID_NAME, str(exc),
-                       f"give it another mirror_column_name (e.g. {name}_value)",
-                       ".mirror_column_name")
-                continue
-            pg_type = act.target_type or pg_type_for(affinity)
-            if target in targets:
-                refuse(RefusalCode.NAME_TAKEN, f"{target!r} is used by another column "
-                       f"({targets[target]})", "give one of them another mirror_column_name",
-                       ".mirror_column_name")
-                continue
-            targets[target] = name
-            if pipeline == "telemetry" and target in TS_PLATFORM_COLUMNS:
-                refuse(RefusalCode.RESERVED_NAME, f"column {target!r} is reserved in "
-                       "telemetry targets", f"give it a mirror_column_name (e.g. {name}_value)",
-                       ".mirror_column_name")
-                continue
-            mirrors.append(MirrorColumn(name, target, pg_type))
-        elif act.action == "map":
+        if act.action != "mirror":
+            continue
+        try:
+            target = check_column_name(act.mirror_column_name or name,
+                                       field=f"{where}.mirror_column_name")
+        except IdentifierError as exc:
+            refuse(RefusalCode.INVALID_NAME, str(exc),
+                   f"give it another mirror_column_name (e.g. {name}_value)",
+                   ".mirror_column_name")
+            continue
+        if target in targets:
+            refuse(RefusalCode.NAME_TAKEN, f"{target!r} is used by another column "
+                   f"({targets[target]})", "give one of them another mirror_column_name",
+                   ".mirror_column_name")
+            continue
+        targets[target] = name
+        if pipeline == "telemetry" and target in TS_PLATFORM_COLUMNS:
+            refuse(RefusalCode.RESERVED_NAME, f"column {target!r} is reserved in "
+                   "telemetry targets", f"give it a mirror_column_name (e.g. {name}_value)",
+                   ".mirror_column_name")
+            continue
+        affinity = str(known[name]["decl_type_affinity"])
+        mirrors.append(MirrorColumn(name, target, act.target_type or pg_type_for(affinity)))
+    refused_names = {r.source_column_name for r in refusals}
+    refusals += [Refusal(name, RefusalCode.MISSING_ACTION, f"no action for column {name!r}",
+                         "give it an action (mirror, map, ignore…)", "column_actions")
+                 for name in known if name not in seen and name not in refused_names]
+    return mirrors, refusals
+
+
+async def _data_point_refusals(conn: Conn, project_id: uuid.UUID,
+                               columns: list[dict[str, Any]], actions: list[ColumnAction]
+                               ) -> list[Refusal]:
+    """``map`` and ``auto_create_and_map`` against the project's data points and policy
+    (what ``_mapping.resolve_mapped`` would refuse at approval), read only."""
+    affinity = {str(c["name"]): str(c["decl_type_affinity"]) for c in columns}
+    refusals: list[Refusal] = []
+    allowed: bool | None = None
+    for i, act in enumerate(actions):
+        name, where = act.source_column_name, f"column_actions[{i}]"
+        if name not in affinity:
+            continue
+        if act.action == "map":
             vt = await conn.fetchval(
                 "SELECT value_type FROM edge_device_data_points WHERE id = $1 "
                 "AND project_id = $2", act.device_data_point_id, project_id)
             if vt is None:
-                refuse(RefusalCode.DATA_POINT_NOT_FOUND,
-                       f"no data point {act.device_data_point_id} in this project",
-                       "choose a data point of this project (GET …/edge/data-points)",
-                       ".device_data_point_id")
+                refusals.append(Refusal(
+                    name, RefusalCode.DATA_POINT_NOT_FOUND,
+                    f"no data point {act.device_data_point_id} in this project",
+                    "choose a data point of this project (GET …/edge/data-points)",
+                    f"{where}.device_data_point_id"))
         elif act.action == "auto_create_and_map":
             if allowed is None:
                 policy = await conn.fetchval("SELECT policy FROM edge_projects WHERE id = $1",
                                              project_id)
                 allowed = ProjectPolicy.from_stored(policy).allow_auto_create_device_data_points
             if not allowed:
-                refuse(RefusalCode.AUTO_CREATE_NOT_ALLOWED, "auto_create_and_map needs project "
-                       "policy allow_auto_create_device_data_points = true",
-                       "map it to an existing data point, or change the policy", ".action")
+                refusals.append(Refusal(
+                    name, RefusalCode.AUTO_CREATE_NOT_ALLOWED, "auto_create_and_map needs "
+                    "project policy allow_auto_create_device_data_points = true",
+                    "map it to an existing data point, or change the policy", f"{where}.action"))
                 continue
             point = act.data_point_name or name
-            vt = value_type_for(act.target_type or pg_type_for(affinity))
+            vt = value_type_for(act.target_type or pg_type_for(affinity[name]))
             have = await conn.fetchval(
                 "SELECT value_type FROM edge_device_data_points WHERE project_id = $1 "
                 "AND name = $2", project_id, point)
             if have is not None and have != vt:
-                refuse(RefusalCode.DATA_POINT_TYPE_CONFLICT,
-                       f"data point {point!r} exists with value type {have}, not {vt}",
-                       "map to it explicitly or choose another data_point_name", ".action")
-    for name in known:
-        if name not in seen and not any(r.source_column_name == name for r in refusals):
-            refusals.append(Refusal(name, RefusalCode.MISSING_ACTION,
-                                    f"no action for column {name!r}",
-                                    "give it an action (mirror, map, ignore…)", "column_actions"))
+                refusals.append(Refusal(
+                    name, RefusalCode.DATA_POINT_TYPE_CONFLICT,
+                    f"data point {point!r} exists with value type {have}, not {vt}",
+                    "map to it explicitly or choose another data_point_name", f"{where}.action"))
+    return refusals
+
+
+async def check_approval(conn: Conn, *, project_id: uuid.UUID, pipeline: str, table: str,
+                         columns: list[dict[str, Any]],
+                         column_actions: list[dict[str, Any]] | None, registry: bool,
+                         lineage_ids: list[uuid.UUID]) -> ApprovalCheck:
+    """Check ``column_actions`` (None: mirror every column) for the schema ``columns``
+    against the target ``table`` as it is, the project's data points and policy; nothing is
+    written. ``lineage_ids``: the lineages the approval re-binds (for ``retired``)."""
+    refusals: list[Refusal] = []
+    if column_actions is None:
+        parsed = [ColumnAction(str(c["name"]), "mirror") for c in columns]
+    else:
+        parsed = _parse(column_actions, refusals)
+    mirrors, planned = plan_actions(columns, parsed, pipeline=pipeline, registry=registry)
+    refusals += planned
+    refusals += await _data_point_refusals(conn, project_id, columns, parsed)
+    existing = await target_types(conn, table)
+    targets = {m.target for m in mirrors}
     # What exists last: a 422 about the request itself comes first, as before.
-    taken = set(existing) | set(targets)
+    taken = set(existing) | targets
     for m in mirrors:
         if m.target in existing and existing[m.target] != m.pg_type:
             other = free_name(f"{m.target}_{type_suffix(m.pg_type)}", taken)

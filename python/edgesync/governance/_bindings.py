@@ -17,8 +17,13 @@ from typing import Any
 import asyncpg
 import orjson
 
-from edgesync.errors import ConflictError, IdentifierError, InvalidRequestError
-from edgesync.governance._approval_check import RetiredColumn, previous_mirrors
+from edgesync.errors import ConflictError, InvalidRequestError
+from edgesync.governance._approval_check import (
+    RetiredColumn,
+    plan_actions,
+    previous_mirrors,
+    refused,
+)
 from edgesync.governance._column_actions import ColumnAction
 from edgesync.governance._lineages import (
     Lineage,
@@ -40,9 +45,7 @@ from edgesync.materialize import (
     MirrorColumn,
     StateTarget,
     TsTarget,
-    check_column_name,
     lock_ddl,
-    pg_type_for,
     table_columns,
     target_table_name,
     ts_table_name,
@@ -166,37 +169,12 @@ def _target(lineage: Lineage, rows: list[asyncpg.Record]) -> StateTarget:
 
 def _plan(columns: list[dict[str, Any]], actions: list[ColumnAction]
           ) -> tuple[list[MirrorColumn], list[ColumnAction]]:
-    known = {str(c["name"]): c for c in columns}
-    seen: set[str] = set()
-    targets: set[str] = set()
-    mirrors: list[MirrorColumn] = []
-    for i, act in enumerate(actions):
-        where = f"column_actions[{i}]"
-        if act.source_column_name not in known:
-            raise InvalidRequestError(f"{where}.source_column_name",
-                                      f"{act.source_column_name!r} is not a column of this schema")
-        if act.source_column_name in seen:
-            raise InvalidRequestError(f"{where}.source_column_name",
-                                      f"{act.source_column_name!r} has more than one action")
-        seen.add(act.source_column_name)
-        if act.action != "mirror":
-            continue
-        try:
-            target = check_column_name(act.mirror_column_name or act.source_column_name,
-                                       field=f"{where}.mirror_column_name")
-        except IdentifierError as exc:
-            raise InvalidRequestError(f"{where}.mirror_column_name", str(exc)) from exc
-        if target in targets:
-            raise InvalidRequestError(f"{where}.mirror_column_name",
-                                      f"{target!r} is used by another column")
-        targets.add(target)
-        affinity = str(known[act.source_column_name]["decl_type_affinity"])
-        mirrors.append(MirrorColumn(act.source_column_name, target,
-                                    act.target_type or pg_type_for(affinity)))
-    missing = sorted(set(known) - seen)
-    if missing:
-        raise InvalidRequestError("column_actions",
-                                  f"no action for column(s) {', '.join(map(repr, missing))}")
+    """The rules ``check_approval`` applies (``plan_actions``), for the approvals that do
+    not go through it (a policy's auto-approval, a registry decision reaching a device,
+    consolidation): a refusal raises as a refused approval does."""
+    mirrors, refusals = plan_actions(columns, actions, pipeline=None, registry=False)
+    if refusals:
+        raise refused(refusals)
     return mirrors, actions
 
 
