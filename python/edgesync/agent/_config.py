@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_type_hints
 
 import platformdirs
-from ruamel.yaml import YAML, YAMLError
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from edgesync.errors import ConfigError
 from edgesync.protocol import BrokerUrl, TlsFiles, parse_broker_url
