@@ -86,16 +86,17 @@ stage "static checks"
 # using up the whole CI time.
 bounded() { timeout --kill-after=30 1500 "$@"; }
 
-stage "emulated aarch64 device"
-# The agent on the hardware the fleets run (docs/install.md): the aarch64 wheel
-# cross-compiled (ci/wheels.sh), a Debian 12 arm64 userland under qemu-user (ci/userland.sh,
-# cached in ~/.cache/edgesync-ci), the base install there, the agent's tests and an
-# emulated agent syncing to a native `edgesync serve` (tests/platform). Required: no skip.
-# armv7l runs through `bash ci/wheels.sh --emulate` (docs/production.md has its result).
-bash ci/wheels.sh aarch64-manylinux
+stage "emulated devices (aarch64, armv7l)"
+# The agent on the hardware the fleets run (docs/install.md): the aarch64 and armv7l
+# wheels cross-compiled (ci/wheels.sh), Debian 12 arm64 and armhf userlands under qemu-user
+# (ci/userland.sh, cached in ~/.cache/edgesync-ci), the base install in each, the agent's
+# tests there and an emulated agent syncing to a native `edgesync serve` (tests/platform).
+# Both are required: a missing userland or wheel fails the run instead of skipping.
+bash ci/wheels.sh aarch64-manylinux armv7l-manylinux
 bash ci/userland.sh arm64
-EDGESYNC_EMULATED_REQUIRE=aarch64 bounded .venv-test/bin/python -m pytest \
-  -p no:cacheprovider -q -k aarch64 tests/platform
+bash ci/userland.sh armhf
+EDGESYNC_EMULATED_REQUIRE=aarch64,armv7l bounded .venv-test/bin/python -m pytest \
+  -p no:cacheprovider -q tests/platform
 
 stage pytest
 # Run from the tests' point of view with the installed package, never the source tree.

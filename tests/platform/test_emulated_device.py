@@ -72,12 +72,20 @@ def report(request: pytest.FixtureRequest, line: str) -> None:
             reporter.write_line(f"[emulated] {line}")
 
 
+# One base install per architecture and run: pytest runs the async test apart from the
+# others, which would set the module's fixture up a second time.
+_installs: dict[str, Installed] = {}
+
+
 @pytest.fixture(scope="module", params=sorted(ARCHES))
 def installed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[Installed]:
     """The base install in the emulated userland: ``pip install WHEEL``, as on a device."""
     arch: Arch = ARCHES[request.param]
     require_ready(arch)
+    if arch.name in _installs:
+        yield _installs[arch.name]
+        return
     work = tmp_path_factory.mktemp(f"device-{arch.name}")
     userland = Userland(arch, (REPO, work))
     for cc in ("cc", "gcc", "clang"):
@@ -96,7 +104,8 @@ def installed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     site = venv / "lib/python3.11/site-packages"
     report(request, f"{arch.name}: base install {disk_mb(site):.1f} MB in site-packages "
                     f"({disk_mb(venv):.1f} MB venv) from {wheel.name}")
-    yield Installed(userland, venv)
+    _installs[arch.name] = Installed(userland, venv)
+    yield _installs[arch.name]
 
 
 def test_the_rust_journal_reader_is_the_one_in_use(installed: Installed,
