@@ -6,20 +6,40 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-echo "== services"
+# Each stage's time, printed as the next one starts and all together at the end.
+SECONDS=0
+stage_name="" stage_start=0 stage_times=()
+stage() {
+  if [[ -n $stage_name ]]; then
+    stage_times+=("$(printf '%6d s  %s' $((SECONDS - stage_start)) "$stage_name")")
+    echo "-- $stage_name: $((SECONDS - stage_start)) s"
+  fi
+  stage_name=$1 stage_start=$SECONDS
+  [[ -z $1 ]] || echo "== $1"
+}
+print_stage_times() {
+  stage ""
+  echo "== stage times"
+  printf '%s\n' "${stage_times[@]}"
+  echo "$(printf '%6d s' "$SECONDS")  in all"
+}
+trap print_stage_times EXIT
+
+stage services
 bash ci/services.sh
 
-echo "== rust"
+stage rust
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo test --workspace --quiet
 
-echo "== wheel"
+stage wheel
 [[ -x .venv-build/bin/python ]] || python3 -m venv .venv-build
 .venv-build/bin/python -m pip install -q --upgrade pip maturin
 rm -rf dist
 .venv-build/bin/maturin build --release --quiet --out dist
-wheel=$(ls dist/edgesync-*.whl)
+# The host's wheel, by its platform tag: dist/ gets the aarch64 one too (below).
+wheel=$(ls dist/edgesync-*-manylinux_*_"$(uname -m)".whl)
 echo "built $wheel"
 # The web console's static files are package data: without them /console is a 404.
 python3 - "$wheel" <<'PY'
@@ -31,13 +51,13 @@ missing = sorted(n for n in want if n not in names)
 sys.exit(f"the wheel lacks {missing}" if missing else 0)
 PY
 
-echo "== fresh virtualenv"
+stage "fresh virtualenv"
 rm -rf .venv-test
 python3 -m venv .venv-test
 .venv-test/bin/python -m pip install -q --upgrade pip
 .venv-test/bin/python -m pip install -q "${wheel}[test]"
 
-echo "== agent-only virtualenv"
+stage "agent-only virtualenv"
 # A device's install: the wheel with no extras. Its size is measured before the test tools
 # go in (target 60 MB, pip and setuptools included), then the agent tests run there: they
 # need no cloud module (tests/agent/test_device_boundaries.py checks what they load).
@@ -55,7 +75,7 @@ fi
 .venv-agent/bin/python -m pip install -q "${wheel}[agent-test]"
 timeout --kill-after=30 1500 .venv-agent/bin/python -m pytest -p no:cacheprovider -q tests/agent
 
-echo "== static checks"
+stage "static checks"
 .venv-test/bin/ruff check python tests benches
 .venv-test/bin/mypy
 (cd /tmp && "$root/.venv-test/bin/python" -m mypy.stubtest edgesync._core \
@@ -66,18 +86,31 @@ echo "== static checks"
 # using up the whole CI time.
 bounded() { timeout --kill-after=30 1500 "$@"; }
 
-echo "== pytest"
-# Run from the tests' point of view with the installed package, never the source tree.
-cd "$root"
-bounded .venv-test/bin/python -m pytest -p no:cacheprovider "$@"
+stage "emulated devices (aarch64, armv7l)"
+# The agent on the hardware the fleets run (docs/install.md): the aarch64 and armv7l
+# wheels cross-compiled (ci/wheels.sh), Debian 12 arm64 and armhf userlands under qemu-user
+# (ci/userland.sh, cached in ~/.cache/edgesync-ci), the base install in each, the agent's
+# tests there and an emulated agent syncing to a native `edgesync serve` (tests/platform).
+# Both are required: a missing userland or wheel fails the run instead of skipping.
+bash ci/wheels.sh aarch64-manylinux armv7l-manylinux
+bash ci/userland.sh arm64
+bash ci/userland.sh armhf
+EDGESYNC_EMULATED_REQUIRE=aarch64,armv7l bounded .venv-test/bin/python -m pytest \
+  -p no:cacheprovider -q tests/platform
 
-echo "== pytest on uvloop"
+stage pytest
+# Run from the tests' point of view with the installed package, never the source tree.
+# tests/platform ran in the stage above.
+cd "$root"
+bounded .venv-test/bin/python -m pytest -p no:cacheprovider --ignore=tests/platform "$@"
+
+stage "pytest on uvloop"
 # uvloop runs Python signal handlers from inside its loop callbacks, where the exception
 # pytest-timeout's SIGALRM raises is swallowed; its thread method always ends the run.
 # Tests marked `once` (heavy fault, browser, terminal) ran in the pass above already.
 EDGESYNC_TEST_UVLOOP=1 bounded .venv-test/bin/python -m pytest -p no:cacheprovider -q \
   --timeout-method=thread -m "not once" "$@"
 
-echo "== benchmark smoke"
+stage "benchmark smoke"
 bounded .venv-test/bin/python -m pytest -p no:cacheprovider -q \
   --benchmark-disable benches

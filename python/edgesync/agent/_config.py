@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_type_hints
 
 import platformdirs
-import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from edgesync.errors import ConfigError
 from edgesync.protocol import BrokerUrl, TlsFiles, parse_broker_url
@@ -655,10 +657,23 @@ def read_config(path: str | os.PathLike[str]) -> tuple[AgentConfig | None, list[
     except OSError as exc:
         return None, [ConfigError(str(p), f"cannot read file: {exc.strerror or exc}")]
     try:
-        data: Any = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+        data: Any = _yaml_load(text)
+    except YAMLError as exc:
         return None, [ConfigError(str(p), f"not valid YAML: {exc}")]
     return parse_config(data)
+
+
+def _yaml_load(text: str) -> Any:
+    """The document as plain Python values, read as YAML 1.1 like PyYAML's ``safe_load``
+    (``yes``/``on`` are booleans), by ruamel.yaml's pure-Python loader: a device needs no
+    wheel of a YAML library for its architecture (PyYAML has none for armv7l) and no
+    compiler. Unlike PyYAML, a key given twice is an error instead of the last one winning."""
+    loader = YAML(typ="safe", pure=True)
+    loader.version = (1, 1)
+    with warnings.catch_warnings():
+        # ``1e3`` (no dot) reads as a float with a warning of YAML 1.1 pedantry.
+        warnings.simplefilter("ignore")
+        return loader.load(text)
 
 
 def parse_config(data: object, environ: Mapping[str, str] | None = None
