@@ -75,7 +75,8 @@ def agent_validate(path: Path) -> int:
 
     problems = validate_config(path)
     for problem in problems:
-        print(f"{path}: {problem}")
+        # A problem of the file itself names it already (not "f.yaml: f.yaml: …").
+        print(problem if problem.startswith(f"{path}: ") else f"{path}: {problem}")
     if not problems:
         print(f"{path}: OK")
     return 1 if problems else 0

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import shutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -16,6 +19,7 @@ from edgesync.agent import AgentConfig, load_config, validate_config
 from edgesync.agent._config import default_state_db_path, parse_duration, parse_size
 from edgesync.errors import ConfigError
 
+EDGESYNC = shutil.which("edgesync", path=str(Path(sys.executable).parent)) or "edgesync"
 EXAMPLE = Path(__file__).parents[2] / "agent" / "edgesync-agent.example.yaml"
 
 
@@ -220,3 +224,17 @@ def test_validate_reports_every_problem(tmp_path: Path, monkeypatch: pytest.Monk
         f"sqlite-replication.source_db_path: file {str(tmp_path / 'app.db')!r} does not exist"]
     (tmp_path / "app.db").touch()
     assert validate_config(ok) == []
+
+
+def test_yaml_that_does_not_parse_is_one_line_with_where(tmp_path: Path) -> None:
+    """The parser's own text spanned lines and named the file "<unicode string>"; validate
+    printed the file's name twice (issue 27)."""
+    bad = tmp_path / "bad-indent.yaml"
+    bad.write_text("connection:\n  server_url: mqtt://x:1\n device_id: a\n")
+    assert validate_config(bad) == [
+        f"{bad}: not valid YAML at line 3, column 2: expected <block end>, but found "
+        "'<block mapping start>' (while parsing a block mapping from line 1: check the "
+        "indentation)"]
+    out = subprocess.run([EDGESYNC, "agent", "validate", "--config", str(bad)],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert out.stdout.splitlines() == validate_config(bad), out

@@ -659,8 +659,20 @@ def read_config(path: str | os.PathLike[str]) -> tuple[AgentConfig | None, list[
     try:
         data: Any = _yaml_load(text)
     except YAMLError as exc:
-        return None, [ConfigError(str(p), f"not valid YAML: {exc}")]
+        return None, [ConfigError(str(p), f"not valid YAML{_yaml_problem(exc)}")]
     return parse_config(data)
+
+
+def _yaml_problem(exc: YAMLError) -> str:
+    """The parser's complaint in one line, with where it is (its own text spans several
+    lines and names the file ``<unicode string>``)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    context, start = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    hint = ": check the indentation" if context and "block" in context else ""
+    after = f" ({context} from line {start.line + 1}{hint})" if context and start else ""
+    return f"{where}: {problem}{after}"
 
 
 def _yaml_load(text: str) -> Any:
