@@ -44,6 +44,7 @@ class Mosquitto:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     async def start(self, ports: list[int]) -> None:
+        before = self._log_text().count(" running")
         with self.log.open("ab") as out:
             self.proc = await asyncio.create_subprocess_exec(
                 MOSQUITTO, "-c", str(self.conf), stdout=out, stderr=out)
@@ -63,12 +64,23 @@ class Mosquitto:
 
         await until(listening)
 
+        # Listening is not enough: Mosquitto opens its sockets before it installs its
+        # signal handlers, and a SIGHUP in between ends it (seen once under load: a
+        # reload right after start waited for ever). It logs "running" after both.
+        async def running() -> bool:
+            return self._log_text().count(" running") > before
+
+        await until(running)
+
     async def reload(self) -> None:
         assert self.proc is not None
         before = self._log_text().count("Reloading config.")
         self.proc.send_signal(signal.SIGHUP)
 
         async def reloaded() -> bool:
+            assert self.proc is not None
+            if self.proc.returncode is not None:
+                raise AssertionError(f"mosquitto exited on SIGHUP:\n{self._log_text()}")
             return self._log_text().count("Reloading config.") > before
 
         # Mosquitto reloads in its single network thread right after logging this line,
