@@ -87,6 +87,9 @@ async def test_console_story(console_server: Server, browser: Browser, tmp_path:
         # ---- Overview: charts sampled by the page
         await browser.until(lambda d: d.find_elements(By.ID, "chart-status")
                             and "Lineages by status" in browser.text("#chart-status"), "overview")
+        # the cards say what their figures are (not "3 / devices", "written rows")
+        await browser.until(lambda d: "devices\n1\n1 connected" in browser.text(".cards")
+                            and "row writes\n" in browser.text(".cards"), "the cards' words")
         await browser.until(lambda d: "lineages\n2" in browser.text(".cards"),
                             "two lineages counted", between=d_refresh(browser.driver))
 
@@ -103,6 +106,16 @@ async def test_console_story(console_server: Server, browser: Browser, tmp_path:
         await browser.type("#filter-q", Keys.ENTER)
         await browser.until(lambda d: len(browser.table("Lineages")) == 2, "search cleared")
         await browser.shot("lineages")
+
+        # ---- a paused lineage's page leads with its next step, the review (issue 27)
+        await browser.do(lambda: browser.driver.find_element(By.LINK_TEXT, "settings").click())
+        await browser.until(lambda d: "Waiting for a schema review"
+                            in browser.text("#next-step"), "the next step first")
+        assert await browser.do(browser.driver.execute_script, (
+            "return [...document.querySelectorAll('#next-step, #delete')].map(e => e.id)")) \
+            == ["next-step", "delete"]
+        await browser.click("#next-review")
+        await browser.find("#claim", "the review, from its lineage")
 
         # ---- the settings review; someone else claims it meanwhile
         await browser.click("#nav a[href='#/reviews']")
@@ -230,6 +243,15 @@ async def test_console_story(console_server: Server, browser: Browser, tmp_path:
 
         # ---- policy: the API's validation message next to its field
         await browser.click("#nav a[href='#/policy']")
+        # sizes and durations in their unit; which of the two policies this is (issue 27)
+        await browser.until(lambda d: browser.text("#policy-max_pending_bytes_per_lineage-unit")
+                            == "= 1 GiB", "bytes in GiB")
+        assert browser.text("#policy-verify_interval_seconds-unit").startswith("= ")
+        assert "sync policy" in browser.text("#policy-about")
+        await browser.type("#policy-max_pending_bytes_per_lineage", "52428800")
+        await browser.until(lambda d: browser.text("#policy-max_pending_bytes_per_lineage-unit")
+                            == "= 50 MiB", "the unit follows the input")
+        await browser.type("#policy-max_pending_bytes_per_lineage", str(1 << 30))
         await browser.type("#policy-resume_threshold_percent", "150")
         await browser.click("#policy-save")
         await browser.until(lambda d: "less than or equal to 99"

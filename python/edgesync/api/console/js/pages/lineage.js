@@ -61,6 +61,7 @@ export async function render(main, { args: [id], stale }) {
   clear(main,
     h("p", {}, link("#/lineages", "← Lineages")),
     h("h1", {}, `${l.device_name} / ${l.source_table} `, pill(l.status)),
+    nextStep(l, reviews.data),
     facts([
       ["pipeline", l.pipeline], ["pause reason", words(l.pause_reason)],
       ["target table", l.target_table || "-"], ["sync authority", words(l.sync_authority)],
@@ -84,8 +85,10 @@ export async function render(main, { args: [id], stale }) {
       : "no replay yet; ",
       `${num(l.replay.pending_intents)} pending, ${num(l.replay.staged_batches)} staged batch(es) `
       + `(${num(l.replay.staged_rows)} rows) waiting`),
-    h("progress", { id: "replay-bar", max: Math.max(1, replayed + l.replay.staged_rows),
-      value: replayed, "aria-label": "replay progress" }),
+    // What is staged is what a *running* replay has left; after a finished one, rows staged
+    // since wait for something else (a new review): a bar of done/(done+waiting) looked stuck.
+    h("progress", { id: "replay-bar", value: replayed, "aria-label": "replay progress",
+      max: Math.max(1, replayed + (latest && latest.status === "pending" ? l.replay.staged_rows : 0)) }),
     table("Recent replays", [
       { label: "status", value: (i) => pill(i.status) },
       { label: "rows", num: true, value: (i) => num(i.rows_replayed) },
@@ -192,4 +195,30 @@ function rowTable(caption, rows, first = []) {
     .sort((a, b) => Number(system(a)) - Number(system(b)));
   const cell = (k, v) => (k === "schema_hash" && typeof v === "string" ? h("code", { title: v }, v.slice(0, 12)) : value(v));
   return table(caption, keys.map((k) => ({ label: k, value: (r) => cell(k, r[k]) })), rows);
+}
+
+// A paused lineage's next step, first on the page (it was a small link beside a red Delete):
+// the review it waits for, or what its pause reason asks of the operator.
+function nextStep(l, reviews) {
+  if (l.status !== "paused") return null;
+  const open = reviews.find((r) => r.status === "queued" || r.status === "in_review");
+  const staged = `${num(l.staged_rows)} staged row(s) wait`;
+  let body;
+  if (l.pause_reason === "schema_review" && open) {
+    body = [`Waiting for a schema review: ${staged} until it is decided. `,
+      h("a", { href: `#/reviews/schema/${open.id}`, class: "button", id: "next-review" }, "Open the review")];
+  } else if (l.pause_reason === "backpressure") {
+    body = [`Paused by backpressure: ${staged}, over the project's cap. It resumes by itself once `
+      + "the backlog drains below the policy's resume threshold; raise the caps on ",
+      link("#/policy", "Policy"), " if the backlog is expected."];
+  } else if (l.pause_reason === "circuit_breaker") {
+    body = ["Paused by the circuit breaker after repeated write errors: fix the target (see "
+      + "Materialization below), then Reset materialization."];
+  } else if (l.pause_reason === "deferred_columns") {
+    body = ["Columns were deferred: reopen the review to decide them (Reopen review below)."];
+  } else {
+    body = [`Paused (${words(l.pause_reason)}): ${staged}.`];
+  }
+  return h("section", { class: "next-step", id: "next-step", "aria-label": "Next step" },
+    h("p", {}, h("strong", {}, "Next step: "), ...body));
 }

@@ -60,10 +60,11 @@ async function draw(box) {
   const paused = lineages.filter((l) => l.status === "paused").length;
   clear(box,
     h("div", { class: "cards" },
-      card("devices", num(devices.length), link("#/devices", "devices")),
+      card("devices", num(devices.length),
+        link("#/devices", `${num(devices.filter((d) => d.connected).length)} connected`)),
       card("lineages", num(lineages.length), link("#/lineages", `${num(paused)} paused`)),
       card("staged backlog", num(staged), "rows waiting"),
-      card("written", num(written), "rows"),
+      card("row writes", num(written), "an updated row counts again"),
       card("queued reviews", num(waiting), link("#/reviews", "queued or in review"))),
     h("h2", {}, "Ingest"),
     h("div", { class: "cards" },

@@ -2,17 +2,31 @@
 // fields only (PATCH), and the API's 422 names the field, marked here next to its input.
 
 import { ApiError, api, get } from "../api.js";
-import { busy, clear, h, say } from "../ui.js";
+import { busy, clear, h, link, say } from "../ui.js";
 
 const FIELDS = [
   ["allow_additive_continue", "bool", "Auto-approve a schema that only adds nullable columns"],
   ["max_pending_rows_per_lineage", "int", "Staged rows before backpressure pauses the device"],
-  ["max_pending_bytes_per_lineage", "int", "Staged bytes before backpressure"],
+  ["max_pending_bytes_per_lineage", "bytes", "Staged bytes before backpressure"],
   ["resume_threshold_percent", "int", "Resume below this share of both caps (1–99)"],
   ["materialization_breaker_threshold", "int", "Permanent materialization errors before the lineage pauses"],
   ["schema_coalescing_mode", ["none", "project", "fleet"], "Who decides a new schema: each device, the project or the fleet"],
   ["allow_auto_create_device_data_points", "bool", "Allow the column action auto_create_and_map"],
+  ["verify_interval_seconds", "seconds", "Verify every approved state lineage this often (0: never)"],
 ];
+
+// A number of bytes or seconds as a person reads it (1073741824 said nothing).
+const UNITS = {
+  bytes: [[1 << 30, "GiB"], [1 << 20, "MiB"], [1 << 10, "KiB"], [1, "bytes"]],
+  seconds: [[86400, "days"], [3600, "hours"], [60, "minutes"], [1, "seconds"]],
+};
+function inUnits(kind, n) {
+  if (!UNITS[kind] || n === null || Number.isNaN(n)) return "";
+  if (kind === "seconds" && n === 0) return "= never";
+  const [size, unit] = UNITS[kind].find(([size]) => n >= size) || UNITS[kind][UNITS[kind].length - 1];
+  const v = n / size;
+  return `= ${Number.isInteger(v) ? v : v.toFixed(1)} ${unit}`;
+}
 
 export async function render(main) {
   const { data: policy } = await get("/edge/policy");
@@ -22,20 +36,22 @@ export async function render(main) {
     const id = `policy-${name}`;
     let input;
     if (kind === "bool") input = h("input", { type: "checkbox", id, checked: policy[name] });
-    else if (kind === "int") input = h("input", { type: "number", id, value: String(policy[name]), step: "1" });
+    else if (kind !== "bool" && !Array.isArray(kind)) input = h("input", { type: "number", id, value: String(policy[name]), step: "1" });
     else input = h("select", { id }, kind.map((v) => h("option", { value: v, selected: v === policy[name] }, v)));
     inputs[name] = input;
     errors[name] = h("span", { class: "error-text", id: `${id}-error` });
-    input.setAttribute("aria-describedby", `${id}-help ${id}-error`);
+    const unit = h("span", { class: "muted", id: `${id}-unit` }, inUnits(kind, policy[name]));
+    if (UNITS[kind]) input.addEventListener("input", () => { unit.textContent = inUnits(kind, Number(input.value)); });
+    input.setAttribute("aria-describedby", `${id}-help ${id}-unit ${id}-error`);
     return h("div", { class: "field" },
       h("label", { class: kind === "bool" ? "inline" : null, for: id }, kind === "bool" ? input : null, h("code", {}, name), kind === "bool" ? null : input),
-      h("div", { class: "muted", id: `${id}-help` }, help), errors[name]);
+      unit, h("div", { class: "muted", id: `${id}-help` }, help), errors[name]);
   });
   const read = (name, kind) => {
     const el = inputs[name];
     if (kind === "bool") return el.checked;
-    if (kind === "int") return el.value.trim() === "" ? null : Number(el.value);
-    return el.value;
+    if (Array.isArray(kind)) return el.value;
+    return el.value.trim() === "" ? null : Number(el.value);
   };
   const general = h("p", { class: "error-text", role: "alert", id: "policy-error" });
   const form = h("form", { id: "policy-form" }, rows, general,
@@ -65,5 +81,7 @@ export async function render(main) {
     });
   });
   clear(main, h("h1", {}, "Project policy"),
-    h("p", { class: "muted" }, "Effective values (defaults filled in). docs/governance.md explains each."), form);
+    h("p", { class: "muted", id: "policy-about" }, "How the cloud treats what every device of the project sends: "
+      + "reviews, backpressure, the breaker. What a device captures and sends is its ", link("#/sync-policies", "sync policy"),
+      ". Effective values (defaults filled in); docs/governance.md explains each."), form);
 }

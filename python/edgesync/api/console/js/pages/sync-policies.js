@@ -14,7 +14,9 @@ export async function render(main) {
   clear(main, h("h1", {}, "Sync policies"),
     h("p", { class: "muted" }, "A sync policy is the cloud's table_strategies for the devices it is attached to "
       + "(directly or through their fleet). A running agent applies a change without a restart only where its YAML "
-      + "opts in (sqlite-replication.remote_policy: true, as bundles write it); otherwise its local YAML wins."),
+      + "opts in (sqlite-replication.remote_policy: true, as bundles write it); otherwise its local YAML wins. "
+      + "How the cloud treats what devices send (reviews, backpressure, the breaker) is the project's ",
+      link("#/policy", "Policy"), "."),
     table("Sync policies", [
       { label: "name", value: (p) => link(`#/sync-policies/${p.id}`, p.name) },
       { label: "version", num: true, value: (p) => num(p.version) },
