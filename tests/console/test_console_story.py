@@ -114,7 +114,14 @@ async def test_console_story(console_server: Server, browser: Browser, tmp_path:
         assert await browser.do(browser.driver.execute_script, (
             "return [...document.querySelectorAll('#next-step, #delete')].map(e => e.id)")) \
             == ["next-step", "delete"]
-        await browser.click("#next-review")
+        # its staged rows as columns (they were raw JSON), the staging fields last
+        await browser.click("#rows-staged")
+        await browser.until(lambda d: browser.table("Staged rows") and all(
+            r.get("op") == "insert" and r.get("key", "").startswith("k") and "row" not in r
+            for r in browser.table("Staged rows")), "staged rows spread into columns")
+        # (scrolled down to the rows: the link at the top sits under the status bar)
+        await browser.do(browser.driver.execute_script,
+                         "document.getElementById('next-review').click()")
         await browser.find("#claim", "the review, from its lineage")
 
         # ---- the settings review; someone else claims it meanwhile

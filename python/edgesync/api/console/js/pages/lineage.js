@@ -172,7 +172,7 @@ async function showRows(box, l, view) {
     if (view === "staged") {
       const doc = await get(`/edge/lineages/${l.id}/staged-rows?limit=${ROWS}`);
       body = [h("p", { class: "muted", id: "rows-source" }, `source: staged rows (${num(doc.meta.total)})`),
-        rowTable("Staged rows", doc.data, ["staged_id", "staging_reason", "op", "commit_seq", "pk", "row"])];
+        rowTable("Staged rows", doc.data.map(spreadStaged), ["op", "commit_seq"], ["staging_reason", "staged_id"])];
     } else {
       const path = l.pipeline === "telemetry" ? "telemetry" : "mirror-rows";
       const doc = await get(`/edge/lineages/${l.id}/${path}?limit=${ROWS}`);
@@ -187,9 +187,18 @@ async function showRows(box, l, view) {
   clear(box, h("h2", { id: "rows-title" }, "Rows"), tabs, body);
 }
 
-function rowTable(caption, rows, first = []) {
-  // The table's own columns first; edgesync's bookkeeping (device_id, _edge_*) last.
-  const system = (k) => k === "device_id" || k.startsWith("_edge");
+// A staged operation as a flat row, as the TUI shows it: its row's values (a delete's key)
+// as columns, not a JSON object in small monospace.
+function spreadStaged(item) {
+  const { row, pk, schema_hash: _hash, ...out } = item;
+  const values = row && typeof row === "object" ? row : pk;
+  for (const [k, v] of Object.entries(values || {})) if (!(k in out)) out[k] = v;
+  return out;
+}
+
+function rowTable(caption, rows, first = [], last = []) {
+  // The table's own columns first; edgesync's bookkeeping (device_id, _edge_*, ``last``) after.
+  const system = (k) => k === "device_id" || k.startsWith("_edge") || last.includes(k);
   const keys = [...new Set([...first, ...rows.flatMap((r) => Object.keys(r))])]
     .filter((k) => rows.some((r) => r[k] !== undefined && r[k] !== null) || first.includes(k))
     .sort((a, b) => Number(system(a)) - Number(system(b)));
