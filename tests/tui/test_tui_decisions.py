@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from kits.e2e_kit import app, running_agent, wait_reviews
 from textual.widgets import DataTable
+from textual.widgets._footer import FooterKey
 from tui_console import make_console
 from tui_pilot import on, open_row, rows, screen_text, status, until
 
@@ -51,6 +52,14 @@ async def test_stale_review_reload_prompt_and_reject_reason(
             detail = await until(pilot, lambda: on(pilot, ReviewDetailScreen), "detail")
             await until(pilot, lambda: detail.review is not None, "loaded")
             assert detail.review is not None and detail.review["action_version"] == 1
+            # the device by its name; on an 80-column terminal the footer still ends with
+            # "? help" whole (it was cut to "? he▏", issue 27)
+            assert f"device: {detail.review['device_name']} (" in screen_text(detail)
+            await pilot.resize_terminal(80, 24)
+            await pilot.pause()
+            keys = {k.key: k.region for k in detail.query(FooterKey)}
+            assert keys["question_mark"].right <= 80, keys
+            await pilot.resize_terminal(140, 45)
 
             # someone else claims it meanwhile
             # (in a thread: the server answers on this event loop)

@@ -162,7 +162,8 @@ class EdgesyncTui(App[int]):
         keys = []
         for key, active in screen.active_bindings.items():
             binding = active.binding
-            if binding.description and active.enabled and binding.show:
+            # Every key, the footer's and those it leaves out for room (r, 1 to 5).
+            if binding.description and active.enabled:
                 keys.append((self.get_key_display(binding) or key, binding.description))
         self.push_screen(HelpScreen(screen.title or type(screen).__name__, keys))
 

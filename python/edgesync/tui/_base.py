@@ -38,14 +38,16 @@ class ApiScreen(Screen[None]):
     AUTO_FOCUS = "DataTable"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "back"),
-        Binding("r", "refresh", "refresh"),
+        # Listed by ? (help), not in the footer: on an 80-column terminal a detail screen's
+        # keys pushed "? help" itself off the footer ("? he▏").
+        Binding("r", "refresh", "refresh", show=False),
     ]
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield from self.body()
         yield Static("", id="status", markup=False)
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def body(self) -> Iterable[Widget]:
         return ()

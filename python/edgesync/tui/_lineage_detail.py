@@ -66,8 +66,8 @@ def replay_progress(lineage: dict[str, Any]) -> tuple[int, int, str]:
 class LineageDetailScreen(ApiScreen):
     TITLE = "Lineage"
     BINDINGS = [
-        Binding("d", "rows('staged')", "staged rows"),
-        Binding("w", "rows('written')", "written rows"),
+        Binding("d", "rows('staged')", "staged"),
+        Binding("w", "rows('written')", "written"),
         Binding("v", "review", "its review"),
         Binding("x", "reset", "reset materialization"),
         Binding("D", "delete", "delete"),

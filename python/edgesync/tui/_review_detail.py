@@ -65,8 +65,8 @@ class ReviewDetailScreen(ApiScreen):
         Binding("c", "claim", "claim"),
         Binding("a", "approve", "approve…"),
         Binding("x", "reject", "reject…"),
-        Binding("d", "rows('staged')", "staged rows"),
-        Binding("w", "rows('written')", "written rows"),
+        Binding("d", "rows('staged')", "staged"),
+        Binding("w", "rows('written')", "written"),
     ]
 
     def __init__(self, review_id: str) -> None:
@@ -207,9 +207,12 @@ def _summary(review: dict[str, Any]) -> Text:
     out.append(f"  (action_version {review['action_version']})\n")
     for label, key in (("classification", "classification"), ("schema hash", "schema_hash"),
                        ("claimed by", "claimed_by"), ("decided by", "decided_by"),
-                       ("reason", "decision_reason"), ("lineage", "lineage_id"),
-                       ("device", "device_id")):
+                       ("reason", "decision_reason"), ("lineage", "lineage_id")):
         out.append(f"{label}: {text(review.get(key))}\n")
+    # The device by its name (its id alone said little), the id after it.
+    name, device_id = review.get("device_name"), review.get("device_id")
+    out.append(f"device: {text(name or device_id)}"
+               + (f" ({device_id})" if name and device_id else "") + "\n")
     out.append(f"created: {short_time(review['created_at'])} · updated: "
                f"{short_time(review['updated_at'])}")
     return out
