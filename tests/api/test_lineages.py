@@ -58,6 +58,7 @@ async def test_detail_staged_rows_and_mirror_rows(client: httpx.AsyncClient, ten
     assert [v["status"] for v in d["schema_versions"]] == ["pending"]
     assert d["bindings"] == []
     assert d["replay"]["staged_rows"] == 2 and d["replay"]["pending_intents"] == 0
+    assert d["target_rows"] is None  # no target before the approval
     assert d["materialization"]["error_count"] == 0
 
     r = await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}/staged-rows"),
@@ -99,6 +100,8 @@ async def test_detail_staged_rows_and_mirror_rows(client: httpx.AsyncClient, ten
     d = (await client.get(tenant.url(f"/edge/lineages/{s.lineage_id}"),
                           headers=tenant.reader())).json()["data"]
     assert d["status"] == "active"
+    # the rows in the target beside the writes (an updated row counts again: issue 27)
+    assert d["target_rows"] == 2
     assert {b["source_column_name"] for b in d["bindings"]} == {"id", "mode", "setpoint"}
     assert d["replay"]["intents"][0]["status"] == "done"
     assert d["replay"]["intents"][0]["rows_replayed"] == 2

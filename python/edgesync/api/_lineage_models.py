@@ -114,6 +114,10 @@ class LineageDetail(LineageOut):
                     "renamed or retyped under a new name): kept, never updated again; keep "
                     "them, drop them by hand, or mirror a column to them again "
                     "(docs/governance.md)")
+    target_rows: int | None = Field(
+        None, description="the rows of this device in the target table now (live rows for a "
+                          "state table, samples for telemetry); null before the target "
+                          "exists. materialized_rows counts writes: an updated row again")
     replay: ReplayProgress
     materialization: MaterializationState
     recovery: RecoveryState = Field(default_factory=RecoveryState)

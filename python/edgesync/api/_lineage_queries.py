@@ -114,6 +114,7 @@ async def lineage_detail(conn: Conn, project_id: uuid.UUID,
     retired = await list_retired(conn, lineage_id, lineage.target_table)
     return LineageDetail(
         **lineage.model_dump(),
+        target_rows=await _target_rows(conn, lineage),
         schema_versions=[SchemaVersion.model_validate(dict(v)) for v in versions],
         bindings=[Binding.model_validate(dict(b)) for b in bindings],
         retired_columns=[model_of(RetiredColumnOut, r) for r in retired],
@@ -165,6 +166,20 @@ async def mirror_rows(conn: Conn, lineage: LineageOut, *, offset: int, limit: in
         lineage.device_id, offset, limit)
     out = [{k: json_value(v) for k, v in r.items()} for r in rows]
     return out, int(total)
+
+
+async def _target_rows(conn: Conn, lineage: LineageOut) -> int | None:
+    """The device's rows in the target now, beside ``materialized_rows`` (writes): by the
+    target's (device_id, …) index; None before the target exists."""
+    if lineage.target_table is None:
+        return None
+    columns = await table_columns(conn, lineage.target_table)
+    if not columns:
+        return None
+    live = " AND NOT _edge_deleted" if "_edge_deleted" in columns else ""
+    return int(await conn.fetchval(
+        f"SELECT count(*) FROM {quote_ident(lineage.target_table)} WHERE device_id = $1{live}",
+        lineage.device_id))
 
 
 async def _key_columns(conn: Conn, lineage: LineageOut) -> list[str]:

@@ -58,7 +58,7 @@ _REVIEW_FIELDS = ["id", "lineage_id", "device_id", "device_name", "source_table"
 _LINEAGE_FIELDS = ["id", "device_name", "device_id", "source_table", "pipeline", "status",
                    "pause_reason", "sync_authority", "target_table", "current_schema_hash",
                    "approved_schema_hash", "staged_rows", "staged_bytes", "materialized_rows",
-                   "rejected_batches", "materialization_errors", "last_error",
+                   "target_rows", "rejected_batches", "materialization_errors", "last_error",
                    "last_device_seen_at", "last_committed_at", "freshness_seconds",
                    "updated_at"]
 

@@ -282,6 +282,7 @@ def _summary(lineage: dict[str, Any]) -> Text:
                        ("staged bytes", "staged_bytes"),
                        # Writes, not rows: an updated row counts again.
                        ("row writes", "materialized_rows"),
+                       ("rows in the target now", "target_rows"),
                        ("rejected batches", "rejected_batches"),
                        ("current schema", "current_schema_hash"),
                        ("approved schema", "approved_schema_hash")):

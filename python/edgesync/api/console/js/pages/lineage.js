@@ -66,7 +66,8 @@ export async function render(main, { args: [id], stale }) {
       ["pipeline", l.pipeline], ["pause reason", words(l.pause_reason)],
       ["target table", l.target_table || "-"], ["sync authority", words(l.sync_authority)],
       ["staged rows", `${num(l.staged_rows)} (${num(l.staged_bytes)} bytes)`],
-      ["row writes", num(l.materialized_rows)], ["rejected batches", num(l.rejected_batches)],
+      ["row writes", num(l.materialized_rows)], ["rows in the target now", num(l.target_rows)],
+      ["rejected batches", num(l.rejected_batches)],
       ["last batch", when(l.last_batch_at)], ["created", when(l.created_at)],
       ["reviews", reviews.data.length ? reviews.data.map((r) =>
         [link(`#/reviews/schema/${r.id}`, `${r.status.replaceAll("_", " ")} (${r.schema_hash.slice(0, 8)})`), " "]) : "-"],
