@@ -196,6 +196,13 @@ async def test_console_story(console_server: Server, browser: Browser, tmp_path:
                             and "circuit breaker" in browser.text("main"),
                             "paused by the breaker", between=d_refresh(browser.driver), every=10)
         await browser.shot("lineage-breaker")
+        # The approval's replay is done and a new batch waits staged (failed): the bar shows
+        # the finished replay full, not done / (done + waiting) (it looked stuck: issue 27)
+        assert "latest replay: done" in browser.text("#replay-text")
+        assert "0 staged batch(es)" not in browser.text("#replay-text")
+        assert await browser.do(browser.driver.execute_script,
+                                "const b = document.getElementById('replay-bar');"
+                                "return b.value === b.max")
         await pool.execute(f"ALTER TABLE {quote_ident(target)} RENAME COLUMN poison TO level")
         await browser.click("#reset")
         await browser.until(lambda d: "materialization reset" in browser.text("#status"), "reset")
