@@ -66,12 +66,18 @@ if [[ "$(cat "$root/.edgesync-userland" 2>/dev/null)" != "$stamp" ]]; then
   rm -rf "$root" "$root.new" "$apt"
   mkdir -p "$apt"/{lists/partial,archives/partial,etc/sources.list.d,etc/preferences.d,etc/apt.conf.d}
   : > "$apt/status"
-  keyring=/usr/share/keyrings/debian-archive-keyring.gpg
-  for suite in bookworm bookworm-updates; do
-    echo "deb [arch=$arch signed-by=$keyring] http://deb.debian.org/debian $suite main"
-  done > "$apt/etc/sources.list"
-  echo "deb [arch=$arch signed-by=$keyring] http://deb.debian.org/debian-security" \
-       "bookworm-security main" >> "$apt/etc/sources.list"
+  # The host's own Debian sources, as this machine's apt is set up (Debian 12 here, like
+  # the userland): the arch options below make them serve the foreign architecture.
+  shopt -s nullglob
+  sources=(/etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list)
+  shopt -u nullglob
+  [[ -f /etc/apt/sources.list ]] && cp /etc/apt/sources.list "$apt/etc/sources.list"
+  (( ${#sources[@]} )) && cp "${sources[@]}" "$apt/etc/sources.list.d/"
+  if ! grep -rqs "bookworm" "$apt/etc"; then
+    echo "ci/userland.sh: the host's apt sources name no Debian 12 (bookworm) suite:" \
+         "the userland's packages cannot be fetched" >&2
+    exit 1
+  fi
   opts=(-o "APT::Architecture=$arch" -o "APT::Architectures::=$arch" -o "Dir::Etc=$apt/etc"
         -o "Dir::State::Lists=$apt/lists" -o "Dir::State::status=$apt/status"
         -o "Dir::Cache=$apt/cache" -o "Dir::Cache::archives=$apt/archives"
