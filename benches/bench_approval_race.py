@@ -29,7 +29,6 @@ import os
 import tempfile
 import time
 import urllib.request
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +45,14 @@ from fanin_kit import (
     TunedPostgres,
     Watcher,
     Worker,
+    approve_registry,
     register_fleet,
+    scratch_database,
     state_batch,
     telemetry_batch,
 )
 
-from edgesync import governance, registry
+from edgesync import registry
 from edgesync.ingest import IngestPipeline, OutcomeStatus
 from edgesync.store import create_pool, migrate
 
@@ -62,18 +63,6 @@ REPLAY_LIMIT = 300.0
 def first_batch(item: tuple[str, Device]) -> Batch:
     kind, device = item
     return state_batch(device, ROWS) if kind == "state" else telemetry_batch(device, ROWS)
-
-
-async def approve_registry(pool: asyncpg.Pool, project_id: uuid.UUID) -> int:
-    async with pool.acquire() as conn:
-        queued = await governance.list_registry_reviews(conn, project_id, status="queued")
-        for r in queued:
-            claimed = await governance.claim_registry_review(
-                conn, r.id, actor="bench", action_version=r.action_version)
-            await governance.approve_registry_review(
-                conn, r.id, actor="bench", action_version=claimed.action_version,
-                column_actions=None)
-    return len(queued)
 
 
 def failed_messages(worker: Worker) -> float:
@@ -104,12 +93,12 @@ async def race(devices: int, warm_cap: float, postgres: str,
 
 async def _in_database(work: Path, base: str, devices: int, warm_cap: float,
                        log: Any) -> dict[str, Any]:
-    name = f"edgesync_race_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    admin = await asyncpg.connect(base)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    await admin.close()
-    head, _, query = base.partition("?")
-    url = head.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else "")
+    async with scratch_database(base, "edgesync_race") as url:
+        return await _race(work, url, devices, warm_cap, log)
+
+
+async def _race(work: Path, url: str, devices: int, warm_cap: float,
+                log: Any) -> dict[str, Any]:
     broker = Broker(work)
     pool = await create_pool(url, max_size=4)
     worker: Worker | None = None
@@ -174,10 +163,9 @@ async def _in_database(work: Path, base: str, devices: int, warm_cap: float,
             worker.stop()
         broker.stop()
         await pool.close()
-        admin = await asyncpg.connect(base)
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
     return out
+
+
 
 
 @pytest.mark.benchmark(group="fanin")

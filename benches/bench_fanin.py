@@ -75,15 +75,17 @@ from fanin_kit import (
     TunedPostgres,
     Watcher,
     Worker,
+    approve_registry,
     bench_pauses,
     cpu_by_kind,
     cpu_split,
     register_fleet,
+    scratch_database,
     state_batch,
     telemetry_batch,
 )
 
-from edgesync import _core, governance, registry
+from edgesync import _core, registry
 from edgesync.ingest import IngestPipeline, OutcomeStatus
 from edgesync.materialize import quote_ident
 from edgesync.staging import Replayer
@@ -357,17 +359,10 @@ async def seed_and_approve(pool: asyncpg.Pool, seed: Device) -> dict[str, str]:
     for b in (state_batch(seed, ROWS), telemetry_batch(seed, ROWS)):
         out = await pipe.handle(b.topic, b.payload)
         assert out.status is OutcomeStatus.STAGED and out.code == "schema_review", out
-    async with pool.acquire() as conn:
-        project_id = await conn.fetchval("SELECT project_id FROM edge_devices WHERE id = $1",
-                                         seed.id)
-        reviews = await governance.list_registry_reviews(conn, project_id, status="queued")
-        assert len(reviews) == 2, reviews
-        for r in reviews:
-            claimed = await governance.claim_registry_review(
-                conn, r.id, actor="bench", action_version=r.action_version)
-            await governance.approve_registry_review(
-                conn, r.id, actor="bench", action_version=claimed.action_version,
-                column_actions=None)
+    project_id = await pool.fetchval("SELECT project_id FROM edge_devices WHERE id = $1",
+                                     seed.id)
+    approved = await approve_registry(pool, project_id)
+    assert approved == 2, approved
     await Replayer(pool).drain_pending()
     rows = await pool.fetch("SELECT source_table, target_table FROM edge_table_lineages "
                             "WHERE device_id = $1", seed.id)
@@ -434,12 +429,12 @@ async def run(cfg: Config, log: Callable[[str], None]) -> dict[str, Any]:
 
 async def _in_database(cfg: Config, work: Path, base: str, log: Callable[[str], None]
                        ) -> dict[str, Any]:
-    name = f"edgesync_fanin_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    admin = await asyncpg.connect(base)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    await admin.close()
-    head, _, query = base.partition("?")
-    url = head.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else "")
+    async with scratch_database(base, "edgesync_fanin") as url:
+        return await _fleet(cfg, work, url, log)
+
+
+async def _fleet(cfg: Config, work: Path, url: str, log: Callable[[str], None]
+                 ) -> dict[str, Any]:
     results: dict[str, Any] = {}
     broker = Broker(work)
     pool = await create_pool(url, max_size=4)
@@ -480,10 +475,9 @@ async def _in_database(cfg: Config, work: Path, base: str, log: Callable[[str], 
             worker.stop()
         broker.stop()
         await pool.close()
-        admin = await asyncpg.connect(base)
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
     return results
+
+
 
 
 def make_state(d: Device) -> Batch:

@@ -38,7 +38,7 @@ import asyncpg
 import orjson
 from bench_ingest import COLUMNS, T0, fields, uuid7
 
-from edgesync import _core
+from edgesync import _core, governance
 from edgesync.protocol import PublishingClient
 
 EDGESYNC = shutil.which("edgesync", path=str(Path(sys.executable).parent)) or "edgesync"
@@ -330,6 +330,36 @@ class Worker:
         """Drop what the broker still queues for the (stopped) worker."""
         async with aiomqtt.Client(host, port, identifier=self.client_id, clean_session=True):
             pass
+
+
+@contextlib.asynccontextmanager
+async def scratch_database(base: str, prefix: str) -> AsyncIterator[str]:
+    """A new database on the server of ``base`` (its URL yielded), dropped afterwards."""
+    name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    admin = await asyncpg.connect(base)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    await admin.close()
+    head, _, query = base.partition("?")
+    try:
+        yield head.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else "")
+    finally:
+        admin = await asyncpg.connect(base)
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+async def approve_registry(pool: asyncpg.Pool, project_id: uuid.UUID) -> int:
+    """Claim and approve the project's queued registry reviews, every column mirrored;
+    returns how many."""
+    async with pool.acquire() as conn:
+        queued = await governance.list_registry_reviews(conn, project_id, status="queued")
+        for r in queued:
+            claimed = await governance.claim_registry_review(
+                conn, r.id, actor="bench", action_version=r.action_version)
+            await governance.approve_registry_review(
+                conn, r.id, actor="bench", action_version=claimed.action_version,
+                column_actions=None)
+    return len(queued)
 
 
 # ------------------------------------------------------------------ the fleet
