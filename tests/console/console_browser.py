@@ -44,7 +44,7 @@ class Browser:
         await self.do(self.driver.get, url)
 
     async def until(self, probe: Callable[[WebDriver], Any], what: str, *,
-                    limit: float = 30.0, between: Callable[[], Any] | None = None,
+                    limit: float = 60.0, between: Callable[[], Any] | None = None,
                     every: int = 20) -> Any:
         """Poll ``probe(driver)`` (in a thread) until truthy; ``between`` runs every
         ``every`` rounds (a page reload, for pages that do not poll)."""

@@ -20,10 +20,12 @@ S = TypeVar("S", bound=Screen[Any])
 
 
 async def until(pilot: Pilot[Any], probe: Callable[[], Any], what: str, *,
-                limit: float = 30.0, refresh: bool = False,
+                limit: float = 60.0, refresh: bool = False,
                 between: Callable[[], Awaitable[None]] | None = None) -> Any:
     """Let the app run until ``probe()`` is truthy. ``refresh`` presses r on each round
-    (the screens read the API when asked, they do not poll); ``between`` runs each round."""
+    (the screens read the API when asked, they do not poll); ``between`` runs each round.
+    The limit is a safety net, not a speed assertion: CI shares 2 cores with PostgreSQL,
+    the broker, the worker and a browser, and 30 s ran out there now and then."""
     deadline = time.monotonic() + limit
     rounds = 0
     while True:
