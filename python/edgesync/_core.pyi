@@ -13,6 +13,7 @@ __all__ = [
     "ROW_CAPTURE_STRATEGY",
     "SUPPORTED_FORMAT_VERSION",
     "TELEMETRY_CAPTURE_STRATEGY",
+    "ZSTD_MAGIC",
     "Envelope",
     "JournalReader",
     "JournalRow",
@@ -24,6 +25,7 @@ __all__ = [
     "decode_row_batch",
     "decode_telemetry_batch",
     "decompress_blob",
+    "inflate_batch",
     "pk_hash",
     "schema_fingerprint",
     "sqlite_affinity",
@@ -45,6 +47,10 @@ ROW_CAPTURE_STRATEGY: str
 
 TELEMETRY_CAPTURE_STRATEGY: str
 """The ``capture_strategy`` of telemetry batches (``sqlite_telemetry_batch_v1``)."""
+
+ZSTD_MAGIC: bytes
+"""The first four bytes of a zstd frame: a batch payload starting with them is a
+compressed batch (docs/protocol.md), inflated by ``inflate_batch``."""
 
 REJECTION_CODES: tuple[str, ...]
 """Every rejection code the decoders and COPY encoders raise (``BatchRejected.code``), in
@@ -82,6 +88,16 @@ def decompress_blob(data: bytes | bytearray | memoryview, max_size: int = 1 << 3
 
     Accepts any zstd frame(s), including streaming frames without a content
     size; truncated input and trailing garbage are errors. Releases the GIL.
+    """
+
+def inflate_batch(
+    payload: bytes | bytearray | memoryview, max_payload_bytes: int | None = None
+) -> bytes:
+    """The JSON of a compressed batch (one zstd frame), inflated with the GIL released.
+
+    Bounded by ``max_payload_bytes`` (``MAX_BATCH_BYTES`` by default): a frame that would
+    inflate past it raises BatchRejected ``payload_too_large`` without the output being
+    allocated whole; a corrupt or truncated frame raises ``malformed_json``.
     """
 
 @disjoint_base

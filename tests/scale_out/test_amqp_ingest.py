@@ -17,7 +17,7 @@ import asyncpg
 import pytest
 from kits.e2e_kit import eventually
 
-from edgesync import registry
+from edgesync import _core, registry
 from edgesync.ingest import AmqpIngest, IngestOutcome, IngestPipeline
 from edgesync.protocol import TopicKind, mqtt_client, parse_broker_url, topic_for
 from edgesync.registry import DeviceResolver, DeviceScope
@@ -87,6 +87,8 @@ async def test_dotted_device_topics_through_the_plugin_reach_the_pipeline(
     (the registry tells the splits apart), another with an empty slug too."""
     dotted = await add(pool, f"amqp-a-{unique}", f"plant.{unique}", f"gw.{unique}.1")
     plain = await add(pool, f"amqp-b-{unique}", "", f"gw-{unique}")
+    # A compressed batch (docs/protocol.md) comes through the plugin and the queue as is.
+    zipped = await add(pool, f"amqp-z-{unique}", f"zipped-{unique}", "gw")
     queue = f"edgesync.test.{unique}"
     pipeline = IngestPipeline(pool)
     ingest = AmqpIngest(pipeline, amqp_url, devices=DeviceResolver(pool), queue=queue)
@@ -94,15 +96,18 @@ async def test_dotted_device_topics_through_the_plugin_reach_the_pipeline(
         await publish(plugin_mqtt_url, unique,
                       (topic_for(dotted.root_topic, TopicKind.ROWS_BATCH), rows_batch(batches, 3)),
                       (topic_for(plain.root_topic, TopicKind.ROWS_BATCH), rows_batch(batches, 2)),
-                      (f"nobody.{unique}/gw/sync/rows/batch", rows_batch(batches, 1)))
+                      (f"nobody.{unique}/gw/sync/rows/batch", rows_batch(batches, 1)),
+                      (topic_for(zipped.root_topic, TopicKind.ROWS_BATCH),
+                       _core.compress_blob(rows_batch(batches, 4), 3)))
         await eventually(lambda: _equals(staged_rows(pool, dotted), 3), what="dotted staged")
+        await eventually(lambda: _equals(staged_rows(pool, zipped), 4), what="zipped staged")
         await eventually(lambda: _equals(staged_rows(pool, plain), 2), what="plain staged")
 
         async def unknown_answered() -> bool:
             return pipeline.counters["unknown_device"] == 1
 
         await eventually(unknown_answered, what="unknown device rejected")
-        assert pipeline.counters["schema_review"] == 2
+        assert pipeline.counters["schema_review"] == 3
         assert await ready_messages(amqp_url, queue) == 0
 
 

@@ -371,6 +371,10 @@ class GroupWriter:
         firsts: dict[SegmentKey, _Entry] = {}
         for e in todo:
             try:
+                if e.payload.startswith(_core.ZSTD_MAGIC):
+                    # A compressed batch: from here on (ledger, staging) its JSON, as if
+                    # it had come plain; the limits bound the inflating itself.
+                    e.payload = _core.inflate_batch(e.payload, e.max_payload_bytes)
                 batch = _decoder(e.kind, e.max_payload_bytes)(e.payload)
             except BatchRejected as rej:
                 lineage_id = await record_rejection(conn, e.scope.device_id, e.kind.value,

@@ -34,20 +34,51 @@ pub fn compress_blob(data: &[u8], level: i32) -> Result<Vec<u8>, CoreError> {
 /// than `max_size`, corrupt or truncated input, and trailing garbage.
 /// Frames without a content size (streaming writers) are accepted.
 pub fn decompress_blob(data: &[u8], max_size: u64) -> Result<Vec<u8>, CoreError> {
+    inflate(data, max_size).map_err(|e| CoreError::Blob(e.to_string()))
+}
+
+/// Why [`inflate`] refused its input: callers map the two kinds to their own errors
+/// (a staged blob's [`CoreError::Blob`], a compressed batch's rejection codes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum InflateError {
+    /// The output would pass the limit; nothing past it was allocated.
+    TooLarge(String),
+    /// Not zstd, corrupt, truncated, or followed by garbage.
+    Corrupt(String),
+}
+
+impl std::fmt::Display for InflateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            InflateError::TooLarge(s) | InflateError::Corrupt(s) => f.write_str(s),
+        }
+    }
+}
+
+/// The bounded decompression both blobs and compressed batches use: the output grows
+/// a chunk at a time and is refused as soon as it would pass `max_size`, so a
+/// decompression bomb costs at most `max_size` + one chunk of memory.
+pub(crate) fn inflate(data: &[u8], max_size: u64) -> Result<Vec<u8>, InflateError> {
     if data.is_empty() {
-        return Err(CoreError::Blob("empty input is not a zstd frame".into()));
+        return Err(InflateError::Corrupt(
+            "empty input is not a zstd frame".into(),
+        ));
     }
     let max = usize::try_from(max_size).unwrap_or(usize::MAX);
     let mut initial = 0usize;
     match zstd_safe::get_frame_content_size(data) {
         Ok(Some(size)) if size > max_size => {
-            return Err(CoreError::Blob(format!(
+            return Err(InflateError::TooLarge(format!(
                 "decompressed size {size} exceeds limit {max_size}"
             )));
         }
         Ok(Some(size)) => initial = usize::try_from(size).unwrap_or(0).min(64 << 20),
         Ok(None) => {}
-        Err(_) => return Err(CoreError::Blob("not a zstd frame (bad header)".into())),
+        Err(_) => {
+            return Err(InflateError::Corrupt(
+                "not a zstd frame (bad header)".into(),
+            ))
+        }
     }
 
     let mut dctx = DCtx::create();
@@ -59,14 +90,14 @@ pub fn decompress_blob(data: &[u8], max_size: u64) -> Result<Vec<u8>, CoreError>
         let hint = dctx
             .decompress_stream(&mut output, &mut input)
             .map_err(|code| {
-                CoreError::Blob(format!(
+                InflateError::Corrupt(format!(
                     "corrupt zstd data: {}",
                     zstd_safe::get_error_name(code)
                 ))
             })?;
         let produced = output.pos();
         if out.len().saturating_add(produced) > max {
-            return Err(CoreError::Blob(format!(
+            return Err(InflateError::TooLarge(format!(
                 "decompressed size exceeds limit {max_size}"
             )));
         }
@@ -80,7 +111,7 @@ pub fn decompress_blob(data: &[u8], max_size: u64) -> Result<Vec<u8>, CoreError>
             continue;
         }
         if consumed_all && produced < CHUNK {
-            return Err(CoreError::Blob("truncated zstd frame".into()));
+            return Err(InflateError::Corrupt("truncated zstd frame".into()));
         }
     }
 }

@@ -8,6 +8,7 @@
 //! - [`fingerprint`]: schema fingerprints (`schema_hash`).
 //! - [`pkhash`]: `source_pk_hash` of a row's `pk` object.
 //! - [`blob`]: zstd compression of staged blobs.
+//! - [`frame`]: compressed batches (one zstd frame of the batch JSON) inflated, bounded.
 //! - [`rawjson`]: one-pass parsing that keeps row values as raw JSON slices.
 //! - [`envelope`]: the envelope checks shared by row and telemetry batches.
 //! - [`row_batch`]: decoding and validation of `sync/rows/batch` payloads.
@@ -28,6 +29,7 @@ pub mod copy_binary;
 pub mod envelope;
 pub mod error;
 pub mod fingerprint;
+pub mod frame;
 pub mod journal_reader;
 pub mod pkhash;
 pub mod rawjson;
@@ -46,6 +48,7 @@ pub use copy_binary::binary_supported;
 pub use envelope::{Envelope, MAX_BATCH_BYTES, MAX_BATCH_ROWS, SUPPORTED_FORMAT_VERSION};
 pub use error::CoreError;
 pub use fingerprint::{schema_fingerprint, ColumnSpec, Fingerprint};
+pub use frame::{inflate_batch, is_compressed, ZSTD_MAGIC};
 pub use pkhash::{pk_hash, pk_hash_json};
 pub use rejection::RejectionCode;
 pub use row_batch::{

@@ -70,3 +70,21 @@ pub(crate) fn decompress_blob<'py>(
         .into_py_result()?;
     Ok(PyBytes::new(py, &out))
 }
+
+/// The JSON of a compressed batch (one zstd frame), inflated with the GIL released and
+/// bounded by ``max_payload_bytes`` (the MQTT batch limit by default); raises
+/// BatchRejected ``payload_too_large`` or ``malformed_json``.
+#[pyfunction]
+#[pyo3(signature = (payload, max_payload_bytes = None))]
+pub(crate) fn inflate_batch<'py>(
+    py: Python<'py>,
+    payload: &Bound<'py, PyAny>,
+    max_payload_bytes: Option<usize>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let payload = byte_arg(payload, "payload")?;
+    let limit = max_payload_bytes.unwrap_or(core::MAX_BATCH_BYTES);
+    let out = py
+        .detach(|| core::inflate_batch(&payload, limit))
+        .into_py_result()?;
+    Ok(PyBytes::new(py, &out))
+}

@@ -39,6 +39,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::pk_hash, m)?)?;
     m.add_function(wrap_pyfunction!(functions::compress_blob, m)?)?;
     m.add_function(wrap_pyfunction!(functions::decompress_blob, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::inflate_batch, m)?)?;
+    m.add(
+        "ZSTD_MAGIC",
+        pyo3::types::PyBytes::new(m.py(), &core::ZSTD_MAGIC),
+    )?;
     m.add_class::<envelope::PyEnvelope>()?;
     m.add_function(wrap_pyfunction!(row_batch::decode_row_batch, m)?)?;
     m.add_class::<row_batch::PyRowBatch>()?;
