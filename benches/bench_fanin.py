@@ -86,9 +86,8 @@ from fanin_kit import (
 )
 
 from edgesync import _core, registry
-from edgesync.ingest import IngestPipeline, OutcomeStatus
+from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
 from edgesync.materialize import quote_ident
-from edgesync.staging import Replayer
 from edgesync.store import create_pool, migrate
 
 ROWS = 50

@@ -37,9 +37,8 @@ import orjson
 import pytest
 
 from edgesync import _core, governance, registry
-from edgesync.ingest import IngestPipeline, OutcomeStatus
+from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
 from edgesync.materialize import quote_ident
-from edgesync.staging import Replayer
 from edgesync.store import create_pool, migrate
 
 BASE_DB = os.environ.get("EDGESYNC_TEST_DATABASE_URL",

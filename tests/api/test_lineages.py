@@ -8,7 +8,7 @@ import uuid
 import asyncpg
 import httpx
 
-from edgesync.staging import Replayer
+from edgesync.ingest import Replayer
 
 
 def key() -> str:

@@ -10,9 +10,8 @@ import asyncpg
 import httpx
 from kits.review_helpers import approve
 
-from edgesync.ingest import IngestPipeline, OutcomeStatus
+from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
 from edgesync.materialize import quote_ident
-from edgesync.staging import Replayer
 
 
 def idem() -> dict[str, str]:

@@ -21,9 +21,8 @@ import orjson
 from kits.review_helpers import approve
 
 from edgesync import _core
-from edgesync.ingest import IngestPipeline
+from edgesync.ingest import IngestPipeline, Replayer
 from edgesync.protocol import TableDigest, pk_json, uuid7
-from edgesync.staging import Replayer
 
 ROWS = [(1, "heat", 20.5), (2, "cool", None)]
 

@@ -15,10 +15,9 @@ from kits.review_helpers import approve
 from edgesync import _core
 from edgesync.control import VerificationScheduler
 from edgesync.control._verify_schedule import POLICY_ACTOR
-from edgesync.ingest import IngestPipeline, OutcomeStatus
+from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
 from edgesync.observe._db_metrics import DatabaseCollector
 from edgesync.protocol import TableDigest, pk_json, uuid7
-from edgesync.staging import Replayer
 
 
 def idem() -> dict[str, str]:

@@ -10,7 +10,7 @@ import httpx
 from kits.api_cli import Cli
 
 from edgesync import governance
-from edgesync.staging import Replayer
+from edgesync.ingest import Replayer
 
 
 def idem() -> dict[str, str]:

@@ -12,9 +12,8 @@ import httpx
 from kits.review_helpers import approve
 
 from edgesync.governance import replay_incompatibilities
-from edgesync.ingest import IngestPipeline
+from edgesync.ingest import IngestPipeline, Replayer
 from edgesync.materialize import quote_ident
-from edgesync.staging import Replayer
 
 V1 = [("id", "INTEGER", 1, True), ("mode", "TEXT", 0, True), ("setpoint", "REAL", 0, False)]
 V2 = [*V1, ("fan", "INTEGER", 0, False)]  # approved: v1's columns and one more

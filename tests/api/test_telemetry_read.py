@@ -11,8 +11,7 @@ import httpx
 from kits.telemetry_payloads import T0, Telemetry, rfc3339
 
 from edgesync import registry
-from edgesync.ingest import IngestPipeline
-from edgesync.staging import Replayer
+from edgesync.ingest import IngestPipeline, Replayer
 
 
 def idem() -> dict[str, str]:

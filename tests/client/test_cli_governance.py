@@ -8,7 +8,7 @@ import uuid
 import asyncpg
 from kits.api_cli import Cli
 
-from edgesync.staging import Replayer
+from edgesync.ingest import Replayer
 
 
 async def test_registry_review_and_data_points_through_the_cli(

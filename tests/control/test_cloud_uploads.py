@@ -18,10 +18,9 @@ from kits.review_helpers import approve
 from edgesync import registry
 from edgesync.api.routes.uploads import upload_router
 from edgesync.control import ObjectStore
-from edgesync.ingest import IngestPipeline, OutcomeStatus
+from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
 from edgesync.ingest._objects import ObjectIngester
 from edgesync.materialize import quote_ident
-from edgesync.staging import Replayer
 
 BASE = "http://edgesync.test"
 

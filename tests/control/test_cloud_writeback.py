@@ -12,9 +12,8 @@ from kits.review_helpers import approve
 from edgesync import registry
 from edgesync.control import StateWrite, write_state_rows
 from edgesync.errors import InvalidRequestError, StateWriteError
-from edgesync.ingest import IngestPipeline
+from edgesync.ingest import IngestPipeline, Replayer
 from edgesync.materialize import quote_ident
-from edgesync.staging import Replayer
 
 
 async def setup_lineage(pool: asyncpg.Pool, batches: Any, unique: str,

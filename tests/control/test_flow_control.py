@@ -21,10 +21,10 @@ from edgesync.control import (
     reset_materialization,
 )
 from edgesync.errors import ControlRejected
-from edgesync.ingest import IngestPipeline, OutcomeStatus
+from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
 from edgesync.materialize import quote_ident
 from edgesync.protocol import verify_control
-from edgesync.staging import Replayer, requeue_failed
+from edgesync.staging import requeue_failed
 
 
 class Recorder:

@@ -8,9 +8,8 @@ from kits.review_helpers import queued_review
 
 from edgesync import governance, registry
 from edgesync.errors import IdentifierError, InvalidRequestError
-from edgesync.ingest import IngestPipeline, OutcomeStatus
+from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
 from edgesync.materialize import quote_ident, target_table_name
-from edgesync.staging import Replayer
 
 LONG = "a_rather_long_table_name_that_goes_on_and_on_past_the_postgres_limit"
 

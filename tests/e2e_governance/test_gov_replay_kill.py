@@ -42,7 +42,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(180)]
 
 EDGESYNC = shutil.which("edgesync", path=str(Path(sys.executable).parent)) or "edgesync"
 ROWS, PER_FLUSH = 20_000, 200
-REPLAY_CHUNK = 20  # staged batches per replay transaction (staging._replayer._CHUNK)
+REPLAY_CHUNK = 20  # staged batches per replay transaction (ingest._replay._CHUNK)
 
 
 @pytest.fixture

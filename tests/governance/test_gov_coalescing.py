@@ -11,8 +11,7 @@ from kits.telemetry_payloads import T0, Telemetry
 
 from edgesync import governance
 from edgesync.errors import ConflictError, InvalidRequestError
-from edgesync.ingest import IngestPipeline, OutcomeStatus
-from edgesync.staging import Replayer
+from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
 
 PROJECT = {"schema_coalescing_mode": "project"}
 FLEET = {"schema_coalescing_mode": "fleet"}

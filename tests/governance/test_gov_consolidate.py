@@ -17,9 +17,8 @@ from kits.telemetry_payloads import T0, Telemetry
 
 from edgesync import governance
 from edgesync.errors import ConflictError
-from edgesync.ingest import IngestPipeline, OutcomeStatus
+from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
 from edgesync.materialize import quote_ident
-from edgesync.staging import Replayer
 
 
 async def set_mode(pool, project_id: uuid.UUID, mode: str) -> None:

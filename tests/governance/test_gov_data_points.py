@@ -15,8 +15,7 @@ from kits.telemetry_payloads import T0, Telemetry
 
 from edgesync import governance
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
-from edgesync.ingest import IngestPipeline, OutcomeStatus
-from edgesync.staging import Replayer
+from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
 
 ALLOW = {"allow_auto_create_device_data_points": True}
 

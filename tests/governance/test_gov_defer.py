@@ -9,8 +9,7 @@ from kits.review_helpers import approve
 
 from edgesync import governance
 from edgesync.errors import ConflictError
-from edgesync.ingest import IngestPipeline, OutcomeStatus
-from edgesync.staging import Replayer
+from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
 
 
 async def test_defer_keeps_the_lineage_paused_until_a_reopened_review(pool, batches, unique):

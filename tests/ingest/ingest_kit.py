@@ -11,8 +11,7 @@ from kits.review_helpers import approve_registry
 from kits.telemetry_payloads import T0, Telemetry
 
 from edgesync import registry
-from edgesync.ingest import IngestPipeline
-from edgesync.staging import Replayer
+from edgesync.ingest import IngestPipeline, Replayer
 
 COLUMNS = [("id", "INTEGER", 1, True), ("mode", "TEXT", 0, True), ("setpoint", "REAL", 0, False)]
 

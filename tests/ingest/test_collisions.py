@@ -17,10 +17,9 @@ import orjson
 import pytest
 from ingest.ingest_kit import fleet, topic
 
-from edgesync.ingest import IngestPipeline, OutcomeStatus, _accept
+from edgesync.ingest import IngestPipeline, OutcomeStatus, _accept, _write
 from edgesync.materialize import quote_ident
 from edgesync.protocol import RejectionCode
-from edgesync.staging import _replayer
 
 
 def upserts(f: Any, step: int) -> bytes:
@@ -67,7 +66,7 @@ async def test_a_group_that_collides_is_written_again(pool, batches, unique, mon
                                                       caplog):
     scopes, factories, table = await fleet(pool, batches, unique, 4)
     pipe = IngestPipeline(pool)
-    calls = failing(monkeypatch, _accept, "write_batches", colliding(2))
+    calls = failing(monkeypatch, _write, "write_batches", colliding(2))
     with caplog.at_level(logging.WARNING, logger="edgesync"):
         outcomes = await asyncio.gather(*[pipe.handle(topic(s), upserts(f, 0))
                                           for s, f in zip(scopes, factories, strict=True)])
@@ -91,7 +90,7 @@ async def test_a_catalog_unique_violation_is_a_collision_not_the_rows(pool, batc
         exc.table_name = "pg_type"  # type: ignore[attr-defined]
         return exc
 
-    failing(monkeypatch, _accept, "write_batches", colliding(1, catalog_violation))
+    failing(monkeypatch, _write, "write_batches", colliding(1, catalog_violation))
     outcome = await pipe.handle(topic(scopes[0]), upserts(factories[0], 0))
     assert outcome.status is OutcomeStatus.MATERIALIZED
     assert outcome.detail is None  # no row quarantined
@@ -108,7 +107,7 @@ async def test_a_batch_failing_alone_every_time_is_staged_with_a_ledger_row(
             return RuntimeError("a bug in a rare path")
         return None
 
-    failing(monkeypatch, _accept, "write_batches", broken)
+    failing(monkeypatch, _write, "write_batches", broken)
     outcomes = await asyncio.gather(*[pipe.handle(topic(s), upserts(f, 0))
                                       for s, f in zip(scopes, factories, strict=True)])
     by_device = {s.device_id: o for s, o in zip(scopes, outcomes, strict=True)}
@@ -133,7 +132,7 @@ async def test_a_batch_that_cannot_even_be_staged_is_recorded_rejected(
         pool, batches, unique, monkeypatch):
     scopes, factories, _ = await fleet(pool, batches, unique, 1)
     pipe = IngestPipeline(pool)
-    failing(monkeypatch, _accept, "write_batches",
+    failing(monkeypatch, _write, "write_batches",
             lambda items: RuntimeError("write bug") if items else None)
     failing(monkeypatch, _accept, "stage_many", lambda items: RuntimeError("stage bug"))
     payload = upserts(factories[0], 0)
@@ -153,7 +152,7 @@ async def test_a_replay_chunk_that_collides_is_replayed_again(pool, batches, uni
     """The replay of the batch staged before the registry's approval collides once (live
     ingest created the day's partition meanwhile): the chunk is replayed again in a new
     transaction, never marked ``materialization_failed``."""
-    calls = failing(monkeypatch, _replayer, "write_batches", colliding(1))
+    calls = failing(monkeypatch, _write, "write_batches", colliding(1))
     scopes, _, table = await fleet(pool, batches, unique, 1)  # (replays the seed batch)
     assert calls[0] == 2
     assert await pool.fetchval(f"SELECT mode FROM {quote_ident(table)} WHERE device_id = $1",

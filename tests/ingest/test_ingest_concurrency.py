@@ -12,11 +12,10 @@ import pytest
 from kits.review_helpers import approve
 
 from edgesync import registry
-from edgesync.ingest import IngestPipeline, MqttIngest
+from edgesync.ingest import IngestPipeline, MqttIngest, Replayer
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.materialize import quote_ident
 from edgesync.protocol import parse_broker_url
-from edgesync.staging import Replayer
 
 
 async def test_two_workers_shuffled_and_repeated_batches_converge(pool, batches, unique):

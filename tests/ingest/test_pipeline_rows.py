@@ -11,9 +11,9 @@ import pytest
 from kits.review_helpers import approve, queued_review
 
 from edgesync import governance, registry
-from edgesync.ingest import IngestPipeline, OutcomeStatus
+from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
 from edgesync.materialize import quote_ident
-from edgesync.staging import Replayer, list_staged_rows
+from edgesync.staging import list_staged_rows
 
 
 @pytest.fixture

@@ -15,9 +15,9 @@ from kits.telemetry_payloads import T0, Telemetry, rfc3339
 
 from edgesync import _core, governance, registry
 from edgesync.errors import InvalidRequestError
-from edgesync.ingest import IngestPipeline, OutcomeStatus
+from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
 from edgesync.materialize import quote_ident
-from edgesync.staging import Replayer, list_staged_rows
+from edgesync.staging import list_staged_rows
 
 
 @pytest.fixture

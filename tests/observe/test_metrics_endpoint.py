@@ -18,9 +18,8 @@ from metrics_kit import Samples, assert_conserved, conservation, samples_of, tot
 
 from edgesync import registry
 from edgesync.api import create_app
-from edgesync.ingest import IngestPipeline, OutcomeStatus
+from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
 from edgesync.protocol import mqtt_client, parse_broker_url
-from edgesync.staging import Replayer
 
 LIMIT = 30  # hang guard, not a timing assertion
 

@@ -14,8 +14,8 @@ import asyncpg
 import pytest
 
 from edgesync.control import ControlSender, MqttPublisher
+from edgesync.ingest import Replayer
 from edgesync.protocol import parse_broker_url
-from edgesync.staging import Replayer
 
 
 class _NoBroker:

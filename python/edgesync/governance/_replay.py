@@ -1,5 +1,5 @@
 """Replay intents (``edge_replay_intents``) and their channel: this module is their one
-writer. An intent asks the replayer (``edgesync.staging.Replayer``) to write a lineage's
+writer. An intent asks the replayer (``edgesync.ingest.Replayer``) to write a lineage's
 staged batches of approved schemas; ``REPLAY_CHANNEL`` wakes it at once."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Cloud ingest: topic routing, validation, dedupe, governance hand-off."""
+"""Cloud ingest: topic routing, validation, dedupe, governance hand-off, the write path, replay."""
 
 from edgesync.ingest._amqp import AmqpIngest, check_amqp_url
 from edgesync.ingest._amqp_keys import amqp_binding_keys, routing_key_of, topic_candidates
@@ -7,7 +7,8 @@ from edgesync.ingest._group import GroupWriter
 from edgesync.ingest._objects import ObjectIngester
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.ingest._pipeline import IngestPipeline
+from edgesync.ingest._replay import Replayer
 
 __all__ = ["AmqpIngest", "GroupWriter", "IngestOutcome", "IngestPipeline", "MqttIngest",
-           "ObjectIngester", "OutcomeStatus", "amqp_binding_keys", "check_amqp_url",
+           "ObjectIngester", "OutcomeStatus", "Replayer", "amqp_binding_keys", "check_amqp_url",
            "routing_key_of", "topic_candidates"]

@@ -12,21 +12,21 @@ the others of its group (see ``_group``). In the caller's transaction:
    (its progress confirmation is queued again);
 4. admission per (lineage, schema hash): approved and active lineages load their
    targets in one query, the others go through governance one at a time;
-5. batches are encoded first (a row with a value that does not fit is set apart, the
-   batch's other rows are encoded again), then written with one COPY per target table
-   and layout;
-6. the rest is staged with its reason (one insert), backpressure checked per lineage;
-7. the ledger rows of materialized batches settle with their lineages' counters; rows
-   set apart are quarantined (``edgesync.quarantine``) and counted on their ledger row.
+5. the batches with a target go down the one write path (``_write.write_claimed``, shared
+   with replay): one COPY per target table and layout, rows set apart quarantined and
+   counted on their ledger row, conflicts sent back, failures counted by the breaker;
+6. the rest, and the batches that could not be written, are staged with their reason
+   (one insert), backpressure checked per lineage;
+7. the ledger rows of materialized batches settle with their lineages' counters.
 
 A PostgreSQL error while writing (step 5) aborts the whole transaction: the group
-writer splits the group and tries again, down to the one batch. That batch is then
-accepted with ``rows_apart`` set when the error was the data's (``ROW_ERRORS``): its
-rows are written in savepoints, halved down to the rows PostgreSQL refuses, which are
-quarantined. For an error of the whole target (``LINEAGE_ERRORS``) it is accepted with
-``write_error`` set (staged ``materialization_failed``, counted by the breaker). Either
-way a poisoned row never rolls back or loses its neighbours, and the ledger row commits
-with the effect.
+writer splits the group and tries again, down to the one batch (``_write.isolate``).
+That batch is then accepted with ``rows_apart`` set when the error was the data's
+(``ROW_ERRORS``): its rows are written in savepoints, halved down to the rows PostgreSQL
+refuses, which are quarantined. For an error of the whole target (``LINEAGE_ERRORS``) it
+is accepted with ``write_error`` set (staged ``materialization_failed``, counted by the
+breaker). Either way a poisoned row never rolls back or loses its neighbours, and the
+ledger row commits with the effect.
 """
 
 from __future__ import annotations
@@ -38,22 +38,16 @@ from dataclasses import dataclass, field
 import orjson
 
 from edgesync._core import RowBatch, TelemetryBatch
-from edgesync.control import (
-    check_backpressure,
-    record_materialization_failure,
-    resend_cloud_rows,
-)
+from edgesync.control import check_backpressure
 from edgesync.errors import BatchRejected
 from edgesync.governance import (
     Admission,
     Arrival,
-    EventType,
     Lineage,
     LineageStatus,
     StagingReason,
     admit,
     admit_arrivals,
-    emit,
     load_state_targets,
     lock_lineages,
 )
@@ -61,16 +55,14 @@ from edgesync.ingest._ledger import (
     Claim,
     SegmentKey,
     claim_many,
-    note_quarantined,
     record_rejection,
     redelivered_many,
     settle_many,
     taken_batch_seqs,
 )
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
-from edgesync.materialize import WriteItem, write_batches, write_rows_apart
+from edgesync.ingest._write import Claimed, Written, write_claimed
 from edgesync.protocol import RejectionCode, TopicKind
-from edgesync.quarantine import quarantine_refused
 from edgesync.registry import DeviceScope
 from edgesync.staging import StagedBatch, stage_many
 from edgesync.store import CommitTail, Conn
@@ -93,8 +85,6 @@ class Work:
     # Set when PostgreSQL refused this batch's data before (alone): its rows are written
     # apart (savepoints) and the refused ones quarantined.
     rows_apart: bool = False
-    # The written item, when rows of it were set apart (to quarantine).
-    refused: WriteItem | None = field(default=None, repr=False)
     outcome: IngestOutcome | None = None
     lineage: Lineage | None = field(default=None, repr=False)
     # (device, batch_id): parsed once, it is looked up a dozen times on the way.
@@ -102,10 +92,6 @@ class Work:
 
     def __post_init__(self) -> None:
         self.key = (self.scope.device_id, uuid.UUID(self.batch.batch_id))
-
-    @property
-    def written_rows(self) -> int:
-        return self.batch.row_count - (len(self.refused.refused) if self.refused else 0)
 
     @property
     def pipeline(self) -> str:
@@ -136,10 +122,24 @@ async def accept_group(conn: Conn, works: list[Work], tail: CommitTail | None = 
         return
     admissions = await _admit(conn, claimed)
     staged: list[tuple[Work, str]] = []
-    materialized = await _materialize(conn, claimed, admissions, staged, tail)
-    for w, error in [(w, w.write_error) for w, _ in staged if w.write_error]:
-        await record_materialization_failure(conn, _lineage(w).id, error)
-        _log.warning("batch %s staged: %s", w.batch.batch_id, error)
+    writes: list[tuple[Work, Claimed]] = []
+    for w in claimed:
+        adm = admissions[(_lineage(w).id, w.batch.schema_hash)]
+        if adm.target is None:
+            assert adm.staging_reason is not None
+            staged.append((w, adm.staging_reason))
+        else:
+            writes.append((w, Claimed(w.scope.device_id, w.scope.device_name, _lineage(w),
+                                      segments[w.key], w.batch, adm.target, w.rows_apart,
+                                      w.write_error)))
+    results = await write_claimed(conn, [c for _, c in writes], tail)
+    materialized: list[tuple[Work, Written]] = []
+    for (w, _), written in zip(writes, results, strict=True):
+        if written.error is None:
+            materialized.append((w, written))
+        else:
+            w.write_error = written.error
+            staged.append((w, StagingReason.MATERIALIZATION_FAILED))
     grown = await stage_many(conn, [
         StagedBatch(_lineage(w).id, w.scope.device_id, segments[w.key], w.batch, w.payload,
                     reason) for w, reason in staged])
@@ -148,30 +148,11 @@ async def accept_group(conn: Conn, works: list[Work], tail: CommitTail | None = 
     for w, reason in staged:
         w.outcome = IngestOutcome(OutcomeStatus.STAGED, reason, None, _lineage(w).id,
                                   w.batch.row_count)
-    await settle_many(conn, [(_lineage(w).id, w.written_rows) for w in materialized],
+    await settle_many(conn, [(_lineage(w).id, written.rows) for w, written in materialized],
                       [segments[w.key] for w, _ in staged], tail)
-    for w in materialized:
-        detail = None
-        if w.refused is not None:  # the slow path: rows set apart
-            detail = await _quarantine(conn, w, segments[w.key])
-        w.outcome = IngestOutcome(OutcomeStatus.MATERIALIZED, None, detail, _lineage(w).id,
-                                  w.written_rows)
-
-
-async def _quarantine(conn: Conn, w: Work, segment_id: int) -> str:
-    assert w.refused is not None
-    lineage = _lineage(w)
-    n = await quarantine_refused(conn, project_id=lineage.project_id, lineage_id=lineage.id,
-                                 segment_id=segment_id, item=w.refused)
-    await note_quarantined(conn, [(segment_id, n)])
-    first = w.refused.refused[0]
-    await emit(conn, lineage.project_id, EventType.ROWS_QUARANTINED, lineage.id,
-               {"lineage_id": str(lineage.id), "batch_id": w.batch.batch_id, "rows": n,
-                "reason_code": first.code, "reason": first.message[:300]})
-    _log.warning("batch %s of %s: %d row(s) quarantined (%s: %s), %d written",
-                 w.batch.batch_id, w.scope.device_name, n, first.code, first.message[:200],
-                 w.written_rows)
-    return f"{n} row(s) quarantined"
+    for w, written in materialized:
+        w.outcome = IngestOutcome(OutcomeStatus.MATERIALIZED, None, written.detail,
+                                  _lineage(w).id, written.rows)
 
 
 def _lineage(w: Work) -> Lineage:
@@ -263,40 +244,3 @@ async def _admit(conn: Conn, works: list[Work]) -> dict[tuple[uuid.UUID, str], A
     for w in works:
         w.lineage = out[(_lineage(w).id, w.batch.schema_hash)].lineage
     return out
-
-
-async def _materialize(conn: Conn, works: list[Work],
-                       admissions: dict[tuple[uuid.UUID, str], Admission],
-                       staged: list[tuple[Work, str]], tail: CommitTail | None) -> list[Work]:
-    """Write what can be written; append the rest to ``staged`` with its reason."""
-    items: list[tuple[Work, WriteItem]] = []
-    apart: list[tuple[Work, WriteItem]] = []
-    for w in works:
-        adm = admissions[(_lineage(w).id, w.batch.schema_hash)]
-        if adm.target is None:
-            assert adm.staging_reason is not None
-            staged.append((w, adm.staging_reason))
-        elif w.write_error is not None:
-            staged.append((w, StagingReason.MATERIALIZATION_FAILED))
-        elif w.rows_apart:
-            apart.append((w, WriteItem(w.scope.device_id, w.batch, adm.target)))
-        else:
-            items.append((w, WriteItem(w.scope.device_id, w.batch, adm.target)))
-    await write_batches(conn, [item for _, item in items], tail=tail)
-    if apart and tail is not None:
-        await tail.flush(conn)  # the rows-apart savepoints reuse the staging tables
-    for w, item in apart:  # the slow path, after a failure
-        await write_rows_apart(conn, item)
-        items.append((w, item))
-    done = []
-    for w, item in items:
-        if item.error is not None:  # a value that does not fit, naming no row
-            w.write_error = item.error
-            staged.append((w, StagingReason.MATERIALIZATION_FAILED))
-            continue
-        if item.conflicts:
-            await resend_cloud_rows(conn, _lineage(w).id, w.scope.device_id, item.conflicts)
-        if item.refused:
-            w.refused = item
-        done.append(w)
-    return done

@@ -20,19 +20,19 @@ A group, in order:
    redelivery a decoding.)
 
 A PostgreSQL error of the data (``WRITE_ERRORS``) splits the group in two and tries each
-half (``split_on``), down to the one batch. When the error was a row's (``ROW_ERRORS``),
-that batch is accepted again with its rows written apart, halved down to the rows
-PostgreSQL refuses, which are quarantined; when it was the target's (``LINEAGE_ERRORS``:
-dropped, altered, no permission) — or the rows cannot be written apart — the batch is
-staged ``materialization_failed``. A lost
-connection (``TRANSIENT_ERRORS``) retries the same group with backoff, for as long as it
-takes: the messages stay unacknowledged meanwhile, so the consumer's in-flight window
-fills and it stops taking more. Transactions colliding (``store.collided``: a deadlock,
-a serialization failure, a lock timeout, an object another transaction created first)
-retry the same group a few times, then split it. Any other error splits the group too.
-A batch alone that collides or fails unexpectedly is tried again alone with backoff;
-one that fails the same way every time is staged ``materialization_failed`` (a ledger
-row, counted by the breaker), and one that cannot even be staged is recorded rejected
+half, down to the one batch (``_write.isolate``, the split replay shares). When the
+error was a row's (``ROW_ERRORS``), that batch is accepted again with its rows written
+apart, halved down to the rows PostgreSQL refuses, which are quarantined; when it was
+the target's (``LINEAGE_ERRORS``: dropped, altered, no permission) — or the rows cannot
+be written apart — the batch is staged ``materialization_failed``. A lost connection
+(``TRANSIENT_ERRORS``) retries the same group with backoff, for as long as it takes: the
+messages stay unacknowledged meanwhile, so the consumer's in-flight window fills and it
+stops taking more. Transactions colliding (``store.collided``: a deadlock, a
+serialization failure, a lock timeout, an object another transaction created first)
+retry the same group a few times, then split it. Any other error splits the group too. A
+batch alone that collides or fails unexpectedly is tried again alone with backoff; one
+that fails the same way every time is staged ``materialization_failed`` (a ledger row,
+counted by the breaker), and one that cannot even be staged is recorded rejected
 ``ingest_failed``. No batch is acknowledged without a ledger row for an error a retry
 could clear.
 """
@@ -55,12 +55,12 @@ from edgesync.governance import forget_targets
 from edgesync.ingest._accept import Work, accept_group
 from edgesync.ingest._ledger import (
     UNSTORABLE_TEXT,
-    UNSTORABLE_TEXT_ERRORS,
     SegmentKey,
     record_rejection,
 )
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
-from edgesync.materialize import ROW_ERRORS, WRITE_ERRORS, split_on
+from edgesync.ingest._write import isolate
+from edgesync.materialize import WRITE_ERRORS
 from edgesync.protocol import Backoff, RejectionCode, TopicKind
 from edgesync.registry import DeviceScope
 from edgesync.store import TRANSIENT_ERRORS, Conn, collided, committing
@@ -96,6 +96,10 @@ class _Entry:
     backoff: Backoff | None = field(default=None, repr=False)
     # What its caller waits on: the outcome, or a lane to lead (``nudge``).
     wake: asyncio.Future[None] | None = field(default=None, repr=False)
+
+    @property
+    def device_name(self) -> str:
+        return self.scope.device_name
 
     def resolve(self, outcome: IngestOutcome) -> None:
         if not self.future.done():
@@ -247,7 +251,8 @@ class GroupWriter:
         await waiter
 
     async def _write(self, group: list[_Entry]) -> None:
-        await split_on((Exception,), group, self._retrying, self._alone)
+        await isolate(group, self._retrying, retry=self._again_alone,
+                      unstorable=self._unstorable)
 
     async def _retrying(self, group: list[_Entry]) -> None:
         """One attempt at the group, repeated for as long as the database is away, and a
@@ -291,44 +296,20 @@ class GroupWriter:
                              "%.1fs", len(group), type(exc).__name__, exc, wait)
                 await asyncio.sleep(wait)
 
-    async def _alone(self, entry: _Entry, exc: Exception) -> None:
-        if collided(exc):
-            await self._again_alone(entry, exc)
-            return
-        if (isinstance(exc, ROW_ERRORS) and not entry.rows_apart
-                and entry.write_error is None):
-            # The poisoned batch: accept it again, its rows written apart (the refused
-            # ones quarantined).
-            _log.warning("writing a batch from %s failed, writing its rows apart: %s",
-                         entry.scope.device_name, exc)
-            entry.rows_apart = True
-            await split_on((Exception,), [entry], self._retrying, self._alone)
-            return
-        if isinstance(exc, WRITE_ERRORS) and entry.write_error is None:
-            # The target refuses the batch as a whole: accept it again, staged with the
-            # error (the breaker counts it).
-            _log.warning("writing a batch from %s failed, staging it: %s",
-                         entry.scope.device_name, exc)
-            entry.write_error = str(exc)
-            await split_on((Exception,), [entry], self._retrying, self._alone)
-            return
-        if isinstance(exc, UNSTORABLE_TEXT_ERRORS):
-            # Even staged it cannot be stored: recorded as a rejection, never dropped.
-            rej = BatchRejected(UNSTORABLE_TEXT, f"PostgreSQL text cannot hold a string of "
-                                f"this batch ({type(exc).__name__}: {exc})")
-            await self._reject(entry, rej)
-            _log.warning("rejected %s from %s: %s", entry.kind.value, entry.scope.device_name,
-                         rej)
-            return
-        await self._again_alone(entry, exc)
+    async def _unstorable(self, entry: _Entry, exc: Exception) -> None:
+        # Even staged it cannot be stored: recorded as a rejection, never dropped.
+        rej = BatchRejected(UNSTORABLE_TEXT, f"PostgreSQL text cannot hold a string of "
+                            f"this batch ({type(exc).__name__}: {exc})")
+        await self._reject(entry, rej)
+        _log.warning("rejected %s from %s: %s", entry.kind.value, entry.scope.device_name, rej)
 
-    async def _again_alone(self, entry: _Entry, exc: Exception) -> None:
+    async def _again_alone(self, entry: _Entry, exc: Exception) -> bool:
         """The batch alone failed in a way a retry may clear: a collision with another
         transaction, or an error nobody expected. Again after a pause while it fails
         otherwise or fewer than ``_ALONE_ATTEMPTS`` times the same way; then staged
         ``materialization_failed``; when that fails the same way too, recorded rejected
         ``ingest_failed``. Each is a ledger row, and counted: never a batch
-        acknowledged with nothing to show for it."""
+        acknowledged with nothing to show for it. Returns whether to attempt it again."""
         kind = type(exc)
         entry.failures = entry.failures + 1 if entry.failed_with is kind else 1
         entry.failed_with = kind
@@ -339,16 +320,14 @@ class GroupWriter:
             _log.warning("writing a batch from %s failed (%s: %s); trying it alone again "
                          "in %.1fs", entry.scope.device_name, kind.__name__, exc, wait)
             await asyncio.sleep(wait)
-            await split_on((Exception,), [entry], self._retrying, self._alone)
-            return
+            return True
         if entry.write_error is None:
             _log.error("writing a batch from %s failed %d times alone, staging it "
                        "materialization_failed", entry.scope.device_name, entry.failures,
                        exc_info=exc)
             entry.write_error = f"{kind.__name__}: {exc}"
             entry.failures, entry.failed_with, entry.backoff = 0, None, None
-            await split_on((Exception,), [entry], self._retrying, self._alone)
-            return
+            return True
         rej = BatchRejected(RejectionCode.INGEST_FAILED, "the worker could neither write nor "
                             f"stage this batch ({kind.__name__}: {exc})")
         _log.error("ingest of a batch from %s failed %d times alone, staged too: recorded "
@@ -358,6 +337,7 @@ class GroupWriter:
             await self._reject(entry, rej)
         except Exception as again:  # the database refuses even that: the consumer logs it
             entry.fail(again)
+        return False
 
     async def _reject(self, entry: _Entry, rej: BatchRejected) -> None:
         async with self._pool.acquire() as conn:

@@ -1,6 +1,6 @@
 """Writing many batches of many devices at once: one COPY per target table and layout.
 
-Both live ingest (``edgesync.ingest``) and replay (``edgesync.staging``) write through
+Both live ingest and replay (``edgesync.ingest``: its one write path, ``_write``) write through
 ``write_batches``, and isolate a batch PostgreSQL refuses with ``split_on``; within that
 one batch, ``write_rows_apart`` isolates the rows PostgreSQL refuses (savepoints, halves
 again), so only they are quarantined. A row the encoder refuses is set apart before

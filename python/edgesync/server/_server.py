@@ -38,7 +38,7 @@ from edgesync.control import (
     VerificationScheduler,
 )
 from edgesync.credentials import BrokerRefresh
-from edgesync.ingest import AmqpIngest, IngestPipeline, MqttIngest, ObjectIngester
+from edgesync.ingest import AmqpIngest, IngestPipeline, MqttIngest, ObjectIngester, Replayer
 from edgesync.observe import Check, database_checks, loop_checks
 from edgesync.observe._event_log import EventLog
 from edgesync.observe._gauges import ScrapeCollector
@@ -46,7 +46,6 @@ from edgesync.observe._summary import ThroughputLog
 from edgesync.protocol import BrokerUrl, LoopStatus, TlsFiles, loop_state
 from edgesync.registry import DeviceResolver
 from edgesync.server._checks import bind_api_socket, check_settings
-from edgesync.staging import Replayer
 from edgesync.store import create_pool, embedded_postgres, migrate
 
 __all__ = ["Server", "ServerSettings", "default_data_dir"]

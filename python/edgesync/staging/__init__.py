@@ -1,6 +1,5 @@
-"""Staging of rows that cannot be materialized yet, and their replay."""
+"""Staging of rows that cannot be materialized yet (replayed by ``edgesync.ingest.Replayer``)."""
 
-from edgesync.staging._replayer import Replayer
 from edgesync.staging._staged import (
     STAGING_REASONS,
     StagedBatch,
@@ -8,11 +7,12 @@ from edgesync.staging._staged import (
     discard_staged,
     label_schema_rejected,
     list_staged_rows,
+    mark_materialization_failed,
     requeue_failed,
     stage_many,
     unstage_many,
 )
 
-__all__ = ["STAGING_REASONS", "Replayer", "StagedBatch", "StagedRow", "discard_staged",
-           "label_schema_rejected", "list_staged_rows", "requeue_failed", "stage_many",
-           "unstage_many"]
+__all__ = ["STAGING_REASONS", "StagedBatch", "StagedRow", "discard_staged",
+           "label_schema_rejected", "list_staged_rows", "mark_materialization_failed",
+           "requeue_failed", "stage_many", "unstage_many"]

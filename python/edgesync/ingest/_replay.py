@@ -3,7 +3,9 @@
 An approval writes a replay intent and NOTIFYs; the replayer also polls, so an
 intent written while no worker ran (approval from the CLI, a crash) is picked up
 at the next start. Each staged batch is materialized and removed in one
-transaction; newer-wins upserts make the order against live batches irrelevant.
+transaction, down the one write path of live ingest (``_write``); newer-wins upserts
+make the order against live batches irrelevant. Its batches have their ledger rows
+already (claimed when they were staged): replay shares everything after the claim.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import asyncpg
 
 from edgesync import _core
 from edgesync._core import RowBatch, TelemetryBatch
-from edgesync.control import record_materialization_failure, resend_cloud_rows
+from edgesync.control import record_materialization_failure
 from edgesync.errors import BatchRejected
 from edgesync.governance import (
     REPLAY_CHANNEL,
@@ -32,17 +34,10 @@ from edgesync.governance import (
     get_lineage_for_update,
     load_state_target,
 )
-from edgesync.materialize import (
-    ROW_ERRORS,
-    StateTarget,
-    WriteItem,
-    split_on,
-    write_batches,
-    write_rows_apart,
-)
+from edgesync.ingest._write import Claimed, Written, isolate, write_claimed
+from edgesync.materialize import StateTarget
 from edgesync.protocol import Backoff, listen_loop
-from edgesync.quarantine import quarantine_refused
-from edgesync.staging._staged import mark_materialization_failed, unstage_many
+from edgesync.staging import mark_materialization_failed, unstage_many
 from edgesync.store import Conn, collided
 
 __all__ = ["Replayer"]
@@ -143,14 +138,15 @@ class Replayer:
 
     async def _replay_chunk(self, conn: Conn, lineage: Lineage,
                             staged: list[asyncpg.Record]) -> int:
-        """Write a chunk of staged batches through the same group writer as live ingest
-        (one COPY per target); a batch PostgreSQL refuses is split out: for its data
-        (``ROW_ERRORS``) its rows are written apart and the refused ones quarantined, as
-        live ingest does; for its target it is marked ``materialization_failed`` (the
-        breaker counts it). The others replay."""
+        """Write a chunk of staged batches down the same write path as live ingest
+        (``write_claimed``: one COPY per target, rows set apart quarantined, conflicts
+        sent back, failures counted), each part in a savepoint; a batch PostgreSQL
+        refuses is split out (``isolate``) and, as live, has its rows written apart or is
+        not written (marked ``materialization_failed``). A collision gives the chunk
+        back to ``replay_lineage``. The others replay."""
         targets: dict[str, StateTarget] = {}
-        items: list[tuple[asyncpg.Record, WriteItem]] = []
-        failed: list[tuple[asyncpg.Record, str]] = []
+        batches: list[tuple[asyncpg.Record, Claimed]] = []
+        failed: list[asyncpg.Record] = []
         for rec in staged:
             if rec["bind_hash"] not in targets:
                 target = await load_state_target(conn, lineage, rec["bind_hash"])
@@ -163,51 +159,46 @@ class Replayer:
                     # Accepted once already; chunks of uploads may be large.
                     else _core.decode_row_batch(payload, 1 << 30))
             except BatchRejected as exc:
-                failed.append((rec, str(exc)))
+                # Not a write: counted here, as the write path counts its failures.
+                _log.warning("replay of staged batch %s failed: %s", rec["id"], exc)
+                await record_materialization_failure(conn, lineage.id, str(exc))
+                failed.append(rec)
                 continue
-            items.append((rec, WriteItem(lineage.device_id, batch, targets[rec["bind_hash"]])))
+            batches.append((rec, Claimed(lineage.device_id, str(lineage.device_id), lineage,
+                                         rec["segment_id"], batch,
+                                         targets[rec["bind_hash"]])))
+        results: dict[Claimed, Written] = {}
 
-        async def attempt(part: list[tuple[asyncpg.Record, WriteItem]]) -> None:
+        async def attempt(part: list[Claimed]) -> None:
             async with conn.transaction():  # a savepoint: a failed part leaves no trace
-                await write_batches(conn, [item for _, item in part])
+                done = await write_claimed(conn, part, replay=True)
+            results.update(zip(part, done, strict=True))
 
-        async def alone(one: tuple[asyncpg.Record, WriteItem], exc: Exception) -> None:
-            if collided(exc):
-                raise exc  # not the batch's: the chunk again (``replay_lineage``)
-            if isinstance(exc, ROW_ERRORS):
-                try:
-                    async with conn.transaction():
-                        await write_rows_apart(conn, one[1])
-                    return
-                except asyncpg.PostgresError as again:
-                    if collided(again):
-                        raise
-                    exc = again
-            one[1].error = str(exc)
+        async def retry(one: Claimed, exc: Exception) -> bool:
+            if (collided(exc) or one.write_error is not None
+                    or not isinstance(exc, asyncpg.PostgresError)):
+                # Not the batch's: a collision replays the chunk again
+                # (``replay_lineage``); anything else ends this replay (logged, the next
+                # poll tries again).
+                raise exc
+            one.write_error = str(exc)
+            return True
 
-        await split_on((asyncpg.PostgresError,), items, attempt, alone)
+        async def unstorable(one: Claimed, exc: Exception) -> None:
+            raise exc
+
+        await isolate([c for _, c in batches], attempt, retry=retry, unstorable=unstorable)
         done = []
         quarantined = 0
-        for rec, item in items:
-            if item.error is not None:
-                failed.append((rec, item.error))
-                continue
-            if item.conflicts:
-                await resend_cloud_rows(conn, lineage.id, lineage.device_id, item.conflicts)
-            if item.refused:
-                quarantined += await quarantine_refused(
-                    conn, project_id=lineage.project_id, lineage_id=lineage.id,
-                    segment_id=rec["segment_id"], item=item)
-            done.append(rec)
-        for rec, error in failed:
-            _log.warning("replay of staged batch %s failed: %s", rec["id"], error)
+        for rec, c in batches:
+            written = results[c]
+            if written.error is not None:
+                failed.append(rec)
+            else:
+                quarantined += written.quarantined
+                done.append(rec)
+        for rec in failed:
             await mark_materialization_failed(conn, rec["id"])
-            await record_materialization_failure(conn, lineage.id, error)
-        if quarantined:
-            _log.warning("replay of lineage %s: %d row(s) quarantined", lineage.id,
-                         quarantined)
-            await emit(conn, lineage.project_id, EventType.ROWS_QUARANTINED, lineage.id,
-                       {"lineage_id": str(lineage.id), "rows": quarantined, "replay": True})
         # Rows written: the staged rows less those quarantined.
         rows = await unstage_many(conn, lineage.id, [r["id"] for r in done]) - quarantined
         await count_materialized(conn, lineage.id, rows)
