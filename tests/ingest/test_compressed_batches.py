@@ -14,10 +14,9 @@ from kits.review_helpers import approve
 from kits.telemetry_payloads import T0, Telemetry
 
 from edgesync import _core, registry
-from edgesync.ingest import IngestPipeline, OutcomeStatus
+from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
 from edgesync.materialize import quote_ident
 from edgesync.protocol import TopicKind, topic_for
-from edgesync.staging import Replayer
 
 
 async def _device(pool: asyncpg.Pool, project: str, name: str) -> registry.DeviceScope:
