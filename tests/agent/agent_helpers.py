@@ -12,7 +12,7 @@ import aiomqtt
 import orjson
 
 from edgesync.agent import AgentConfig
-from edgesync.agent._config import (
+from edgesync.agent.config import (
     ConnectionConfig,
     ReplicationConfig,
     SecurityConfig,

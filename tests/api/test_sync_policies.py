@@ -15,7 +15,7 @@ import yaml
 from kits.api_fixtures import sample_db
 
 from edgesync import registry
-from edgesync.agent._config import parse_config
+from edgesync.agent.config import parse_config
 
 
 def idem() -> dict[str, str]:

@@ -17,7 +17,7 @@ from broker_helpers import Deployment, until
 
 from edgesync import credentials
 from edgesync.agent import Agent
-from edgesync.agent._config import parse_config
+from edgesync.agent.config import parse_config
 from edgesync.credentials import make_csr, new_key, private_key_pem
 from edgesync.ingest import IngestPipeline, MqttIngest
 from edgesync.protocol import BrokerUrl, TlsFiles, TopicKind

@@ -17,7 +17,7 @@ from typing import Any
 
 import asyncpg
 
-from edgesync.agent._config import parse_table_strategies, table_strategies_doc
+from edgesync.agent.config import parse_table_strategies, table_strategies_doc
 from edgesync.control import send_sync_policy
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
 from edgesync.store import Conn, from_record
@@ -28,7 +28,7 @@ __all__ = ["AttachedTo", "EffectivePolicy", "ListedAttachment", "PolicyAttachmen
            "list_policies", "policy_devices", "update_policy"]
 
 # ``table_strategies`` is the agents' own document (table → {strategy, ts_column?,
-# include_columns?}, checked by ``agent._config.parse_table_strategies``): it travels to
+# include_columns?}, checked by ``agent.config.parse_table_strategies``): it travels to
 # them as JSON, so it stays the JSON the agent reads.
 Strategies = dict[str, dict[str, Any]]
 

@@ -24,13 +24,13 @@ from typing import Any
 
 import orjson
 
-from edgesync.agent._config import (
+from edgesync.agent._state import StateStore
+from edgesync.agent.config import (
     AgentConfig,
     TableStrategy,
     parse_table_strategies,
     table_strategies_doc,
 )
-from edgesync.agent._state import StateStore
 
 __all__ = ["RemotePolicy"]
 

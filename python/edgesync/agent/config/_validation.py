@@ -1,11 +1,11 @@
-"""Agent configuration: the YAML file, its ``*_env`` indirections, and the resolved result.
+"""The agent's YAML checked and resolved into an ``AgentConfig`` (``_model``).
 
 Two layers:
 
-* ``_File*`` dataclasses mirror the YAML exactly (unknown keys refused) and keep both the
-  inline form (``server_url``) and the environment form (``server_url_env``) of a value.
-* ``AgentConfig`` and its parts hold resolved values only; they are what the agent uses
-  and what tests build directly.
+* ``_File*`` dataclasses mirror the YAML exactly (unknown keys refused, by the ``_checks``
+  engine) and keep both the inline form (``server_url``) and the environment form
+  (``server_url_env``) of a value.
+* ``_resolve`` turns them into resolved values only (``AgentConfig`` and its parts).
 
 Every problem becomes a ``ConfigError`` whose ``field`` is the dotted YAML path, e.g.
 ``sqlite-replication.table_strategies.temps.strategy`` or
@@ -15,331 +15,50 @@ Every problem becomes a ``ConfigError`` whose ``field`` is the dotted YAML path,
 from __future__ import annotations
 
 import os
-import re
 import warnings
-from collections.abc import Callable, Mapping
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_type_hints
+from typing import Annotated, Any
 
-import platformdirs
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from edgesync.agent.config._checks import (
+    BOOL,
+    BOOL_MAP,
+    COUNT,
+    DURATION,
+    OPT_STR,
+    OPT_STR_LIST,
+    SIZE,
+    STR_LIST,
+    YamlKey,
+    choice,
+    load_mapping,
+    mapping_of,
+    scalar,
+    section,
+)
+from edgesync.agent.config._model import (
+    AgentConfig,
+    ConnectionConfig,
+    ReplicationConfig,
+    SecurityConfig,
+    Strategy,
+    TableStrategy,
+    default_state_db_path,
+)
 from edgesync.errors import ConfigError
-from edgesync.protocol import BrokerUrl, TlsFiles, parse_broker_url
+from edgesync.protocol import TlsFiles, parse_broker_url
 
-__all__ = [
-    "AgentConfig",
-    "ConnectionConfig",
-    "ReplicationConfig",
-    "SecurityConfig",
-    "TableStrategy",
-    "default_state_db_path",
-    "load_config",
-    "parse_duration",
-    "parse_size",
-    "parse_table_strategies",
-    "read_config",
-    "summarize_config",
-    "table_strategies_doc",
-]
-
-Strategy = Literal["rows", "telemetry", "ignore"]
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)\s*$", re.IGNORECASE)
-_SIZE_UNITS = {
-    "": 1, "b": 1,
-    "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
-    "t": 1000**4, "tb": 1000**4,
-    "ki": 1024, "kib": 1024, "mi": 1024**2, "mib": 1024**2, "gi": 1024**3, "gib": 1024**3,
-    "ti": 1024**4, "tib": 1024**4,
-}
+__all__ = ["load_config", "parse_config", "parse_table_strategies", "read_config",
+           "table_strategies_doc"]
 
 
-def parse_duration(value: object) -> float:
-    """Seconds from ``30s``, ``500ms``, ``1m30s``, ``2h`` or a plain number of seconds."""
-    if isinstance(value, bool):
-        raise ValueError("expected a duration such as 5s, 500ms or 1m")
-    if isinstance(value, int | float):
-        seconds = float(value)
-    elif isinstance(value, str):
-        text = value.strip()
-        pos, seconds = 0, 0.0
-        for m in _DURATION_PART.finditer(text):
-            if m.start() != pos:
-                break
-            seconds += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-            pos = m.end()
-        if not text or pos != len(text):
-            raise ValueError(f"{value!r} is not a duration; use e.g. 5s, 500ms, 1m30s")
-    else:
-        raise ValueError("expected a duration such as 5s, 500ms or 1m")
-    if seconds <= 0:
-        raise ValueError("must be greater than zero")
-    return seconds
-
-
-def parse_size(value: object) -> int:
-    """Bytes from an integer or ``256MiB``, ``512KiB``, ``1GB`` (binary and decimal units)."""
-    if isinstance(value, bool):
-        raise ValueError("expected a size such as 256MiB")
-    if isinstance(value, int):
-        size = value
-    elif isinstance(value, str):
-        m = _SIZE.match(value)
-        unit = m.group(2).lower() if m else ""
-        if not m or unit not in _SIZE_UNITS:
-            raise ValueError(f"{value!r} is not a size; use e.g. 268435456, 256MiB or 1GB")
-        size = int(float(m.group(1)) * _SIZE_UNITS[unit])
-    else:
-        raise ValueError("expected a size such as 256MiB")
-    if size <= 0:
-        raise ValueError("must be greater than zero")
-    return size
-
-
-def default_state_db_path() -> Path:
-    """``{dataDir}/sqlite-replication/state.db`` with dataDir = user_data_dir("edgesync")."""
-    return Path(platformdirs.user_data_dir("edgesync")) / "sqlite-replication" / "state.db"
-
-
-# --------------------------------------------------------------------------- resolved
-
-
-@dataclass(frozen=True, slots=True)
-class TableStrategy:
-    strategy: Strategy = "rows"
-    ts_column: str | None = None
-    include_columns: tuple[str, ...] | None = None
-
-    def __post_init__(self) -> None:
-        if self.include_columns is not None and not isinstance(self.include_columns, tuple):
-            object.__setattr__(self, "include_columns", tuple(self.include_columns))
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionConfig:
-    server_url: str
-    device_id: str
-    root_topic: str
-    keep_alive_s: float = 30.0
-    clean_session: bool = False
-    tls_ca_cert_path: Path | None = None
-    tls_client_cert_path: Path | None = None
-    tls_client_key_path: Path | None = None
-
-    @property
-    def broker(self) -> BrokerUrl:
-        return parse_broker_url(self.server_url, "connection.server_url")
-
-    @property
-    def tls_files(self) -> TlsFiles | None:
-        if not (self.tls_ca_cert_path or self.tls_client_cert_path or self.tls_client_key_path):
-            return None
-        return TlsFiles(self.tls_ca_cert_path, self.tls_client_cert_path,
-                        self.tls_client_key_path)
-
-
-@dataclass(frozen=True, slots=True)
-class SecurityConfig:
-    auth_token: str | None = None
-    signed_control: bool = False
-    capabilities: Mapping[str, bool] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicationConfig:
-    source_db_path: Path
-    state_db_path: Path = field(default_factory=default_state_db_path)
-    flush_interval_s: float = 5.0
-    local_retention_bytes: int = 256 * 1024 * 1024
-    table_strategies: Mapping[str, TableStrategy] = field(default_factory=dict)
-    snapshot_on_first_run: bool = False
-    telemetry_lookback_s: float = 30.0
-    confirm_timeout_s: float = 60.0
-    # An unsent journal backlog of a rows table above this many rows travels as one
-    # payload_spill upload instead of MQTT batches (0: never).
-    upload_backlog_rows: int = 50_000
-    # A sync policy the cloud sends (a ``sync_policy`` control) replaces table_strategies
-    # only when this is true; otherwise the YAML's own strategies stay (docs/agent.md).
-    remote_policy: bool = False
-
-    def strategy_for(self, table: str) -> TableStrategy:
-        """The configured strategy of ``table``; unlisted tables replicate as ``rows``."""
-        return self.table_strategies.get(table) or TableStrategy()
-
-
-@dataclass(frozen=True, slots=True)
-class AgentConfig:
-    """Resolved agent configuration (no ``_env`` indirections left)."""
-
-    connection: ConnectionConfig
-    replication: ReplicationConfig
-    security: SecurityConfig = field(default_factory=SecurityConfig)
-    name: str | None = None
-    platform: str | None = None
-    modules: tuple[str, ...] = ()
-
-
-# --------------------------------------------------------------------------- file shape
-#
-# Each ``_File*`` dataclass is one YAML mapping; each field one key, declared once as
-# ``name: Annotated[type, check] = default``. ``_load`` reads a mapping into its dataclass:
-# unknown keys, missing required keys and values a check refuses all become ``ConfigError``s
-# whose field is the dotted YAML path. (No pydantic: it alone cost the agent ~18 MB of RSS.)
-
-_Check = Callable[[object, str, list[ConfigError]], object]
-_BAD = object()  # a value a check refused (its error already recorded)
-
-
-@dataclass(frozen=True, slots=True)
-class _YamlKey:
-    """The YAML spelling of a key that is no Python name (``sqlite-replication``)."""
-
-    key: str
-
-
-def _scalar(convert: Callable[[object], object], *, nullable: bool = False) -> _Check:
-    def check(value: object, path: str, errors: list[ConfigError]) -> object:
-        if value is None and nullable:
-            return None
-        try:
-            return convert(value)
-        except ValueError as exc:
-            errors.append(ConfigError(path, str(exc)))
-            return _BAD
-    return check
-
-
-def _as_str(value: object) -> str:
-    if not isinstance(value, str):
-        raise ValueError("must be a string (quote the value in the YAML)")
-    return value
-
-
-_TRUE = frozenset({"true", "yes", "on", "y", "t", "1"})
-_FALSE = frozenset({"false", "no", "off", "n", "f", "0"})
-
-
-def _as_bool(value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int | str) and str(value).strip().lower() in _TRUE | _FALSE:
-        return str(value).strip().lower() in _TRUE
-    raise ValueError(f"{value!r} is not a boolean; use true or false")
-
-
-def _as_count(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).isdigit():
-        raise ValueError(f"{value!r} is not a whole number >= 0; use e.g. 50000 (0: never)")
-    return int(value)
-
-
-def _as_str_list(value: object) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ValueError("must be a list of strings, e.g. [a, b]")
-    return value
-
-
-def _as_bool_map(value: object) -> dict[str, bool]:
-    if not isinstance(value, dict):
-        raise ValueError("must be a mapping of names to true or false")
-    return {str(k): _as_bool(v) for k, v in value.items()}
-
-
-def _choice(*allowed: str) -> Callable[[object], str]:
-    spelled = ", ".join(repr(a) for a in allowed[:-1]) + (
-        f" or {allowed[-1]!r}" if len(allowed) > 1 else repr(allowed[0]))
-
-    def convert(value: object) -> str:
-        if value not in allowed:
-            raise ValueError(f"{value!r} is not allowed; use {spelled}")
-        return str(value)
-    return convert
-
-
-_STR = _scalar(_as_str)
-_OPT_STR = _scalar(_as_str, nullable=True)
-_BOOL = _scalar(_as_bool)
-_DURATION = _scalar(parse_duration)
-_SIZE_CHECK = _scalar(parse_size)
-_COUNT = _scalar(_as_count)
-_STR_LIST = _scalar(_as_str_list)
-_OPT_STR_LIST = _scalar(_as_str_list, nullable=True)
-_BOOL_MAP = _scalar(_as_bool_map)
-
-
-def _section(cls: type, *, nullable: bool = False, extra: bool = False) -> _Check:
-    def check(value: object, path: str, errors: list[ConfigError]) -> object:
-        if value is None and nullable:
-            return None
-        return _load(cls, value, path, errors, extra=extra)
-    return check
-
-
-def _mapping_of(cls: type) -> _Check:
-    def check(value: object, path: str, errors: list[ConfigError]) -> object:
-        if not isinstance(value, dict):
-            errors.append(ConfigError(path, "must be a mapping of names to settings"))
-            return _BAD
-        out = {str(k): _load(cls, v, f"{path}.{k}", errors) for k, v in value.items()}
-        return _BAD if any(v is _BAD for v in out.values()) else out
-    return check
-
-
-_SPECS: dict[type, list[tuple[str, str, _Check, bool]]] = {}
-
-
-def _spec(cls: type) -> list[tuple[str, str, _Check, bool]]:
-    """(attribute, YAML key, check, required) of each field of a ``_File*`` dataclass, read
-    once from its ``Annotated[type, check]`` annotations."""
-    if cls not in _SPECS:
-        hints = get_type_hints(cls, include_extras=True)
-        spec = []
-        for f in fields(cls):
-            extras = hints[f.name].__metadata__
-            check = next(e for e in extras if callable(e) and not isinstance(e, _YamlKey))
-            key = next((e.key for e in extras if isinstance(e, _YamlKey)), f.name)
-            required = f.default is MISSING and f.default_factory is MISSING
-            spec.append((f.name, key, check, required))
-        _SPECS[cls] = spec
-    return _SPECS[cls]
-
-
-def _load(cls: type, data: object, path: str, errors: list[ConfigError], *,
-          extra: bool = False) -> object:
-    """``data`` (a YAML mapping) as ``cls``, or ``_BAD`` with every problem in ``errors``."""
-    if not isinstance(data, dict):
-        errors.append(ConfigError(path or "(top level)", "must be a mapping (key: value lines)"))
-        return _BAD
-    prefix = f"{path}." if path else ""
-    values: dict[str, object] = {}
-    bad = False
-    spec = _spec(cls)
-    for name, key, check, required in spec:
-        if key not in data:
-            if required:
-                errors.append(ConfigError(prefix + key, "required section or key is missing"))
-                bad = True
-            continue
-        got = check(data[key], prefix + key, errors)
-        bad = bad or got is _BAD
-        values[name] = got
-    if not extra:
-        known = {key for _, key, _, _ in spec}
-        for key in data:
-            if key not in known:
-                errors.append(ConfigError(f"{prefix}{key}", "unknown key"))
-                bad = True
-    return _BAD if bad else cls(**values)
-
-
-_OptStr = Annotated[str | None, _OPT_STR]
-_Bool = Annotated[bool, _BOOL]
-_Duration = Annotated[float, _DURATION]
+_OptStr = Annotated[str | None, OPT_STR]
+_Bool = Annotated[bool, BOOL]
+_Duration = Annotated[float, DURATION]
 
 
 @dataclass(slots=True)
@@ -356,19 +75,19 @@ class _FileTls:
 class _FileMqtt:
     keep_alive: _Duration = 30.0
     clean_session: _Bool = False
-    tls: Annotated[_FileTls | None, _section(_FileTls, nullable=True)] = None
+    tls: Annotated[_FileTls | None, section(_FileTls, nullable=True)] = None
 
 
 @dataclass(slots=True)
 class _FileConnection:
-    transport: Annotated[str, _scalar(_choice("mqtt"))] = "mqtt"
+    transport: Annotated[str, scalar(choice("mqtt"))] = "mqtt"
     server_url: _OptStr = None
     server_url_env: _OptStr = None
     device_id: _OptStr = None
     device_id_env: _OptStr = None
     root_topic: _OptStr = None
     root_topic_env: _OptStr = None
-    mqtt: Annotated[_FileMqtt, _section(_FileMqtt)] = field(default_factory=_FileMqtt)
+    mqtt: Annotated[_FileMqtt, section(_FileMqtt)] = field(default_factory=_FileMqtt)
 
 
 @dataclass(slots=True)
@@ -379,16 +98,16 @@ class _FileSignedControl:
 @dataclass(slots=True)
 class _FileSecurity:
     auth_token_env: _OptStr = None
-    signed_control: Annotated[_FileSignedControl, _section(_FileSignedControl)] = field(
+    signed_control: Annotated[_FileSignedControl, section(_FileSignedControl)] = field(
         default_factory=_FileSignedControl)
-    capabilities: Annotated[dict[str, bool], _BOOL_MAP] = field(default_factory=dict)
+    capabilities: Annotated[dict[str, bool], BOOL_MAP] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
 class _FileTable:
-    strategy: Annotated[Strategy, _scalar(_choice("rows", "telemetry", "ignore"))]
+    strategy: Annotated[Strategy, scalar(choice("rows", "telemetry", "ignore"))]
     ts_column: _OptStr = None
-    include_columns: Annotated[list[str] | None, _OPT_STR_LIST] = None
+    include_columns: Annotated[list[str] | None, OPT_STR_LIST] = None
 
 
 @dataclass(slots=True)
@@ -398,20 +117,20 @@ class _FileReplication:
     state_db_path: _OptStr = None
     state_db_path_env: _OptStr = None
     flush_interval: _Duration = 5.0
-    local_retention_bytes: Annotated[int, _SIZE_CHECK] = 256 * 1024 * 1024
-    table_strategies: Annotated[dict[str, _FileTable], _mapping_of(_FileTable)] = field(
+    local_retention_bytes: Annotated[int, SIZE] = 256 * 1024 * 1024
+    table_strategies: Annotated[dict[str, _FileTable], mapping_of(_FileTable)] = field(
         default_factory=dict)
     snapshot_on_first_run: _Bool = False
     telemetry_lookback: _Duration = 30.0
     confirm_timeout: _Duration = 60.0
-    upload_backlog_rows: Annotated[int, _COUNT] = 50_000
+    upload_backlog_rows: Annotated[int, COUNT] = 50_000
     remote_policy: _Bool = False
 
 
 @dataclass(slots=True)
 class _FileModules:
-    required: Annotated[list[str], _STR_LIST] = field(default_factory=list)
-    optional: Annotated[list[str], _STR_LIST] = field(default_factory=list)
+    required: Annotated[list[str], STR_LIST] = field(default_factory=list)
+    optional: Annotated[list[str], STR_LIST] = field(default_factory=list)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -419,13 +138,13 @@ class _File:
     # Top-level keys of other modules (e.g. ``heartbeat:``) are tolerated and ignored.
     name: _OptStr = None
     platform: _OptStr = None
-    modules: Annotated[_FileModules, _section(_FileModules)] = field(
+    modules: Annotated[_FileModules, section(_FileModules)] = field(
         default_factory=_FileModules)
-    connection: Annotated[_FileConnection, _section(_FileConnection)]
-    security: Annotated[_FileSecurity, _section(_FileSecurity)] = field(
+    connection: Annotated[_FileConnection, section(_FileConnection)]
+    security: Annotated[_FileSecurity, section(_FileSecurity)] = field(
         default_factory=_FileSecurity)
-    sqlite_replication: Annotated[_FileReplication, _section(_FileReplication),
-                                  _YamlKey("sqlite-replication")]
+    sqlite_replication: Annotated[_FileReplication, section(_FileReplication),
+                                  YamlKey("sqlite-replication")]
 
 
 # --------------------------------------------------------------------------- resolution
@@ -532,7 +251,7 @@ def parse_table_strategies(data: object, base: str = "table_strategies"
             errors.append(ConfigError(f"{base}.{table}", "must be a mapping with a strategy "
                                                          "(rows, telemetry or ignore)"))
             continue
-        loaded = _load(_FileTable, doc, f"{base}.{table}", errors)
+        loaded = load_mapping(_FileTable, doc, f"{base}.{table}", errors)
         if isinstance(loaded, _FileTable):
             tables[str(table)] = loaded
     strategies = _check_tables(tables, base, errors)
@@ -696,7 +415,7 @@ def parse_config(data: object, environ: Mapping[str, str] | None = None
     # An empty section (``security:`` with nothing under it) reads as None: treat as {}.
     data = {k: ({} if v is None and k in _SECTIONS else v) for k, v in data.items()}
     errors: list[ConfigError] = []
-    raw = _load(_File, data, "", errors, extra=True)
+    raw = load_mapping(_File, data, "", errors, extra=True)
     if not isinstance(raw, _File):
         return None, errors
     return _resolve(raw, os.environ if environ is None else environ)
@@ -709,28 +428,3 @@ def load_config(path: str | os.PathLike[str]) -> AgentConfig:
         raise errors[0]
     assert cfg is not None
     return cfg
-
-
-def summarize_config(cfg: AgentConfig) -> list[str]:
-    """Human-readable lines describing a resolved config (secrets left out)."""
-    c, rep = cfg.connection, cfg.replication
-    lines = [
-        f"broker: {c.broker} (device {c.device_id}, root topic {c.root_topic}, "
-        f"keep-alive {c.keep_alive_s:g}s, clean_session {str(c.clean_session).lower()})",
-        f"tls: ca={c.tls_ca_cert_path or '-'} cert={c.tls_client_cert_path or '-'} "
-        f"key={c.tls_client_key_path or '-'}",
-        f"source db: {rep.source_db_path}",
-        f"state db: {rep.state_db_path}",
-        f"flush every {rep.flush_interval_s:g}s; local retention {rep.local_retention_bytes} bytes"
-        f"; telemetry look-back {rep.telemetry_lookback_s:g}s"
-        f"; re-send unconfirmed batches after {rep.confirm_timeout_s:g}s"
-        + (f"; backlogs over {rep.upload_backlog_rows} rows go by upload"
-           if rep.upload_backlog_rows else ""),
-        f"signed control: {'on' if cfg.security.signed_control else 'off'}",
-        f"remote sync policy: {'applied' if rep.remote_policy else 'ignored (local YAML wins)'}",
-    ]
-    for table, ts in sorted(rep.table_strategies.items()):
-        lines.append(f"table {table}: {ts.strategy}"
-                     + (f" (ts_column {ts.ts_column})" if ts.ts_column else ""))
-    lines.append("other tables: rows")
-    return lines
