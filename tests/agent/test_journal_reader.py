@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from edgesync import _core
-from edgesync.agent import _batcher
+from edgesync.agent.capture import _batcher
 from edgesync.agent.capture._batcher import JournalRow, journal_query, open_reader, read_journal
 from edgesync.agent.capture._discovery import TableInfo
 
