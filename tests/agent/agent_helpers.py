@@ -16,9 +16,8 @@ from edgesync.agent.config import (
     ConnectionConfig,
     ReplicationConfig,
     SecurityConfig,
-    TableStrategy,
 )
-from edgesync.protocol import mqtt_client, parse_broker_url
+from edgesync.protocol import TableStrategy, mqtt_client, parse_broker_url
 
 MQTT_URL = os.environ.get("EDGESYNC_TEST_MQTT_URL", "mqtt://127.0.0.1:1883")
 

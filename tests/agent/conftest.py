@@ -48,7 +48,8 @@ class Capture:
         from edgesync.agent.capture._batcher import Batcher, read_journal
         from edgesync.agent.capture._discovery import discover
         from edgesync.agent.capture._triggers import install_triggers
-        from edgesync.agent.config import ReplicationConfig, TableStrategy
+        from edgesync.agent.config import ReplicationConfig
+        from edgesync.protocol import TableStrategy
 
         self.replication = ReplicationConfig(
             source_db_path=source, state_db_path=state,

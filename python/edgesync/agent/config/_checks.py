@@ -13,8 +13,8 @@ from typing import get_type_hints
 
 from edgesync.errors import ConfigError
 
-__all__ = ["BAD", "BOOL", "BOOL_MAP", "COUNT", "DURATION", "OPT_STR", "OPT_STR_LIST", "SIZE",
-           "STR", "STR_LIST", "Check", "YamlKey", "choice", "load_mapping", "mapping_of",
+__all__ = ["BAD", "BOOL", "BOOL_MAP", "COUNT", "DURATION", "OPT_STR", "SIZE",
+           "STR", "STR_LIST", "Check", "YamlKey", "choice", "load_mapping",
            "parse_duration", "parse_size", "scalar", "section"]
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
@@ -155,7 +155,6 @@ DURATION = scalar(parse_duration)
 SIZE = scalar(parse_size)
 COUNT = scalar(_as_count)
 STR_LIST = scalar(_as_str_list)
-OPT_STR_LIST = scalar(_as_str_list, nullable=True)
 BOOL_MAP = scalar(_as_bool_map)
 
 
@@ -164,16 +163,6 @@ def section(cls: type, *, nullable: bool = False, extra: bool = False) -> Check:
         if value is None and nullable:
             return None
         return load_mapping(cls, value, path, errors, extra=extra)
-    return check
-
-
-def mapping_of(cls: type) -> Check:
-    def check(value: object, path: str, errors: list[ConfigError]) -> object:
-        if not isinstance(value, dict):
-            errors.append(ConfigError(path, "must be a mapping of names to settings"))
-            return BAD
-        out = {str(k): load_mapping(cls, v, f"{path}.{k}", errors) for k, v in value.items()}
-        return BAD if any(v is BAD for v in out.values()) else out
     return check
 
 

@@ -9,32 +9,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import platformdirs
 
-from edgesync.protocol import BrokerUrl, TlsFiles, parse_broker_url
+from edgesync.protocol import BrokerUrl, TableStrategy, TlsFiles, parse_broker_url
 
-__all__ = ["AgentConfig", "ConnectionConfig", "ReplicationConfig", "SecurityConfig", "Strategy",
-           "TableStrategy", "default_state_db_path"]
-
-Strategy = Literal["rows", "telemetry", "ignore"]
-
+__all__ = ["AgentConfig", "ConnectionConfig", "ReplicationConfig", "SecurityConfig",
+           "default_state_db_path"]
 
 def default_state_db_path() -> Path:
     """``{dataDir}/sqlite-replication/state.db`` with dataDir = user_data_dir("edgesync")."""
     return Path(platformdirs.user_data_dir("edgesync")) / "sqlite-replication" / "state.db"
-
-
-@dataclass(frozen=True, slots=True)
-class TableStrategy:
-    strategy: Strategy = "rows"
-    ts_column: str | None = None
-    include_columns: tuple[str, ...] | None = None
-
-    def __post_init__(self) -> None:
-        if self.include_columns is not None and not isinstance(self.include_columns, tuple):
-            object.__setattr__(self, "include_columns", tuple(self.include_columns))
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,18 +25,17 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from edgesync.agent.config._checks import (
+    BAD,
     BOOL,
     BOOL_MAP,
     COUNT,
     DURATION,
     OPT_STR,
-    OPT_STR_LIST,
     SIZE,
     STR_LIST,
     YamlKey,
     choice,
     load_mapping,
-    mapping_of,
     scalar,
     section,
 )
@@ -45,15 +44,18 @@ from edgesync.agent.config._model import (
     ConnectionConfig,
     ReplicationConfig,
     SecurityConfig,
-    Strategy,
-    TableStrategy,
     default_state_db_path,
 )
 from edgesync.errors import ConfigError
-from edgesync.protocol import TlsFiles, parse_broker_url
+from edgesync.protocol import (
+    TableStrategy,
+    TlsFiles,
+    check_table_strategies,
+    parse_broker_url,
+    read_table_strategy,
+)
 
-__all__ = ["load_config", "parse_config", "parse_table_strategies", "read_config",
-           "table_strategies_doc"]
+__all__ = ["load_config", "parse_config", "read_config"]
 
 
 _OptStr = Annotated[str | None, OPT_STR]
@@ -103,11 +105,21 @@ class _FileSecurity:
     capabilities: Annotated[dict[str, bool], BOOL_MAP] = field(default_factory=dict)
 
 
-@dataclass(slots=True)
-class _FileTable:
-    strategy: Annotated[Strategy, scalar(choice("rows", "telemetry", "ignore"))]
-    ts_column: _OptStr = None
-    include_columns: Annotated[list[str] | None, OPT_STR_LIST] = None
+def _table_strategies(value: object, path: str, errors: list[ConfigError]) -> object:
+    """``table_strategies`` read table by table (``protocol.read_table_strategy``); their
+    rules are checked once the whole file is read."""
+    if not isinstance(value, dict):
+        errors.append(ConfigError(path, "must be a mapping of names to settings"))
+        return BAD
+    out: dict[str, object] = {}
+    for table, doc in value.items():
+        at = f"{path}.{table}"
+        if not isinstance(doc, dict):
+            errors.append(ConfigError(at, "must be a mapping (key: value lines)"))
+            out[str(table)] = BAD
+            continue
+        out[str(table)] = read_table_strategy(doc, at, errors) or BAD
+    return BAD if any(v is BAD for v in out.values()) else out
 
 
 @dataclass(slots=True)
@@ -118,7 +130,7 @@ class _FileReplication:
     state_db_path_env: _OptStr = None
     flush_interval: _Duration = 5.0
     local_retention_bytes: Annotated[int, SIZE] = 256 * 1024 * 1024
-    table_strategies: Annotated[dict[str, _FileTable], mapping_of(_FileTable)] = field(
+    table_strategies: Annotated[dict[str, TableStrategy], _table_strategies] = field(
         default_factory=dict)
     snapshot_on_first_run: _Bool = False
     telemetry_lookback: _Duration = 30.0
@@ -200,64 +212,6 @@ def _check_topic_part(r: _Resolver, field: str, value: str, *, allow_slash: bool
         r.fail(field, f"{value!r} must not contain {chars}")
 
 
-def _check_tables(tables: Mapping[str, _FileTable], base: str, errors: list[ConfigError]
-                  ) -> dict[str, TableStrategy]:
-    """The rules of ``table_strategies`` (the agent's YAML, a sync policy of the cloud and
-    the ``sync_policy`` control share them); each problem is appended to ``errors``."""
-    strategies: dict[str, TableStrategy] = {}
-    for table, ts in tables.items():
-        at = f"{base}.{table}"
-        if not table.strip():
-            errors.append(ConfigError(at, "a table name must not be empty"))
-            continue
-        if table.startswith(("sqlite_", "__edgesync_")):
-            # Internal tables never replicate: "ignore" is harmless, anything else a mistake.
-            if ts.strategy != "ignore":
-                errors.append(ConfigError(f"{at}.strategy", "internal tables cannot be replicated"))
-            continue
-        if ts.strategy == "telemetry" and not ts.ts_column:
-            errors.append(ConfigError(f"{at}.ts_column", "required for strategy telemetry"))
-        if ts.strategy != "telemetry":
-            for key in ("ts_column", "include_columns"):
-                if getattr(ts, key) is not None:
-                    errors.append(ConfigError(f"{at}.{key}", "only valid with strategy telemetry"))
-        if ts.include_columns is not None and len(set(ts.include_columns)) != len(
-                ts.include_columns):
-            errors.append(ConfigError(f"{at}.include_columns", "names a column twice"))
-        strategies[table] = TableStrategy(
-            strategy=ts.strategy, ts_column=ts.ts_column,
-            include_columns=tuple(ts.include_columns) if ts.include_columns is not None else None,
-        )
-    return strategies
-
-
-def table_strategies_doc(strategies: Mapping[str, TableStrategy]) -> dict[str, dict[str, Any]]:
-    """``table_strategies`` as the YAML (and a sync policy) spells them: unset keys left out."""
-    return {table: {k: list(v) if isinstance(v, tuple) else v
-                    for k, v in asdict(ts).items() if v is not None}
-            for table, ts in strategies.items()}
-
-
-def parse_table_strategies(data: object, base: str = "table_strategies"
-                           ) -> tuple[dict[str, TableStrategy], list[ConfigError]]:
-    """``table_strategies`` from plain JSON/YAML data (a sync policy), checked by the same
-    rules as the agent's YAML; every error names its dotted field under ``base``."""
-    if not isinstance(data, dict):
-        return {}, [ConfigError(base, "must be a mapping of table name to strategy")]
-    tables: dict[str, _FileTable] = {}
-    errors: list[ConfigError] = []
-    for table, doc in data.items():
-        if not isinstance(doc, dict):
-            errors.append(ConfigError(f"{base}.{table}", "must be a mapping with a strategy "
-                                                         "(rows, telemetry or ignore)"))
-            continue
-        loaded = load_mapping(_FileTable, doc, f"{base}.{table}", errors)
-        if isinstance(loaded, _FileTable):
-            tables[str(table)] = loaded
-    strategies = _check_tables(tables, base, errors)
-    return ({}, errors) if errors else (strategies, [])
-
-
 def _resolve(raw: _File, environ: Mapping[str, str]) -> tuple[AgentConfig | None,
                                                                 list[ConfigError]]:
     r = _Resolver(environ)
@@ -325,7 +279,7 @@ def _resolve(raw: _File, environ: Mapping[str, str]) -> tuple[AgentConfig | None
     rep = raw.sqlite_replication
     source = r.value("sqlite-replication", rep, "source_db_path", required=True)
     state = r.value("sqlite-replication", rep, "state_db_path")
-    strategies = _check_tables(rep.table_strategies, "sqlite-replication.table_strategies",
+    strategies = check_table_strategies(rep.table_strategies, "sqlite-replication.table_strategies",
                                r.errors)
 
     if r.errors:

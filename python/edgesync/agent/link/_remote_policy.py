@@ -25,12 +25,8 @@ from typing import Any
 import orjson
 
 from edgesync.agent._state import StateStore
-from edgesync.agent.config import (
-    AgentConfig,
-    TableStrategy,
-    parse_table_strategies,
-    table_strategies_doc,
-)
+from edgesync.agent.config import AgentConfig
+from edgesync.protocol import TableStrategy, parse_table_strategies, table_strategies_doc
 
 __all__ = ["RemotePolicy"]
 
