@@ -130,11 +130,11 @@ async def test_device_of_another_project_cannot_log_in(deployment: Deployment,
     dep = deployment
     await dep.add_device("dev-a", password=False)
     await dep.start()
-    from edgesync import registry
+    from edgesync import fleet
 
     async with dep.pool.acquire() as conn:
-        other = await registry.add_device(conn, project=f"other-{unique}", name="dev-a",
-                                          topic_slug=f"o{unique}")
+        other = await fleet.add_device(conn, project=f"other-{unique}", name="dev-a",
+                                       topic_slug=f"o{unique}")
         secret = await credentials.issue_certificate(conn, other)
     assert secret.key_pem is not None
     assert not await dep.mtls_accepts(secret.cert_pem, secret.key_pem)

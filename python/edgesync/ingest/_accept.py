@@ -44,6 +44,7 @@ from edgesync.control import (
     resend_cloud_rows,
 )
 from edgesync.errors import BatchRejected
+from edgesync.fleet import DeviceScope
 from edgesync.governance import (
     Admission,
     Arrival,
@@ -71,7 +72,6 @@ from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.materialize import WriteItem, write_batches, write_rows_apart
 from edgesync.protocol import RejectionCode, TopicKind
 from edgesync.quarantine import quarantine_refused
-from edgesync.registry import DeviceScope
 from edgesync.staging import StagedBatch, stage_many
 from edgesync.store import CommitTail, Conn
 

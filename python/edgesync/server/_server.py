@@ -38,13 +38,13 @@ from edgesync.control import (
     VerificationScheduler,
 )
 from edgesync.credentials import BrokerRefresh
+from edgesync.fleet import DeviceResolver
 from edgesync.ingest import AmqpIngest, IngestPipeline, MqttIngest, ObjectIngester
 from edgesync.observe import Check, database_checks, loop_checks
 from edgesync.observe._event_log import EventLog
 from edgesync.observe._gauges import ScrapeCollector
 from edgesync.observe._summary import ThroughputLog
 from edgesync.protocol import BrokerUrl, LoopStatus, TlsFiles, loop_state
-from edgesync.registry import DeviceResolver
 from edgesync.server._checks import bind_api_socket, check_settings
 from edgesync.staging import Replayer
 from edgesync.store import create_pool, embedded_postgres, migrate
