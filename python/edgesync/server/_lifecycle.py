@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from edgesync._lifecycle import OutOfOrder
 from edgesync.errors import ServerLifecycleError
 
 __all__ = ["ServerLifecycle", "misuse", "require"]
@@ -32,7 +33,7 @@ class ServerLifecycle(StrEnum):
 
 
 # What to do instead, by the state an action found.
-_FIX = {
+_RULES = OutOfOrder("the server", ServerLifecycleError, {
     ServerLifecycle.NEW: "use it inside `async with Server(settings) as server:`",
     ServerLifecycle.OPENING: "wait until `async with Server(settings)` has entered",
     ServerLifecycle.OPEN: "it is open already; enter a Server once",
@@ -40,15 +41,6 @@ _FIX = {
     ServerLifecycle.STOPPING: "the server is leaving its `async with` block; make a new "
                               "Server(settings)",
     ServerLifecycle.CLOSED: "a Server is entered once; make a new Server(settings)",
-}
-
-
-def misuse(state: ServerLifecycle, action: str) -> ServerLifecycleError:
-    """The error for ``action`` found in ``state``: what the state is, what to do."""
-    return ServerLifecycleError(action, f"the server is {state.value}; {_FIX[state]}")
-
-
-def require(state: ServerLifecycle, action: str, *allowed: ServerLifecycle) -> None:
-    """Raise ``misuse(state, action)`` unless ``state`` is one of ``allowed``."""
-    if state not in allowed:
-        raise misuse(state, action)
+})
+misuse = _RULES.misuse
+require = _RULES.require
