@@ -32,16 +32,16 @@ from typing import Any
 import pytest
 
 from edgesync import _core
-from edgesync.agent._batcher import (
+from edgesync.agent._state import PendingBatch, StateStore
+from edgesync.agent.capture._batcher import (
     Batcher,
     JournalRow,
     _assemble,
     journal_query,
     read_journal,
 )
-from edgesync.agent._discovery import TableInfo, read_table
-from edgesync.agent._state import PendingBatch, StateStore
-from edgesync.agent._triggers import (
+from edgesync.agent.capture._discovery import TableInfo, read_table
+from edgesync.agent.capture._triggers import (
     JOURNAL_TABLE,
     install_triggers,
     json_object_sql,

@@ -52,7 +52,7 @@ from fanin_kit import (
     telemetry_batch,
 )
 
-from edgesync import registry
+import edgesync.fleet
 from edgesync.ingest import IngestPipeline, OutcomeStatus
 from edgesync.store import create_pool, migrate
 
@@ -107,7 +107,7 @@ async def _race(work: Path, url: str, devices: int, warm_cap: float,
         await broker.start()
         async with pool.acquire() as conn:
             await migrate(conn)
-            project_id = await registry.ensure_project(conn, "race", "race")
+            project_id = await edgesync.fleet.ensure_project(conn, "race", "race")
             await conn.execute("UPDATE edge_projects SET policy = policy || $2 WHERE id = $1",
                                project_id, {"schema_coalescing_mode": "project"})
             fleet_devices = await register_fleet(conn, project_id, "race", devices, "dev-")

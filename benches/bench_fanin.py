@@ -85,7 +85,8 @@ from fanin_kit import (
     telemetry_batch,
 )
 
-from edgesync import _core, registry
+import edgesync.fleet
+from edgesync import _core
 from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
 from edgesync.materialize import quote_ident
 from edgesync.store import create_pool, migrate
@@ -444,7 +445,7 @@ async def _fleet(cfg: Config, work: Path, url: str, log: Callable[[str], None]
             await migrate(conn)
             if cfg.statements_dir is not None:
                 await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-            project_id = await registry.ensure_project(conn, "fanin", "fanin")
+            project_id = await edgesync.fleet.ensure_project(conn, "fanin", "fanin")
             await conn.execute("UPDATE edge_projects SET policy = policy || $2 "
                                "WHERE id = $1", project_id,
                                {"schema_coalescing_mode": "project"})

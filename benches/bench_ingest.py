@@ -36,7 +36,7 @@ import asyncpg
 import orjson
 import pytest
 
-from edgesync import _core, governance, registry
+from edgesync import _core, fleet, governance
 from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
 from edgesync.materialize import quote_ident
 from edgesync.store import create_pool, migrate
@@ -171,7 +171,7 @@ async def clone_table(conn: asyncpg.Connection, source: str, name: str) -> None:
     await conn.execute(f"CREATE INDEX ON {q} (device_id, event_ts)")
 
 
-async def bench_telemetry(pool: asyncpg.Pool, scope: registry.DeviceScope,
+async def bench_telemetry(pool: asyncpg.Pool, scope: fleet.DeviceScope,
                           n_batches: int, rows: int) -> dict[str, float]:
     pipe = IngestPipeline(pool)
     topic = f"{scope.root_topic}/sync/telemetry/batch"
@@ -243,7 +243,7 @@ async def bench_telemetry(pool: asyncpg.Pool, scope: registry.DeviceScope,
     }
 
 
-async def bench_state(pool: asyncpg.Pool, scope: registry.DeviceScope,
+async def bench_state(pool: asyncpg.Pool, scope: fleet.DeviceScope,
                       n_batches: int, rows: int) -> dict[str, float]:
     pipe = IngestPipeline(pool)
     topic = f"{scope.root_topic}/sync/rows/batch"
@@ -254,8 +254,8 @@ async def bench_state(pool: asyncpg.Pool, scope: registry.DeviceScope,
     # A second device whose target already holds BIG_STATE rows: its batches should cost
     # what the first device's do (the upsert probes keys; it never reads all the rows).
     async with pool.acquire() as conn:
-        big = await registry.add_device(conn, project="bench", name="bench-gw-big",
-                                        topic_slug="bench")
+        big = await fleet.add_device(conn, project="bench", name="bench-gw-big",
+                                     topic_slug="bench")
     big_topic = f"{big.root_topic}/sync/rows/batch"
     big_warm, *big_batches = row_batches(n_batches + 1, rows, "state")
     big_table = await approve_first(pool, pipe, big_topic, big_warm)
@@ -382,8 +382,8 @@ async def run_all(n_batches: int, rows: int) -> dict[str, float]:
     try:
         async with pool.acquire() as conn:
             await migrate(conn)
-            scope = await registry.add_device(conn, project="bench", name="bench-gw",
-                                              topic_slug="bench")
+            scope = await fleet.add_device(conn, project="bench", name="bench-gw",
+                                           topic_slug="bench")
         results = await bench_telemetry(pool, scope, n_batches, rows)
         results |= await bench_state(pool, scope, n_batches, rows)
     finally:

@@ -146,7 +146,7 @@ async def credentials(args: argparse.Namespace) -> Any:
 
 
 async def admin(args: argparse.Namespace) -> Any:
-    from edgesync import governance, registry, staging
+    from edgesync import fleet, governance, staging
     from edgesync.store import open_database
 
     async with open_database(*_database(args)) as pool, pool.acquire() as conn:
@@ -157,8 +157,8 @@ async def admin(args: argparse.Namespace) -> Any:
         if args.command == "devices" and args.devices_command == "add":
             if not args.project:
                 raise ConfigError("--project", "with --database-url, name the project")
-            scope = await registry.add_device(conn, project=args.project, name=args.name,
-                                              topic_slug=args.topic_slug, fleet=args.fleet)
+            scope = await fleet.add_device(conn, project=args.project, name=args.name,
+                                           topic_slug=args.topic_slug, fleet=args.fleet)
             return {"device_id": scope.device_id, "name": scope.device_name,
                     "project_id": scope.project_id, "fleet_id": scope.fleet_id,
                     "root_topic": scope.root_topic}

@@ -26,6 +26,8 @@ classes against this tree.
     │   └── EnrollmentError        a device enrollment (JITR) was refused
     ├── StoreError                 the cloud database (PostgreSQL) could not be prepared or used
     │   └── SchemaTooNewError      the database was migrated by a newer edgesync
+    ├── ServerLifecycleError       a ``Server`` used out of order (a part read before
+    │                              ``async with`` entered it, entered twice, two ``run()``)
     └── DeviceError                the device side: the agent
         ├── DeviceStateError       the agent's state.db cannot be opened or prepared
         ├── OversizedRowError      one journal row alone is larger than a batch may be
@@ -64,6 +66,7 @@ __all__ = [
     "RequestError",
     "SchemaError",
     "SchemaTooNewError",
+    "ServerLifecycleError",
     "StateWriteError",
     "StoreError",
 ]
@@ -210,6 +213,20 @@ class SchemaTooNewError(StoreError):
 
 # --- the device ----------------------------------------------------------------------
 
+class _OutOfOrder(EdgesyncError, RuntimeError):
+    """A service used out of order; ``action`` names the call, the message the fix.
+    Also a ``RuntimeError``, as asyncio and httpx raise for the same misuse."""
+
+    def __init__(self, action: str, reason: str) -> None:
+        super().__init__(f"{action}: {reason}")
+        self.action = action
+        self.reason = reason
+
+
+class ServerLifecycleError(_OutOfOrder):
+    """A ``Server`` used out of order (see ``server._lifecycle``)."""
+
+
 class DeviceError(EdgesyncError):
     """A failure on the device side (the agent)."""
 
@@ -238,11 +255,5 @@ class ControlRejected(DeviceError):
         self.detail = detail
 
 
-class AgentLifecycleError(DeviceError, RuntimeError):
-    """An ``Agent`` used out of order; ``action`` names the call, the message the fix.
-    Also a ``RuntimeError``, as asyncio and httpx raise for the same misuse."""
-
-    def __init__(self, action: str, reason: str) -> None:
-        super().__init__(f"{action}: {reason}")
-        self.action = action
-        self.reason = reason
+class AgentLifecycleError(DeviceError, _OutOfOrder):
+    """An ``Agent`` used out of order (see ``agent._lifecycle``)."""

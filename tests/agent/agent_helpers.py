@@ -12,13 +12,12 @@ import aiomqtt
 import orjson
 
 from edgesync.agent import AgentConfig
-from edgesync.agent._config import (
+from edgesync.agent.config import (
     ConnectionConfig,
     ReplicationConfig,
     SecurityConfig,
-    TableStrategy,
 )
-from edgesync.protocol import mqtt_client, parse_broker_url
+from edgesync.protocol import TableStrategy, mqtt_client, parse_broker_url
 
 MQTT_URL = os.environ.get("EDGESYNC_TEST_MQTT_URL", "mqtt://127.0.0.1:1883")
 

@@ -44,11 +44,12 @@ class Capture:
 
     def __init__(self, source: Path, state: Path, strategies: dict[str, object] | None = None,
                  snapshot: bool = False) -> None:
-        from edgesync.agent._batcher import Batcher, read_journal
-        from edgesync.agent._config import ReplicationConfig, TableStrategy
-        from edgesync.agent._discovery import discover
         from edgesync.agent._state import StateStore
-        from edgesync.agent._triggers import install_triggers
+        from edgesync.agent.capture._batcher import Batcher, read_journal
+        from edgesync.agent.capture._discovery import discover
+        from edgesync.agent.capture._triggers import install_triggers
+        from edgesync.agent.config import ReplicationConfig
+        from edgesync.protocol import TableStrategy
 
         self.replication = ReplicationConfig(
             source_db_path=source, state_db_path=state,

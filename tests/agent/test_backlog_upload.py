@@ -13,7 +13,7 @@ from agent_helpers import eventually, make_config, next_message, observer, send_
 from test_uploads import B1, UploadServer, grant
 
 from edgesync.agent import Agent
-from edgesync.agent._config import load_config
+from edgesync.agent.config import load_config
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import orjson
 
 from edgesync import _core
 from edgesync._core import MAX_BATCH_BYTES, MAX_BATCH_ROWS
-from edgesync.agent._batcher import truncate_journal
+from edgesync.agent.capture._batcher import truncate_journal
 from edgesync.protocol import uuid7
 
 FORBIDDEN = {"device_id", "org_id", "project_id", "fleet_id"}

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from edgesync.agent import AgentConfig, load_config, validate_config
-from edgesync.agent._config import default_state_db_path, parse_duration, parse_size
+from edgesync.agent.config import default_state_db_path, parse_duration, parse_size
 from edgesync.errors import ConfigError
 
 EDGESYNC = shutil.which("edgesync", path=str(Path(sys.executable).parent)) or "edgesync"

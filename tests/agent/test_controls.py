@@ -13,8 +13,8 @@ import pytest
 from agent_helpers import eventually, make_config, next_message, observer, send_control
 
 from edgesync.agent import Agent
-from edgesync.agent._inbox import ControlInbox
 from edgesync.agent._state import StateStore
+from edgesync.agent.link._inbox import ControlInbox
 from edgesync.errors import ConfigError
 from edgesync.protocol import sign_control
 

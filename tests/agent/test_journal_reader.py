@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from edgesync import _core
-from edgesync.agent import _batcher
-from edgesync.agent._batcher import JournalRow, journal_query, open_reader, read_journal
-from edgesync.agent._discovery import TableInfo
+from edgesync.agent.capture import _batcher
+from edgesync.agent.capture._batcher import JournalRow, journal_query, open_reader, read_journal
+from edgesync.agent.capture._discovery import TableInfo
 
 BIG = 1 << 30
 

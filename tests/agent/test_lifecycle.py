@@ -14,8 +14,8 @@ import pytest
 from agent_helpers import eventually, make_config
 
 from edgesync.agent import Agent, AgentLifecycle, _device_db
-from edgesync.agent._batcher import Batcher
 from edgesync.agent._state import StateStore
+from edgesync.agent.capture._batcher import Batcher
 from edgesync.errors import AgentLifecycleError
 
 

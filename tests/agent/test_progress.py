@@ -13,8 +13,8 @@ from agent_helpers import eventually, make_config, next_message, observer, send_
 from conftest import Capture
 
 from edgesync.agent import Agent
-from edgesync.agent._progress import parse_committed, resend_unconfirmed, rows_progress
-from edgesync.agent._telemetry_state import TelemetryState
+from edgesync.agent.capture._telemetry_state import TelemetryState
+from edgesync.agent.link._progress import parse_committed, resend_unconfirmed, rows_progress
 
 
 def journal_seqs(db: sqlite3.Connection) -> list[int]:

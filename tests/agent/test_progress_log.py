@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from edgesync.agent._progress import ProgressLog
+from edgesync.agent.link._progress import ProgressLog
 
 
 def test_confirmations_are_summed_up_once_a_period(caplog: pytest.LogCaptureFixture) -> None:

@@ -13,7 +13,7 @@ import aiomqtt
 import orjson
 
 from edgesync.agent import Agent, AgentConfig
-from edgesync.agent._config import ConnectionConfig, ReplicationConfig
+from edgesync.agent.config import ConnectionConfig, ReplicationConfig
 from edgesync.protocol import Backoff, mqtt_client, parse_broker_url
 
 MQTT_URL = os.environ.get("EDGESYNC_TEST_MQTT_URL", "mqtt://127.0.0.1:1883")

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from edgesync.agent._config import AgentConfig, parse_config
-from edgesync.agent._remote_policy import RemotePolicy
 from edgesync.agent._state import StateStore
+from edgesync.agent.config import AgentConfig, parse_config
+from edgesync.agent.link._remote_policy import RemotePolicy
 
 
 def _config(tmp_path: Path, *, opted_in: bool) -> AgentConfig:

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from edgesync import _core
-from edgesync.agent._resnapshot import Resnapshots, where_sql
-from edgesync.agent._uploads import Uploads
-from edgesync.agent._verify import table_digest
+from edgesync.agent.jobs._resnapshot import Resnapshots, where_sql
+from edgesync.agent.jobs._uploads import Uploads
+from edgesync.agent.jobs._verify import table_digest
 from edgesync.errors import InvalidRequestError
 from edgesync.protocol import TableDigest, parse_filter, pk_json
 

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from edgesync.agent import _state_schema
-from edgesync.agent._inbox import ControlInbox
-from edgesync.agent._resnapshot import Resnapshots
 from edgesync.agent._state import StateStore
 from edgesync.agent._state_schema import MIGRATIONS, Migration
-from edgesync.agent._telemetry_state import TelemetryState
-from edgesync.agent._uploads import Uploads
-from edgesync.agent._verify import Verifications
-from edgesync.agent._writeback import CloudVersions
+from edgesync.agent.capture._telemetry_state import TelemetryState
+from edgesync.agent.jobs._resnapshot import Resnapshots
+from edgesync.agent.jobs._uploads import Uploads
+from edgesync.agent.jobs._verify import Verifications
+from edgesync.agent.jobs._writeback import CloudVersions
+from edgesync.agent.link._inbox import ControlInbox
 from edgesync.errors import DeviceStateError
 
 BEFORE = Path(__file__).with_name("state_db_before_versions.sql")

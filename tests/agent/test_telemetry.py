@@ -14,10 +14,10 @@ from agent_helpers import eventually, make_config, next_message, observer, send_
 
 from edgesync import _core
 from edgesync.agent import Agent
-from edgesync.agent._discovery import read_table, telemetry_table
 from edgesync.agent._state import StateStore
-from edgesync.agent._telemetry import TelemetryCapture, format_ts, parse_ts, row_id
-from edgesync.agent._telemetry_state import TelemetryState
+from edgesync.agent.capture._discovery import read_table, telemetry_table
+from edgesync.agent.capture._telemetry import TelemetryCapture, format_ts, parse_ts, row_id
+from edgesync.agent.capture._telemetry_state import TelemetryState
 
 # The cloud side of telemetry is written in parallel; check against it once it is built.
 CLOUD_DECODER = getattr(_core, "decode_telemetry_batch", None)

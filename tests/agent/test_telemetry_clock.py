@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from test_telemetry import Tele
 
-from edgesync.agent._telemetry import format_ts, parse_ts
+from edgesync.agent.capture._telemetry import format_ts, parse_ts
 
 T0 = 1777366800  # 2026-04-28T09:00:00Z
 HOUR = 3600

@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from edgesync.agent import Agent, AgentConfig
-from edgesync.agent._config import ConnectionConfig, ReplicationConfig
+from edgesync.agent.config import ConnectionConfig, ReplicationConfig
 from edgesync.errors import BrokerError
 from edgesync.protocol import (
     ConsumingClient,

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from edgesync.agent._batcher import truncate_journal
-from edgesync.agent._triggers import quote_ident
+from edgesync.agent.capture._batcher import truncate_journal
+from edgesync.agent.capture._triggers import quote_ident
 
 
 def _encode(value: Any) -> Any:

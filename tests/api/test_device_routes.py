@@ -8,11 +8,11 @@ import uuid
 import asyncpg
 import httpx
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync.api import create_app
+from edgesync.fleet import DeviceResolver
 from edgesync.ingest import IngestPipeline
 from edgesync.protocol import RejectionCode
-from edgesync.registry import DeviceResolver
 
 
 def idem() -> dict[str, str]:
@@ -27,8 +27,8 @@ async def test_credentials_once_and_revocation_at_ingest(tenant, pool: asyncpg.P
     async with (pool.acquire() as conn,
                 httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                   base_url="http://testserver") as client):
-        dev = await registry.add_device(conn, project=tenant.project_name, name="gw-rv",
-                                        topic_slug=tenant.slug)
+        dev = await fleet.add_device(conn, project=tenant.project_name, name="gw-rv",
+                                     topic_slug=tenant.slug)
         url = tenant.url(f"/devices/{dev.device_id}")
         r = await client.post(f"{url}/credentials", headers=tenant.headers(**idem()),
                               json={"kind": "password", "csr_pem": "x"})

@@ -16,7 +16,7 @@ import orjson
 from kits.api_cli import Cli
 from prometheus_client import generate_latest
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync.ingest import IngestPipeline
 from edgesync.observe import Presence
 from edgesync.protocol import AgentState, TopicKind, parse_status
@@ -35,8 +35,8 @@ async def _device(client: httpx.AsyncClient, tenant, name: str) -> dict[str, obj
 async def test_devices_show_presence_and_the_last_status_report(
         client: httpx.AsyncClient, tenant, pool: asyncpg.Pool, run: Cli) -> None:
     async with pool.acquire() as conn:
-        dev = await registry.add_device(conn, project=tenant.project_name, name="gw-s",
-                                        topic_slug=tenant.slug)
+        dev = await fleet.add_device(conn, project=tenant.project_name, name="gw-s",
+                                     topic_slug=tenant.slug)
     never = await _device(client, tenant, "gw-s")
     assert never["connected"] is False and never["last_seen_at"] is None
 
@@ -79,8 +79,8 @@ async def test_devices_show_presence_and_the_last_status_report(
 async def test_a_status_report_travels_through_the_pipeline(
         client: httpx.AsyncClient, tenant, pool: asyncpg.Pool) -> None:
     async with pool.acquire() as conn:
-        dev = await registry.add_device(conn, project=tenant.project_name, name="gw-p",
-                                        topic_slug=tenant.slug)
+        dev = await fleet.add_device(conn, project=tenant.project_name, name="gw-p",
+                                     topic_slug=tenant.slug)
     pipeline = IngestPipeline(pool)
     topic = f"{dev.root_topic}/sync/ingest/request"
     out = await pipeline.handle(topic, orjson.dumps(_report(AgentState.RUNNING,

@@ -22,7 +22,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync.api import create_app
 from edgesync.ingest import IngestPipeline
 from edgesync.store import create_pool
@@ -56,8 +56,8 @@ async def _seed(database_url: str, tag: str, make_tenant: Any, batches: Any
     try:
         tenant = await make_tenant(pool, tag)
         async with pool.acquire() as conn:
-            device = await registry.add_device(conn, project=tenant.project_name, name="gw",
-                                               topic_slug=tenant.slug)
+            device = await fleet.add_device(conn, project=tenant.project_name, name="gw",
+                                            topic_slug=tenant.slug)
         f = batches()
         out = await IngestPipeline(pool).handle(
             f"{device.root_topic}/sync/rows/batch",

@@ -14,8 +14,8 @@ import httpx
 import yaml
 from kits.api_fixtures import sample_db
 
-from edgesync import registry
-from edgesync.agent._config import parse_config
+from edgesync import fleet
+from edgesync.agent.config import parse_config
 
 
 def idem() -> dict[str, str]:
@@ -217,7 +217,7 @@ async def test_attachments_listed_with_names_and_scoped_to_the_project(
     a = await _device(client, tenant, "gw-a", fleet="north")
     solo = await _device(client, tenant, "gw-solo")
     async with pool.acquire() as conn:  # a fleet no device is in (yet)
-        empty_id = await registry.ensure_fleet(conn, tenant.project_id, "empty")
+        empty_id = await fleet.ensure_fleet(conn, tenant.project_id, "empty")
     pid = await _policy(client, tenant, "listed", {"t": {"strategy": "rows"}})
     other_pid = await _policy(client, tenant, "other", {"t": {"strategy": "ignore"}})
     path = tenant.url(f"/edge/sync-policies/{pid}/attachments")
@@ -270,8 +270,8 @@ async def test_fleets_listed_with_their_device_counts(client: httpx.AsyncClient,
     await _device(client, tenant, "gw-n2", fleet="north")
     await _device(client, tenant, "gw-none")
     async with pool.acquire() as conn:
-        await registry.ensure_fleet(conn, tenant.project_id, "empty")
-        await registry.ensure_fleet(conn, other_tenant.project_id, "theirs")
+        await fleet.ensure_fleet(conn, tenant.project_id, "empty")
+        await fleet.ensure_fleet(conn, other_tenant.project_id, "theirs")
     r = await client.get(tenant.url("/fleets"), headers=tenant.reader())
     assert r.status_code == 200, r.text
     assert [(f["name"], f["device_count"]) for f in r.json()["data"]] == [

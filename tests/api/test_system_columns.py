@@ -10,7 +10,7 @@ import uuid
 import httpx
 import pytest
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync.ingest import IngestPipeline
 from edgesync.materialize._identifiers import SYSTEM_COLUMNS
 
@@ -23,8 +23,8 @@ def idem() -> dict[str, str]:
 async def test_system_column_names_are_refused_with_422(client: httpx.AsyncClient, tenant,
                                                        pool, batches, system: str) -> None:
     async with pool.acquire() as conn:
-        device = await registry.add_device(conn, project=tenant.project_name, name="gw-sys",
-                                           topic_slug=tenant.slug)
+        device = await fleet.add_device(conn, project=tenant.project_name, name="gw-sys",
+                                        topic_slug=tenant.slug)
     f = batches("readings", columns=[("id", "INTEGER", 1, True), (system, "INTEGER", 0, False)])
     out = await IngestPipeline(pool).handle(f"{device.root_topic}/sync/rows/batch",
                                             f.payload(f.rows(("insert", {"id": 1, system: 7}))))

@@ -10,7 +10,7 @@ import asyncpg
 import httpx
 from kits.telemetry_payloads import T0, Telemetry, rfc3339
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync.ingest import IngestPipeline, Replayer
 
 
@@ -19,14 +19,14 @@ def idem() -> dict[str, str]:
 
 
 async def telemetry_device(pool: asyncpg.Pool, tenant, name: str
-                           ) -> tuple[registry.DeviceScope, Telemetry]:
+                           ) -> tuple[fleet.DeviceScope, Telemetry]:
     async with pool.acquire() as conn:
-        device = await registry.add_device(conn, project=tenant.project_name, name=name,
-                                           topic_slug=tenant.slug)
+        device = await fleet.add_device(conn, project=tenant.project_name, name=name,
+                                        topic_slug=tenant.slug)
     return device, Telemetry()
 
 
-async def send(pool: asyncpg.Pool, device: registry.DeviceScope, payload: bytes) -> Any:
+async def send(pool: asyncpg.Pool, device: fleet.DeviceScope, payload: bytes) -> Any:
     return await IngestPipeline(pool).handle(f"{device.root_topic}/sync/telemetry/batch",
                                              payload)
 

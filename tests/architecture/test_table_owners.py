@@ -28,10 +28,10 @@ _MIGRATIONS = _PACKAGE / "store" / "migrations"
 _DEVICE_SIDE = ("agent", "demo")
 
 OWNERS: dict[str, str] = {
-    # registry
-    "edge_projects": "registry._devices",
-    "edge_fleets": "registry._devices",
-    "edge_devices": "registry._devices",
+    # fleet
+    "edge_projects": "fleet._devices",
+    "edge_fleets": "fleet._devices",
+    "edge_devices": "fleet._devices",
     # governance
     "edge_table_lineages": "governance._lineages",
     "edge_replay_intents": "governance._replay",

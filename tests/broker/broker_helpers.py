@@ -18,10 +18,10 @@ from pathlib import Path
 import aiomqtt
 import asyncpg
 
-from edgesync import credentials, registry
+from edgesync import credentials, fleet
 from edgesync.credentials import BrokerConfigOptions, BrokerConfigResult, CertificateSecret
+from edgesync.fleet import DeviceScope
 from edgesync.protocol import BrokerUrl, TlsFiles, mqtt_client
-from edgesync.registry import DeviceScope
 
 MOSQUITTO = "/usr/sbin/mosquitto" if Path("/usr/sbin/mosquitto").exists() else (
     shutil.which("mosquitto") or "mosquitto")
@@ -142,8 +142,8 @@ class Deployment:
     async def add_device(self, name: str, *, cert: bool = True,
                          password: bool = True) -> DeviceScope:
         async with self.pool.acquire() as conn:
-            scope = await registry.add_device(conn, project=self.project, name=name,
-                                              topic_slug=self.slug, fleet="fleet")
+            scope = await fleet.add_device(conn, project=self.project, name=name,
+                                           topic_slug=self.slug, fleet="fleet")
             if cert:
                 self.certs[name] = await credentials.issue_certificate(conn, scope)
             if password:

@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 from broker_helpers import Deployment, Mosquitto, free_port
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync.credentials import BrokerConfigOptions
 
 
@@ -20,7 +20,7 @@ async def deployment(pool: asyncpg.Pool, unique: str, tmp_path: Path
                      ) -> AsyncIterator[Deployment]:
     project, slug = f"broker-{unique}", f"b{unique}"
     async with pool.acquire() as conn:
-        await registry.ensure_project(conn, project, slug)
+        await fleet.ensure_project(conn, project, slug)
     ports: set[int] = set()
     while len(ports) < 3:
         ports.add(free_port())

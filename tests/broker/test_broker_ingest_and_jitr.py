@@ -17,7 +17,7 @@ from broker_helpers import Deployment, until
 
 from edgesync import credentials
 from edgesync.agent import Agent
-from edgesync.agent._config import parse_config
+from edgesync.agent.config import parse_config
 from edgesync.credentials import make_csr, new_key, private_key_pem
 from edgesync.ingest import IngestPipeline, MqttIngest
 from edgesync.protocol import BrokerUrl, TlsFiles, TopicKind
@@ -130,11 +130,11 @@ async def test_device_of_another_project_cannot_log_in(deployment: Deployment,
     dep = deployment
     await dep.add_device("dev-a", password=False)
     await dep.start()
-    from edgesync import registry
+    from edgesync import fleet
 
     async with dep.pool.acquire() as conn:
-        other = await registry.add_device(conn, project=f"other-{unique}", name="dev-a",
-                                          topic_slug=f"o{unique}")
+        other = await fleet.add_device(conn, project=f"other-{unique}", name="dev-a",
+                                       topic_slug=f"o{unique}")
         secret = await credentials.issue_certificate(conn, other)
     assert secret.key_pem is not None
     assert not await dep.mtls_accepts(secret.cert_pem, secret.key_pem)

@@ -8,7 +8,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from edgesync import credentials, registry
+from edgesync import credentials, fleet
 from edgesync.broker import (
     MosquittoConfig,
     ProjectListeners,
@@ -82,8 +82,8 @@ async def test_every_project_gets_its_own_listeners(pool: asyncpg.Pool, unique: 
     names = [f"multi-{unique}-{i}" for i in range(2)]
     async with pool.acquire() as conn:
         for i, name in enumerate(names):
-            scope = await registry.add_device(conn, project=name, name="same-name",
-                                              topic_slug=f"m{unique}{i}")
+            scope = await fleet.add_device(conn, project=name, name="same-name",
+                                           topic_slug=f"m{unique}{i}")
             await credentials.issue_password(conn, scope)
         result = await credentials.write_broker_config(conn, tmp_path / "out", BrokerConfigOptions(
             projects=names, mtls_port=9000, password_port=9001, worker_port=9002,

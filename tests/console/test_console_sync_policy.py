@@ -27,7 +27,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from edgesync import registry, syncpolicy
+from edgesync import fleet, syncpolicy
 from edgesync.server import Server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.once, pytest.mark.timeout(240)]
@@ -199,7 +199,7 @@ async def test_attached_to_a_fleet_and_detached(console_server: Server, browser:
         policy = await syncpolicy.create_policy(conn, dev.scope.project_id, name="line",
                                                 table_strategies={"t": {"strategy": "rows"}})
         # A fleet no device is in yet: offered too (GET /fleets, not the devices' fleets).
-        await registry.ensure_fleet(conn, dev.scope.project_id, "spare")
+        await fleet.ensure_fleet(conn, dev.scope.project_id, "spare")
     app(dev.db, APP[0])
 
     async def last_control() -> asyncpg.Record | None:

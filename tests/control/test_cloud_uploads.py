@@ -15,7 +15,7 @@ import zstandard
 from fastapi import FastAPI
 from kits.review_helpers import approve
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync.api.routes.uploads import upload_router
 from edgesync.control import ObjectStore
 from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
@@ -41,7 +41,7 @@ def store(tmp_path: Path) -> ObjectStore:
     return ObjectStore(tmp_path / "objects")
 
 
-async def grant(pool: Any, pipe: IngestPipeline, scope: registry.DeviceScope) -> dict[str, Any]:
+async def grant(pool: Any, pipe: IngestPipeline, scope: fleet.DeviceScope) -> dict[str, Any]:
     req = {"format_version": 1, "request_kind": "url_request", "source_table": "device_state"}
     out = await pipe.handle(f"{scope.root_topic}/sync/ingest/request", orjson.dumps(req))
     assert out.status is OutcomeStatus.MATERIALIZED
@@ -61,8 +61,8 @@ async def put(app: FastAPI, url: str, data: bytes) -> httpx.Response:
 @pytest.mark.slow
 async def test_snapshot_of_200k_rows_uploads_and_materializes(pool, batches, unique, store):
     async with pool.acquire() as conn:
-        scope = await registry.add_device(conn, project=f"up-{unique}", name=f"gw-{unique}",
-                                          topic_slug=f"up-{unique}")
+        scope = await fleet.add_device(conn, project=f"up-{unique}", name=f"gw-{unique}",
+                                       topic_slug=f"up-{unique}")
         # The snapshot is larger than the default staged-backlog cap (100k rows).
         await conn.execute("UPDATE edge_projects SET policy = $2 WHERE id = $1",
                            scope.project_id, {"max_pending_rows_per_lineage": 1_000_000})
@@ -112,8 +112,8 @@ async def test_snapshot_of_200k_rows_uploads_and_materializes(pool, batches, uni
 
 async def test_forged_expired_and_early_finalize_are_refused(pool, batches, unique, store):
     async with pool.acquire() as conn:
-        scope = await registry.add_device(conn, project=f"uf-{unique}", name=f"gw-{unique}",
-                                          topic_slug=f"uf-{unique}")
+        scope = await fleet.add_device(conn, project=f"uf-{unique}", name=f"gw-{unique}",
+                                       topic_slug=f"uf-{unique}")
     pipe = IngestPipeline(pool)
     pipe.upload_base_url = BASE
     app = FastAPI()
@@ -140,8 +140,8 @@ async def test_forged_expired_and_early_finalize_are_refused(pool, batches, uniq
 
 async def test_a_spilled_row_larger_than_a_batch_materializes(pool, batches, unique, store):
     async with pool.acquire() as conn:
-        scope = await registry.add_device(conn, project=f"us-{unique}", name=f"gw-{unique}",
-                                          topic_slug=f"us-{unique}")
+        scope = await fleet.add_device(conn, project=f"us-{unique}", name=f"gw-{unique}",
+                                       topic_slug=f"us-{unique}")
     pipe = IngestPipeline(pool)
     pipe.upload_base_url = BASE
     app = FastAPI()

@@ -9,7 +9,7 @@ import asyncpg
 import pytest
 from kits.review_helpers import approve
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync.control import StateWrite, write_state_rows
 from edgesync.errors import InvalidRequestError, StateWriteError
 from edgesync.ingest import IngestPipeline, Replayer
@@ -18,10 +18,10 @@ from edgesync.materialize import quote_ident
 
 async def setup_lineage(pool: asyncpg.Pool, batches: Any, unique: str,
                         authority: str | None, actions: list[dict[str, Any]] | None = None
-                        ) -> tuple[registry.DeviceScope, Any]:
+                        ) -> tuple[fleet.DeviceScope, Any]:
     async with pool.acquire() as conn:
-        scope = await registry.add_device(conn, project=f"wb-{unique}", name=f"gw-{unique}",
-                                          topic_slug=f"wb-{unique}")
+        scope = await fleet.add_device(conn, project=f"wb-{unique}", name=f"gw-{unique}",
+                                       topic_slug=f"wb-{unique}")
     f = batches()
     out = await IngestPipeline(pool).handle(f"{scope.root_topic}/sync/rows/batch", f.payload(
         f.rows(("insert", {"id": 1, "mode": "heat", "setpoint": 20.0}))))
@@ -31,7 +31,7 @@ async def setup_lineage(pool: asyncpg.Pool, batches: Any, unique: str,
     return scope, out.lineage_id
 
 
-async def write(pool: asyncpg.Pool, scope: registry.DeviceScope, lineage_id: Any,
+async def write(pool: asyncpg.Pool, scope: fleet.DeviceScope, lineage_id: Any,
                 rows: Any) -> StateWrite:
     async with pool.acquire() as conn:
         return await write_state_rows(conn, project_id=scope.project_id,

@@ -13,7 +13,7 @@ import orjson
 import pytest
 from kits.review_helpers import approve
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync.control import (
     BackpressureSweeper,
     ControlSender,
@@ -30,7 +30,7 @@ from edgesync.staging import requeue_failed
 class Recorder:
     """Keeps what was published to one device (other tests' devices share the database)."""
 
-    def __init__(self, scope: registry.DeviceScope) -> None:
+    def __init__(self, scope: fleet.DeviceScope) -> None:
         self.root = scope.root_topic + "/"
         self.sent: list[tuple[str, dict[str, Any]]] = []
 
@@ -46,16 +46,16 @@ class Recorder:
         return [body for _, body in self.sent if body["control_kind"] == kind]
 
 
-async def make_device(pool: asyncpg.Pool, unique: str, **policy: Any) -> registry.DeviceScope:
+async def make_device(pool: asyncpg.Pool, unique: str, **policy: Any) -> fleet.DeviceScope:
     async with pool.acquire() as conn:
-        scope = await registry.add_device(conn, project=f"fc-{unique}", name=f"gw-{unique}",
-                                          topic_slug=f"fc-{unique}")
+        scope = await fleet.add_device(conn, project=f"fc-{unique}", name=f"gw-{unique}",
+                                       topic_slug=f"fc-{unique}")
         await conn.execute("UPDATE edge_projects SET policy = $2 WHERE id = $1",
                            scope.project_id, policy)
     return scope
 
 
-def topic(scope: registry.DeviceScope) -> str:
+def topic(scope: fleet.DeviceScope) -> str:
     return f"{scope.root_topic}/sync/rows/batch"
 
 

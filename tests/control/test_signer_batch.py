@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync.control._signer import sign_for_device, sign_for_devices
 from edgesync.errors import ConfigError
 from edgesync.protocol import verify_control
@@ -17,9 +17,9 @@ _TTL = timedelta(minutes=5)
 
 
 async def _device(conn: asyncpg.Connection, unique: str, name: str, *, signed: bool,
-                  token: str | None) -> registry.DeviceScope:
-    scope = await registry.add_device(conn, project=f"sig-{unique}", name=f"{name}-{unique}",
-                                      topic_slug=f"sig-{unique}")
+                  token: str | None) -> fleet.DeviceScope:
+    scope = await fleet.add_device(conn, project=f"sig-{unique}", name=f"{name}-{unique}",
+                                   topic_slug=f"sig-{unique}")
     await conn.execute("UPDATE edge_devices SET signed_control = $2, control_token = $3 "
                        "WHERE id = $1", scope.device_id, signed, token)
     return scope

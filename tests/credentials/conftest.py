@@ -6,7 +6,7 @@ import asyncpg
 import pytest
 from cred_helpers import Project
 
-from edgesync import identity, registry
+from edgesync import fleet, identity
 
 
 @pytest.fixture
@@ -15,5 +15,5 @@ async def project(pool: asyncpg.Pool, unique: str) -> Project:
     async with pool.acquire() as conn:
         boot = await identity.bootstrap(conn, org=f"org-cred-{unique}", project=name,
                                         topic_slug=slug)
-        fleet_id = await registry.ensure_fleet(conn, boot.project_id, "line-1")
+        fleet_id = await fleet.ensure_fleet(conn, boot.project_id, "line-1")
     return Project(boot.project_id, boot.org_id, name, slug, fleet_id, "line-1")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from edgesync.agent._config import parse_config
+from edgesync.agent.config import parse_config
 
 EDGESYNC = shutil.which("edgesync", path=str(Path(sys.executable).parent)) or "edgesync"
 

@@ -9,7 +9,7 @@ import pytest
 from cred_helpers import Project
 from cryptography import x509
 
-from edgesync import credentials, registry
+from edgesync import credentials, fleet
 from edgesync.credentials import make_csr, new_key, verify_password
 from edgesync.credentials._x509 import common_name, signed_by
 from edgesync.errors import InvalidRequestError, NotFoundError
@@ -18,8 +18,8 @@ from edgesync.errors import InvalidRequestError, NotFoundError
 async def test_password_is_hashed_and_rotation_revokes_the_old_one(
         pool: asyncpg.Pool, project: Project) -> None:
     async with pool.acquire() as conn:
-        scope = await registry.add_device(conn, project=project.name, name="gw-1",
-                                          topic_slug=project.slug)
+        scope = await fleet.add_device(conn, project=project.name, name="gw-1",
+                                       topic_slug=project.slug)
         first = await credentials.issue_password(conn, scope)
         second = await credentials.issue_password(conn, scope)
         rows = await conn.fetch(
@@ -35,8 +35,8 @@ async def test_password_is_hashed_and_rotation_revokes_the_old_one(
 
 async def test_certificate_with_server_key_or_csr(pool: asyncpg.Pool, project: Project) -> None:
     async with pool.acquire() as conn:
-        scope = await registry.add_device(conn, project=project.name, name="gw-2",
-                                          topic_slug=project.slug)
+        scope = await fleet.add_device(conn, project=project.name, name="gw-2",
+                                       topic_slug=project.slug)
         made = await credentials.issue_certificate(conn, scope)
         key = new_key()
         signed = await credentials.issue_certificate(conn, scope, csr_pem=make_csr(key, "gw-2"))
@@ -63,8 +63,8 @@ async def test_device_ca_is_per_project_and_not_the_project_ca(
         device_ca = await credentials.get_ca(conn, project.id, "device")
         project_ca = await credentials.get_ca(conn, project.id, "project")
         again = await credentials.get_ca(conn, project.id, "device")
-        other = await registry.add_device(conn, project=f"other-{unique}", name="x",
-                                          topic_slug=f"o{unique}")
+        other = await fleet.add_device(conn, project=f"other-{unique}", name="x",
+                                       topic_slug=f"o{unique}")
         other_ca = await credentials.get_ca(conn, other.project_id, "device")
     assert device_ca == again
     assert len({device_ca.cert_pem, project_ca.cert_pem, other_ca.cert_pem}) == 3
@@ -72,8 +72,8 @@ async def test_device_ca_is_per_project_and_not_the_project_ca(
 
 async def test_revoke_one_or_all(pool: asyncpg.Pool, project: Project) -> None:
     async with pool.acquire() as conn:
-        scope = await registry.add_device(conn, project=project.name, name="gw-4",
-                                          topic_slug=project.slug)
+        scope = await fleet.add_device(conn, project=project.name, name="gw-4",
+                                       topic_slug=project.slug)
         a = await credentials.issue_certificate(conn, scope)
         await credentials.issue_certificate(conn, scope)
         await credentials.issue_password(conn, scope)
@@ -88,8 +88,8 @@ async def test_revoke_one_or_all(pool: asyncpg.Pool, project: Project) -> None:
 
 async def test_find_device(pool: asyncpg.Pool, project: Project) -> None:
     async with pool.acquire() as conn:
-        await registry.add_device(conn, project=project.name, name="gw-5",
-                                  topic_slug=project.slug)
+        await fleet.add_device(conn, project=project.name, name="gw-5",
+                               topic_slug=project.slug)
         found = await credentials.find_device(conn, project.name, "gw-5")
         assert found.root_topic == f"{project.slug}/gw-5"
         with pytest.raises(NotFoundError):

@@ -16,7 +16,7 @@ from cred_helpers import Project
 from cryptography import x509
 from fastapi import FastAPI
 
-from edgesync import credentials, registry
+from edgesync import credentials, fleet
 from edgesync.api.routes.jitr import make_jitr_router
 from edgesync.credentials import BootstrapSecret, make_csr, new_key
 from edgesync.credentials._x509 import common_name, new_ca, signed_by
@@ -71,7 +71,7 @@ async def test_enrollment_creates_the_device_and_signs_its_csr(
     assert common_name(cert.subject) == "press-01" and signed_by(cert, ca)
     assert cert.public_key() == key.public_key()  # the key never left the "device"
     async with pool.acquire() as conn:
-        scope = await registry.get_device(conn, project.slug, "press-01")
+        scope = await fleet.get_device(conn, project.slug, "press-01")
         used = await conn.fetchval(
             "SELECT enrolled_devices FROM edge_bootstrap_certificates WHERE id = $1", boot.id)
         device_ca = await credentials.get_ca(conn, project.id, "device")
@@ -109,8 +109,8 @@ async def test_duplicate_name_is_409(client: httpx.AsyncClient, pool: asyncpg.Po
                                      project: Project) -> None:
     boot = await _bootstrap(pool, project)
     async with pool.acquire() as conn:  # pre-created, as the reference warns against
-        await registry.add_device(conn, project=project.name, name="taken",
-                                  topic_slug=project.slug)
+        await fleet.add_device(conn, project=project.name, name="taken",
+                               topic_slug=project.slug)
     assert _code(await _enroll(client, project, boot.cert_pem, "taken")) == (
         409, "DEVICE_NAME_ALREADY_IN_USE")
     assert (await _enroll(client, project, boot.cert_pem, "fresh")).status_code == 201

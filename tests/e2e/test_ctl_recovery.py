@@ -35,7 +35,7 @@ from kits.e2e_kit import (
 )
 
 from edgesync import _core, control
-from edgesync.agent import _resnapshot as resnapshot_module
+from edgesync.agent.jobs import _resnapshot as resnapshot_module
 from edgesync.materialize import quote_ident
 from edgesync.protocol import pk_json
 

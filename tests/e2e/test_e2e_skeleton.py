@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from edgesync import governance, registry
+from edgesync import fleet, governance
 from edgesync.agent import Agent, load_config
 from edgesync.materialize import quote_ident
 from edgesync.server import Server, ServerSettings
@@ -58,8 +58,8 @@ async def test_skeleton_through_mosquitto_and_postgres(tmp_path: Path, database_
         pool = server.pool
         assert pool is not None
         async with pool.acquire() as conn:
-            scope = await registry.add_device(conn, project=f"e2e-{unique}",
-                                              name=f"dev-{unique}", topic_slug=f"e2e-{unique}")
+            scope = await fleet.add_device(conn, project=f"e2e-{unique}",
+                                           name=f"dev-{unique}", topic_slug=f"e2e-{unique}")
         db = tmp_path / "source.db"
         app(db, "CREATE TABLE players (id INTEGER PRIMARY KEY, name TEXT NOT NULL, "
                 "score REAL, photo BLOB)")

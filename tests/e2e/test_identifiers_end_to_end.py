@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from kits.review_helpers import queued_review
 
-from edgesync import governance, registry
+from edgesync import fleet, governance
 from edgesync.errors import IdentifierError, InvalidRequestError
 from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
 from edgesync.materialize import quote_ident, target_table_name
@@ -26,8 +26,8 @@ def test_long_names_do_not_collide_after_truncation() -> None:
 
 async def test_odd_table_and_column_names_materialize(pool, batches, unique):
     async with pool.acquire() as conn:
-        scope = await registry.add_device(conn, project=f"id-{unique}", name=f"gw-{unique}",
-                                          topic_slug=f"id-{unique}")
+        scope = await fleet.add_device(conn, project=f"id-{unique}", name=f"gw-{unique}",
+                                       topic_slug=f"id-{unique}")
     columns = [("select", "INTEGER", 1, True), ('we"ird col', "TEXT", 0, False),
                ("naïve ☃", "REAL", 0, False), ("c" * 70, "TEXT", 0, False)]
     pipe = IngestPipeline(pool)

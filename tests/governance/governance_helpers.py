@@ -7,24 +7,25 @@ from typing import Any
 
 import asyncpg
 
-from edgesync import registry
+import edgesync.fleet
 from edgesync.materialize import quote_ident
 
 
-def rows_topic(scope: registry.DeviceScope) -> str:
+def rows_topic(scope: edgesync.fleet.DeviceScope) -> str:
     return f"{scope.root_topic}/sync/rows/batch"
 
 
-def tm_topic(scope: registry.DeviceScope) -> str:
+def tm_topic(scope: edgesync.fleet.DeviceScope) -> str:
     return f"{scope.root_topic}/sync/telemetry/batch"
 
 
 async def add_device(pool: asyncpg.Pool, unique: str, name: str, *,
                      fleet: str | None = None,
-                     policy: dict[str, Any] | None = None) -> registry.DeviceScope:
+                     policy: dict[str, Any] | None = None) -> edgesync.fleet.DeviceScope:
     async with pool.acquire() as conn:
-        scope = await registry.add_device(conn, project=f"gp-{unique}", name=f"{name}-{unique}",
-                                          topic_slug=f"gs-{unique}", fleet=fleet)
+        scope = await edgesync.fleet.add_device(conn,
+                                                project=f"gp-{unique}", name=f"{name}-{unique}",
+                                                topic_slug=f"gs-{unique}", fleet=fleet)
         if policy is not None:
             await conn.execute("UPDATE edge_projects SET policy = policy || $2 WHERE id = $1",
                                scope.project_id, policy)

@@ -10,7 +10,7 @@ import asyncpg
 from kits.review_helpers import approve_registry
 from kits.telemetry_payloads import T0, Telemetry
 
-from edgesync import registry
+import edgesync.fleet
 from edgesync.ingest import IngestPipeline, Replayer
 
 COLUMNS = [("id", "INTEGER", 1, True), ("mode", "TEXT", 0, True), ("setpoint", "REAL", 0, False)]
@@ -18,12 +18,13 @@ COLUMNS = [("id", "INTEGER", 1, True), ("mode", "TEXT", 0, True), ("setpoint", "
 
 async def fleet(pool: asyncpg.Pool, batches: Any, unique: str, n: int, *,
                 telemetry: bool = False
-                ) -> tuple[list[registry.DeviceScope], list[Any], str]:
+                ) -> tuple[list[edgesync.fleet.DeviceScope], list[Any], str]:
     """``n`` devices of one project with project coalescing, the table's schema approved
     once in the registry: every later device is approved on arrival."""
     async with pool.acquire() as conn:
-        scopes = [await registry.add_device(conn, project=f"gc-{unique}", name=f"d{i}-{unique}",
-                                            topic_slug=f"gc-{unique}") for i in range(n)]
+        scopes = [await edgesync.fleet.add_device(conn,
+                                                  project=f"gc-{unique}", name=f"d{i}-{unique}",
+                                                  topic_slug=f"gc-{unique}") for i in range(n)]
         await conn.execute("UPDATE edge_projects SET policy = policy || $2 WHERE id = $1",
                            scopes[0].project_id, {"schema_coalescing_mode": "project"})
     factories: list[Any] = [batches("device_state", COLUMNS) for _ in scopes]
@@ -39,9 +40,9 @@ async def fleet(pool: asyncpg.Pool, batches: Any, unique: str, n: int, *,
     return scopes, factories, table
 
 
-def topic(scope: registry.DeviceScope) -> str:
+def topic(scope: edgesync.fleet.DeviceScope) -> str:
     return f"{scope.root_topic}/sync/rows/batch"
 
 
-def tm_topic(scope: registry.DeviceScope) -> str:
+def tm_topic(scope: edgesync.fleet.DeviceScope) -> str:
     return f"{scope.root_topic}/sync/telemetry/batch"

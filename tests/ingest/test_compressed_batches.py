@@ -13,25 +13,25 @@ import pytest
 from kits.review_helpers import approve
 from kits.telemetry_payloads import T0, Telemetry
 
-from edgesync import _core, registry
+from edgesync import _core, fleet
 from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
 from edgesync.materialize import quote_ident
 from edgesync.protocol import TopicKind, topic_for
 
 
-async def _device(pool: asyncpg.Pool, project: str, name: str) -> registry.DeviceScope:
+async def _device(pool: asyncpg.Pool, project: str, name: str) -> fleet.DeviceScope:
     async with pool.acquire() as conn:
-        return await registry.add_device(conn, project=project, name=name,
+        return await fleet.add_device(conn, project=project, name=name,
                                          topic_slug=f"z-{project}")
 
 
-async def _staged_blobs(pool: asyncpg.Pool, device: registry.DeviceScope) -> list[bytes]:
+async def _staged_blobs(pool: asyncpg.Pool, device: fleet.DeviceScope) -> list[bytes]:
     rows = await pool.fetch("SELECT blob FROM edge_staged_rows WHERE device_id = $1 "
                             "ORDER BY id", device.device_id)
     return [_core.decompress_blob(r["blob"]) for r in rows]
 
 
-async def _ledger(pool: asyncpg.Pool, device: registry.DeviceScope) -> list[tuple[object, ...]]:
+async def _ledger(pool: asyncpg.Pool, device: fleet.DeviceScope) -> list[tuple[object, ...]]:
     rows = await pool.fetch(
         "SELECT batch_id, topic_kind, source_table, outcome, rejection_code, payload_bytes "
         "FROM edge_export_segments WHERE device_id = $1 ORDER BY batch_id", device.device_id)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import orjson
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync.ingest import IngestPipeline, OutcomeStatus
 
 
 async def test_observation_and_gap_report_are_recorded(pool, unique):
     async with pool.acquire() as conn:
-        scope = await registry.add_device(conn, project=f"r-{unique}", name=f"gw-{unique}",
-                                          topic_slug=f"r-{unique}")
+        scope = await fleet.add_device(conn, project=f"r-{unique}", name=f"gw-{unique}",
+                                       topic_slug=f"r-{unique}")
     pipe = IngestPipeline(pool)
     root = scope.root_topic
     obs = {"format_version": 1, "source_table": "t", "schema_hash": "a" * 64,

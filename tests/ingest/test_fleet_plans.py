@@ -13,12 +13,12 @@ from typing import Any
 
 import orjson
 
-from edgesync import registry
+from edgesync import fleet
+from edgesync.fleet import ProjectPolicy
 from edgesync.governance import load_state_targets, lock_lineages
 from edgesync.governance._lineages import add_staged, set_approved_many
 from edgesync.governance._versions import fill_columns_many
 from edgesync.ingest._ledger import settle_many
-from edgesync.registry import ProjectPolicy
 
 FLEET = 20_000
 GROUP = 128  # the group writer's largest group
@@ -41,7 +41,7 @@ async def test_a_groups_statements_read_no_fleet_table_whole(pool, unique):
         tx = conn.transaction()
         await tx.start()
         try:
-            project = await registry.ensure_project(conn, f"fp-{unique}", f"fp-{unique}")
+            project = await fleet.ensure_project(conn, f"fp-{unique}", f"fp-{unique}")
             await conn.execute(
                 "INSERT INTO edge_devices (id, project_id, name) "
                 "SELECT gen_random_uuid(), $1, 'fp-' || i FROM generate_series(1, $2) i",
@@ -62,8 +62,8 @@ async def test_a_groups_statements_read_no_fleet_table_whole(pool, unique):
                 "WHERE l.project_id = $1", project)
             devices = await conn.fetch("SELECT id, name FROM edge_devices WHERE project_id = $1 "
                                        "ORDER BY random() LIMIT $2", project, GROUP)
-            scopes = [registry.DeviceScope(d["id"], d["name"], project, None, f"fp-{unique}",
-                                           ProjectPolicy()) for d in devices]
+            scopes = [fleet.DeviceScope(d["id"], d["name"], project, None, f"fp-{unique}",
+                                        ProjectPolicy()) for d in devices]
 
             sent: list[tuple[str, tuple[Any, ...]]] = []
 
@@ -81,7 +81,7 @@ async def test_a_groups_statements_read_no_fleet_table_whole(pool, unique):
             await load_state_targets(conn, [(lin, "h1") for lin in approved.values()])
             await settle_many(conn, [(i, 50) for i in ids], [])
             await add_staged(conn, ids, [50] * GROUP, [1000] * GROUP)
-            await registry.take_control_seqs(conn, {s.device_id: 1 for s in scopes})
+            await fleet.take_control_seqs(conn, {s.device_id: 1 for s in scopes})
             conn.remove_query_logger(log)
 
             read_whole: dict[str, set[str]] = {}

@@ -11,7 +11,8 @@ import asyncpg
 import pytest
 from ingest.ingest_kit import fleet, topic
 
-from edgesync import _core, registry
+import edgesync.fleet
+from edgesync import _core
 from edgesync.ingest import GroupWriter, IngestPipeline, OutcomeStatus
 from edgesync.ingest._accept import Work, accept_group
 from edgesync.ingest._group import _Entry
@@ -59,7 +60,7 @@ class Counted:
                 await self.pool.release(c)
 
 
-async def round_of(pipe: IngestPipeline, scopes: list[registry.DeviceScope],
+async def round_of(pipe: IngestPipeline, scopes: list[edgesync.fleet.DeviceScope],
                    factories: list[Any], step: int) -> list[Any]:
     return await asyncio.gather(*[pipe.handle(topic(s), upserts(f, step))
                                   for s, f in zip(scopes, factories, strict=True)])
@@ -221,8 +222,8 @@ async def test_a_cancelled_leader_hands_its_group_to_the_others(pool, batches, u
 
 async def test_a_group_records_the_columns_its_later_batch_carried(pool, batches, unique):
     async with pool.acquire() as conn:
-        scope = await registry.add_device(conn, project=f"gs-{unique}", name=f"gs-{unique}",
-                                          topic_slug=f"gs-{unique}")
+        scope = await edgesync.fleet.add_device(conn, project=f"gs-{unique}", name=f"gs-{unique}",
+                                                topic_slug=f"gs-{unique}")
     f = batches()
     bare = f.payload(f.rows(("insert", {"id": 1, "mode": "a", "setpoint": 1.0})),
                      with_schema=False)
@@ -250,7 +251,7 @@ async def test_one_group_with_a_device_twice_keeps_its_newest_change(pool, batch
     older, newer = upserts(factories[0], 1, n=2), upserts(factories[0], 2, n=2)
     others = [upserts(f, 3, n=2) for f in factories[1:]]
 
-    def work(scope: registry.DeviceScope, payload: bytes) -> Work:
+    def work(scope: edgesync.fleet.DeviceScope, payload: bytes) -> Work:
         return Work(scope, TopicKind.ROWS_BATCH, payload, _core.decode_row_batch(payload))
 
     for group in ([work(scopes[0], newer), work(scopes[0], older)],  # one device twice
@@ -271,8 +272,9 @@ async def test_a_lane_takes_no_batch_of_a_device_the_other_lane_writes(pool, uni
     """Two lanes lock disjoint lineages: batches of a device whose group is being
     written wait, in their order, for the next group (GroupWriter._take)."""
     async with pool.acquire() as conn:
-        a, b, c = [await registry.add_device(conn, project=f"ln-{unique}", name=f"{n}-{unique}",
-                                             topic_slug=f"ln-{unique}") for n in "abc"]
+        a, b, c = [await edgesync.fleet.add_device(conn,
+                                                   project=f"ln-{unique}", name=f"{n}-{unique}",
+                                                   topic_slug=f"ln-{unique}") for n in "abc"]
     writer = GroupWriter(pool, max_group=3)
     loop = asyncio.get_running_loop()
     entries = [_Entry(s, TopicKind.ROWS_BATCH, b"", None, loop.create_future())

@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 from kits.review_helpers import approve
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync.ingest import IngestPipeline, MqttIngest, Replayer
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.materialize import quote_ident
@@ -20,8 +20,8 @@ from edgesync.protocol import parse_broker_url
 
 async def test_two_workers_shuffled_and_repeated_batches_converge(pool, batches, unique):
     async with pool.acquire() as conn:
-        scope = await registry.add_device(conn, project=f"cc-{unique}", name=f"gw-{unique}",
-                                          topic_slug=f"cc-{unique}")
+        scope = await fleet.add_device(conn, project=f"cc-{unique}", name=f"gw-{unique}",
+                                       topic_slug=f"cc-{unique}")
     topic = f"{scope.root_topic}/sync/rows/batch"
     f = batches()
     first = await IngestPipeline(pool).handle(topic, f.payload(

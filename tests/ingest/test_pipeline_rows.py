@@ -10,20 +10,20 @@ import asyncpg
 import pytest
 from kits.review_helpers import approve, queued_review
 
-from edgesync import governance, registry
+from edgesync import fleet, governance
 from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
 from edgesync.materialize import quote_ident
 from edgesync.staging import list_staged_rows
 
 
 @pytest.fixture
-async def device(pool: asyncpg.Pool, unique: str) -> registry.DeviceScope:
+async def device(pool: asyncpg.Pool, unique: str) -> fleet.DeviceScope:
     async with pool.acquire() as conn:
-        return await registry.add_device(conn, project=f"p-{unique}", name=f"gw-{unique}",
-                                         topic_slug=f"s-{unique}")
+        return await fleet.add_device(conn, project=f"p-{unique}", name=f"gw-{unique}",
+                                      topic_slug=f"s-{unique}")
 
 
-def topic(scope: registry.DeviceScope) -> str:
+def topic(scope: fleet.DeviceScope) -> str:
     return f"{scope.root_topic}/sync/rows/batch"
 
 

@@ -13,7 +13,7 @@ import pytest
 from kits.review_helpers import approve
 from kits.telemetry_payloads import T0, Telemetry, rfc3339
 
-from edgesync import _core, governance, registry
+from edgesync import _core, fleet, governance
 from edgesync.errors import InvalidRequestError
 from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
 from edgesync.materialize import quote_ident
@@ -21,17 +21,17 @@ from edgesync.staging import list_staged_rows
 
 
 @pytest.fixture
-async def device(pool: asyncpg.Pool, unique: str) -> registry.DeviceScope:
+async def device(pool: asyncpg.Pool, unique: str) -> fleet.DeviceScope:
     async with pool.acquire() as conn:
-        return await registry.add_device(conn, project=f"tp-{unique}", name=f"tg-{unique}",
-                                         topic_slug=f"ts-{unique}")
+        return await fleet.add_device(conn, project=f"tp-{unique}", name=f"tg-{unique}",
+                                      topic_slug=f"ts-{unique}")
 
 
-def topic(scope: registry.DeviceScope) -> str:
+def topic(scope: fleet.DeviceScope) -> str:
     return f"{scope.root_topic}/sync/telemetry/batch"
 
 
-async def live(pool: asyncpg.Pool, pipe: IngestPipeline, scope: registry.DeviceScope,
+async def live(pool: asyncpg.Pool, pipe: IngestPipeline, scope: fleet.DeviceScope,
                tm: Telemetry) -> uuid.UUID:
     """A lineage past review: first batch staged, approved (mirror all), replayed."""
     first = await pipe.handle(topic(scope), tm.payload(tm.rows((T0, 1.0))))
@@ -260,8 +260,8 @@ async def test_value_that_does_not_fit_is_quarantined_and_reserved_names_refused
 async def test_two_devices_share_the_project_target(pool, device, unique):
     pipe = IngestPipeline(pool)
     async with pool.acquire() as conn:
-        other = await registry.add_device(conn, project=f"tp-{unique}", name=f"tg2-{unique}",
-                                          topic_slug=f"ts-{unique}")
+        other = await fleet.add_device(conn, project=f"tp-{unique}", name=f"tg2-{unique}",
+                                       topic_slug=f"ts-{unique}")
     a = await live(pool, pipe, device, Telemetry())
     b = await live(pool, pipe, other, Telemetry())
     tables = await pool.fetch("SELECT target_table FROM edge_table_lineages WHERE id = ANY($1)",

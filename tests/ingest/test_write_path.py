@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 from kits.review_helpers import approve
 
-from edgesync import control, governance, registry
+from edgesync import control, fleet, governance
 from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer, _accept, _replay
 from edgesync.ingest._write import Written, write_claimed
 from edgesync.materialize import quote_ident
@@ -32,7 +32,7 @@ def spy(monkeypatch: Any, where: Any) -> list[Written]:
 async def scenario(pool: asyncpg.Pool, batches: Any, unique: str, *, replay: bool,
                    monkeypatch: Any) -> dict[str, Any]:
     async with pool.acquire() as conn:
-        scope = await registry.add_device(conn, project=f"wp-{unique}", name=f"gw-{unique}",
+        scope = await fleet.add_device(conn, project=f"wp-{unique}", name=f"gw-{unique}",
                                           topic_slug=f"wp-{unique}")
     pipe = IngestPipeline(pool)
     topic = f"{scope.root_topic}/sync/rows/batch"

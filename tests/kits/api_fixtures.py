@@ -19,7 +19,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from edgesync import identity, registry
+import edgesync.fleet
+from edgesync import identity
 from edgesync.api import create_app
 from edgesync.api._serve import _Uvicorn, bind_socket
 from edgesync.ingest import IngestPipeline
@@ -87,7 +88,7 @@ async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 
 @dataclass
 class Staged:
-    device: registry.DeviceScope
+    device: edgesync.fleet.DeviceScope
     lineage_id: uuid.UUID
     review_id: uuid.UUID
 
@@ -102,8 +103,8 @@ def stage(pool: asyncpg.Pool, batches: Callable[..., Any]
     async def _stage(tenant: Tenant, name: str = "gw-1", table: str = "device_state",
                      fleet: str | None = None) -> Staged:
         async with pool.acquire() as conn:
-            device = await registry.add_device(conn, project=tenant.project_name, name=name,
-                                               topic_slug=tenant.slug, fleet=fleet)
+            device = await edgesync.fleet.add_device(conn, project=tenant.project_name, name=name,
+                                                     topic_slug=tenant.slug, fleet=fleet)
         f = batches(table)
         rows = f.rows(("insert", {"id": 1, "mode": "heat", "setpoint": 20.5}),
                       ("insert", {"id": 2, "mode": "cool", "setpoint": None}))

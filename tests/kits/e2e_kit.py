@@ -25,7 +25,8 @@ import aiomqtt
 import asyncpg
 import orjson
 
-from edgesync import governance, registry
+import edgesync.fleet
+from edgesync import governance
 from edgesync.agent import Agent, load_config
 from edgesync.control import BackpressureSweeper, ControlSender
 from edgesync.materialize import quote_ident
@@ -81,7 +82,7 @@ def utc(text: str) -> datetime:
 
 @dataclass
 class Device:
-    scope: registry.DeviceScope
+    scope: edgesync.fleet.DeviceScope
     home: Path
     db: Path
     config: Path
@@ -110,9 +111,9 @@ async def register(pool: asyncpg.Pool, tmp_path: Path, mqtt_url: str, unique: st
     verifies them, reading the token from the environment variable ``token_env`` (the
     caller sets it)."""
     async with pool.acquire() as conn:
-        scope = await registry.add_device(conn, project=f"e2e-{tag}-{unique}",
-                                          name=f"dev-{tag}-{unique}",
-                                          topic_slug=f"e2e-{tag}-{unique}", fleet=fleet)
+        scope = await edgesync.fleet.add_device(conn, project=f"e2e-{tag}-{unique}",
+                                                name=f"dev-{tag}-{unique}",
+                                                topic_slug=f"e2e-{tag}-{unique}", fleet=fleet)
         # Before the device's first message: the worker caches scopes (and policy).
         if policy:
             await conn.execute("UPDATE edge_projects SET policy = $2 WHERE id = $1",
@@ -121,7 +122,7 @@ async def register(pool: asyncpg.Pool, tmp_path: Path, mqtt_url: str, unique: st
             await conn.execute("UPDATE edge_devices SET signed_control = true, "
                                "control_token = $2 WHERE id = $1", scope.device_id,
                                signed_token)
-        fresh = await registry.get_device(conn, scope.topic_slug, scope.device_name)
+        fresh = await edgesync.fleet.get_device(conn, scope.topic_slug, scope.device_name)
         assert fresh is not None
         scope = fresh
     home = tmp_path / tag

@@ -112,7 +112,7 @@ def _value(lines: list[str], name: str) -> float:
 
 
 def test_marks_stamp_a_change_with_the_first_poll_that_saw_it() -> None:
-    from edgesync.agent._freshness import SeenMarks
+    from edgesync.agent.capture._freshness import SeenMarks
 
     marks = SeenMarks()
     assert marks.first_seen_ms(1) is None

@@ -14,7 +14,7 @@ import orjson
 import pytest
 from kits.review_helpers import approve
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync.cli import _parser
 from edgesync.ingest import IngestPipeline, OutcomeStatus
 from edgesync.ingest._unknown import UnknownDevices
@@ -67,8 +67,8 @@ async def test_unknown_devices_get_one_warning_a_minute_naming_topic_and_fix(
         pool: asyncpg.Pool, batches: Any, unique: str,
         caplog: pytest.LogCaptureFixture) -> None:
     async with pool.acquire() as conn:
-        scope = await registry.add_device(conn, project=f"u-{unique}", name=f"d-{unique}",
-                                          topic_slug=f"u-{unique}")
+        scope = await fleet.add_device(conn, project=f"u-{unique}", name=f"d-{unique}",
+                                       topic_slug=f"u-{unique}")
     pipe = IngestPipeline(pool)
     f = batches()
     payload = f.payload(f.rows(("insert", {"id": 1, "mode": "a", "setpoint": 1.0})))
@@ -106,8 +106,8 @@ async def test_lifecycle_events_and_throughput_are_logged_at_info(
     events = EventLog(pool)
     await events.round()  # the start: what happened before is not logged
     async with pool.acquire() as conn:
-        scope = await registry.add_device(conn, project=f"l-{unique}", name=f"d-{unique}",
-                                          topic_slug=f"l-{unique}")
+        scope = await fleet.add_device(conn, project=f"l-{unique}", name=f"d-{unique}",
+                                       topic_slug=f"l-{unique}")
     pipe = IngestPipeline(pool)
     summary = ThroughputLog(pipe.metrics)
     assert summary.summary() is None  # nothing received: no line

@@ -16,7 +16,7 @@ from kits.e2e_kit import cloud, eventually, pool_of
 from kits.review_helpers import approve
 from metrics_kit import Samples, assert_conserved, conservation, samples_of, total, value
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync.api import create_app
 from edgesync.ingest import IngestPipeline, OutcomeStatus, Replayer
 from edgesync.protocol import mqtt_client, parse_broker_url
@@ -38,8 +38,8 @@ def moved(before: Samples, after: Samples, name: str, **labels: str) -> float:
 async def test_database_gauges_move_as_batches_flow(pool: asyncpg.Pool, batches: Any,
                                                     unique: str) -> None:
     async with pool.acquire() as conn:
-        scope = await registry.add_device(conn, project=f"m-{unique}", name=f"d-{unique}",
-                                          topic_slug=f"m-{unique}")
+        scope = await fleet.add_device(conn, project=f"m-{unique}", name=f"d-{unique}",
+                                       topic_slug=f"m-{unique}")
         await conn.execute("UPDATE edge_projects SET policy = $2 WHERE id = $1",
                            scope.project_id, {"max_pending_rows_per_lineage": 1})
     pipe = IngestPipeline(pool)
@@ -118,8 +118,8 @@ async def _count_a_run(database_url: str, mqtt_url: str, tmp_path: Path, unique:
     async with cloud(database_url, mqtt_url, tmp_path, unique) as server:
         pool = pool_of(server)
         async with pool.acquire() as conn:
-            scope = await registry.add_device(conn, project=f"s-{unique}", name=f"d-{unique}",
-                                              topic_slug=f"s-{unique}")
+            scope = await fleet.add_device(conn, project=f"s-{unique}", name=f"d-{unique}",
+                                           topic_slug=f"s-{unique}")
         f = batches()
         good = [f.payload(f.rows(("insert", {"id": i, "mode": "m", "setpoint": 1.0})))
                 for i in range(3)]

@@ -113,7 +113,7 @@ def test_the_rust_journal_reader_is_the_one_in_use(installed: Installed,
     probe = (
         "import platform, sqlite3\n"
         "from edgesync import _core\n"
-        "from edgesync.agent._batcher import open_reader\n"
+        "from edgesync.agent.capture._batcher import open_reader\n"
         f"db = sqlite3.connect({str(tmp_path / 'app.db')!r})\n"
         "db.execute('CREATE TABLE t (a)')\n"
         "reader = open_reader(db)\n"

@@ -11,7 +11,7 @@ import json
 import asyncpg
 import pytest
 
-from edgesync import _core, registry
+from edgesync import _core, fleet
 from edgesync.ingest import IngestPipeline, OutcomeStatus
 from edgesync.protocol import uuid7
 
@@ -43,8 +43,8 @@ def batch(schema_hash: str, schema_columns: dict[str, object]) -> bytes:
 async def test_either_spelling_of_non_ascii_names_is_accepted(pool: asyncpg.Pool, unique: str,
                                                               ascii_escaped: bool) -> None:
     async with pool.acquire() as conn:
-        device = await registry.add_device(conn, project=f"p-{unique}", name=f"gw-{unique}",
-                                           topic_slug=f"s-{unique}")
+        device = await fleet.add_device(conn, project=f"p-{unique}", name=f"gw-{unique}",
+                                        topic_slug=f"s-{unique}")
     schema_hash, columns = python_hash(ascii_escaped)
     utf8_hash, canonical = _core.schema_fingerprint(TABLE, COLUMNS)
     assert (schema_hash == utf8_hash) is (not ascii_escaped)
@@ -60,8 +60,8 @@ async def test_either_spelling_of_non_ascii_names_is_accepted(pool: asyncpg.Pool
 
 async def test_a_wrong_hash_names_both_spellings(pool: asyncpg.Pool, unique: str) -> None:
     async with pool.acquire() as conn:
-        device = await registry.add_device(conn, project=f"p-{unique}", name=f"gw-{unique}",
-                                           topic_slug=f"s-{unique}")
+        device = await fleet.add_device(conn, project=f"p-{unique}", name=f"gw-{unique}",
+                                        topic_slug=f"s-{unique}")
     _, columns = python_hash(True)
     out = await IngestPipeline(pool).handle(f"{device.root_topic}/sync/rows/batch",
                                             batch("0" * 64, columns))

@@ -12,16 +12,16 @@ import orjson
 import pytest
 from kits.telemetry_payloads import T0, Telemetry
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync.ingest import IngestPipeline, OutcomeStatus
 from edgesync.ingest._ledger import ledger_text
 
 
 @pytest.fixture
-async def device(pool: asyncpg.Pool, unique: str) -> registry.DeviceScope:
+async def device(pool: asyncpg.Pool, unique: str) -> fleet.DeviceScope:
     async with pool.acquire() as conn:
-        return await registry.add_device(conn, project=f"p-{unique}", name=f"gw-{unique}",
-                                         topic_slug=f"s-{unique}")
+        return await fleet.add_device(conn, project=f"p-{unique}", name=f"gw-{unique}",
+                                      topic_slug=f"s-{unique}")
 
 
 def _hostile_batches(batches: Any) -> dict[str, tuple[str, bytes, str]]:

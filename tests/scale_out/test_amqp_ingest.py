@@ -17,10 +17,10 @@ import asyncpg
 import pytest
 from kits.e2e_kit import eventually
 
-from edgesync import _core, registry
+from edgesync import _core, fleet
+from edgesync.fleet import DeviceResolver, DeviceScope
 from edgesync.ingest import AmqpIngest, IngestOutcome, IngestPipeline
 from edgesync.protocol import TopicKind, mqtt_client, parse_broker_url, topic_for
-from edgesync.registry import DeviceResolver, DeviceScope
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
@@ -64,7 +64,7 @@ async def publish(plugin_mqtt_url: str, unique: str, *messages: tuple[str, bytes
 
 async def add(pool: asyncpg.Pool, project: str, slug: str, name: str) -> DeviceScope:
     async with pool.acquire() as conn:
-        return await registry.add_device(conn, project=project, name=name, topic_slug=slug)
+        return await fleet.add_device(conn, project=project, name=name, topic_slug=slug)
 
 
 async def staged_rows(pool: asyncpg.Pool, device: DeviceScope) -> int:

@@ -9,12 +9,12 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync.errors import ConfigError
+from edgesync.fleet import DeviceResolver
 from edgesync.ingest import amqp_binding_keys, routing_key_of, topic_candidates
 from edgesync.ingest._amqp_keys import TopicResolver
 from edgesync.protocol import DEVICE_TO_CLOUD, TopicKind, parse_topic, topic_for
-from edgesync.registry import DeviceResolver
 from edgesync.server import Server, ServerSettings
 
 
@@ -64,13 +64,13 @@ def test_bindings_catch_dotted_names_and_only_device_to_cloud_kinds() -> None:
 async def test_the_registry_picks_the_device_that_exists(pool: asyncpg.Pool,
                                                          unique: str) -> None:
     async with pool.acquire() as conn:
-        dotted = await registry.add_device(conn, project=f"k1-{unique}", name="gw.1",
-                                           topic_slug=f"plant.{unique}")
+        dotted = await fleet.add_device(conn, project=f"k1-{unique}", name="gw.1",
+                                        topic_slug=f"plant.{unique}")
         # two devices whose topics the plugin makes the same routing key
-        await registry.add_device(conn, project=f"k2-{unique}", name=f"x.{unique}",
-                                  topic_slug=f"q-{unique}")
-        await registry.add_device(conn, project=f"k3-{unique}", name=unique,
-                                  topic_slug=f"q-{unique}.x")
+        await fleet.add_device(conn, project=f"k2-{unique}", name=f"x.{unique}",
+                               topic_slug=f"q-{unique}")
+        await fleet.add_device(conn, project=f"k3-{unique}", name=unique,
+                               topic_slug=f"q-{unique}.x")
     topics = TopicResolver(DeviceResolver(pool))
     topic = topic_for(dotted.root_topic, TopicKind.ROWS_BATCH)
     assert topic == f"plant.{unique}/gw.1/sync/rows/batch"

@@ -25,7 +25,7 @@ from kits.review_helpers import approve_registry
 from kits.telemetry_payloads import Telemetry
 from scale_kit import Worker
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync.materialize import quote_ident
 from edgesync.protocol import mqtt_client, parse_broker_url
 
@@ -37,7 +37,7 @@ ROWS = 50
 DAY = datetime.now(UTC).replace(hour=6, minute=0, second=0, microsecond=0) + timedelta(days=2)
 
 
-def first_batches(rows: Any, i: int, scope: registry.DeviceScope) -> list[tuple[str, bytes]]:
+def first_batches(rows: Any, i: int, scope: fleet.DeviceScope) -> list[tuple[str, bytes]]:
     state = rows.payload(rows.rows(*[("insert", {"id": k, "mode": f"d{i}", "setpoint": k / 2})
                                      for k in range(ROWS)]))
     samples = Telemetry().samples(*[(DAY + timedelta(seconds=i * ROWS + k), float(k))
@@ -50,8 +50,8 @@ async def test_a_fleets_first_batches_race_a_coalesced_approvals_replay(
         tmp_path: Path, pool: asyncpg.Pool, database_url: str, private_mqtt: str,
         unique: str, batches: Callable[..., Any]) -> None:
     async with pool.acquire() as conn:
-        scopes = [await registry.add_device(conn, project=f"race-{unique}",
-                                            name=f"d{i:04}-{unique}", topic_slug=f"race-{unique}")
+        scopes = [await fleet.add_device(conn, project=f"race-{unique}",
+                                         name=f"d{i:04}-{unique}", topic_slug=f"race-{unique}")
                   for i in range(DEVICES)]
         project_id = scopes[0].project_id
         await conn.execute("UPDATE edge_projects SET policy = policy || $2 WHERE id = $1",

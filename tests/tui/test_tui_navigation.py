@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Input
 from tui_console import make_console
 from tui_pilot import composed, on, open_row, rows, screen_text, status, until
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync.server import Server
 from edgesync.tui._confirm import AskScreen
 from edgesync.tui._help import HelpScreen
@@ -37,8 +37,8 @@ async def test_device_filter_pages_views_and_review_jump(
     async with pool.acquire() as conn:
         project = await conn.fetchval("SELECT name FROM edge_projects WHERE id = $1",
                                       dev.scope.project_id)
-        other = await registry.add_device(conn, project=project, name=f"{dev.scope.device_name}-b",
-                                          topic_slug=dev.scope.topic_slug)
+        other = await fleet.add_device(conn, project=project, name=f"{dev.scope.device_name}-b",
+                                       topic_slug=dev.scope.topic_slug)
     f = batches("device_state")
     assert tui_server.pipeline is not None
     await tui_server.pipeline.handle(f"{other.root_topic}/sync/rows/batch", f.payload(

@@ -14,7 +14,8 @@ from kits.e2e_kit import pool_of
 from textual.widgets import DataTable, Input
 from tui_pilot import on, open_row, rows, screen_text, until
 
-from edgesync import identity, registry
+import edgesync.fleet
+from edgesync import identity
 from edgesync.server import Server
 from edgesync.tui import EdgesyncTui, TuiSettings
 from edgesync.tui._approve import ApproveScreen
@@ -55,8 +56,8 @@ async def test_registry_review_for_two_devices(tui_server: Server,
         # two devices send the same first schema (the running serve's ingest pipeline)
         for device_name, fleet in (("gw-a", "north"), ("gw-b", "south")):
             async with pool.acquire() as conn:
-                device = await registry.add_device(conn, project=name, name=device_name,
-                                                   topic_slug=slug, fleet=fleet)
+                device = await edgesync.fleet.add_device(conn, project=name, name=device_name,
+                                                         topic_slug=slug, fleet=fleet)
             f = batches("device_state")
             payload = f.payload(f.rows(("insert", {"id": 1, "mode": "heat", "setpoint": 20.5})))
             await tui_server.pipeline.handle(f"{device.root_topic}/sync/rows/batch", payload)

@@ -13,7 +13,7 @@ from kits.e2e_kit import pool_of
 from textual.widgets import DataTable
 from tui_pilot import on, open_row, rows, screen_text, until
 
-from edgesync import identity, registry
+from edgesync import fleet, identity
 from edgesync.server import Server
 from edgesync.tui import EdgesyncTui, TuiSettings
 from edgesync.tui._confirm import AskScreen
@@ -37,8 +37,8 @@ async def test_registry_review_rejected_and_abandoned(tui_server: Server,
     devices = []
     for device_name in ("gw-a", "gw-b"):
         async with pool.acquire() as conn:
-            device = await registry.add_device(conn, project=name, name=device_name,
-                                               topic_slug=slug)
+            device = await fleet.add_device(conn, project=name, name=device_name,
+                                            topic_slug=slug)
         devices.append(device)
         for table in ("alpha", "beta"):
             f = batches(table)

@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Input
 from tui_console import make_console
 from tui_pilot import composed, on, open_row, rows, screen_text, status, until
 
-from edgesync import governance, identity, registry
+from edgesync import fleet, governance, identity
 from edgesync.server import Server
 from edgesync.tui import EdgesyncTui, TuiSettings
 from edgesync.tui._confirm import AskScreen, ConfirmScreen
@@ -94,8 +94,8 @@ async def test_search_policy_and_registry(tui_server: Server,
         for device_name, table in (("gw_a1", "valve_x"), ("gw-b1", "valvesx"),
                                    ("gw-c1", "pumps")):
             async with pool.acquire() as conn:
-                device = await registry.add_device(conn, project=name, name=device_name,
-                                                   topic_slug=slug)
+                device = await fleet.add_device(conn, project=name, name=device_name,
+                                                topic_slug=slug)
             f = batches(table)
             await tui_server.pipeline.handle(
                 f"{device.root_topic}/sync/rows/batch",

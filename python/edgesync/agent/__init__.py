@@ -6,11 +6,11 @@
         await agent.run()
 """
 
-from edgesync.agent._config import AgentConfig, load_config
 from edgesync.agent._lifecycle import AgentLifecycle
 from edgesync.agent._runner import Agent
-from edgesync.agent._source import validate_config
-from edgesync.agent._status import device_status, write_status
+from edgesync.agent.capture._source import validate_config
+from edgesync.agent.config import AgentConfig, load_config
+from edgesync.agent.link._status import device_status, write_status
 
 __all__ = ["Agent", "AgentConfig", "AgentLifecycle", "device_status", "load_config",
            "validate_config", "write_status"]

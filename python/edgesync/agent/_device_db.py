@@ -26,25 +26,25 @@ from typing import Any
 
 import orjson
 
-from edgesync.agent._batcher import Batch, Batcher, truncate_journal
-from edgesync.agent._config import AgentConfig
-from edgesync.agent._discovery import TableInfo, discover
-from edgesync.agent._downlink import execute_control
-from edgesync.agent._freshness import SeenMarks
-from edgesync.agent._inbox import Accepted, ControlInbox
-from edgesync.agent._progress import resend_unconfirmed
-from edgesync.agent._remote_policy import RemotePolicy
-from edgesync.agent._resnapshot import Resnapshots
-from edgesync.agent._retention import JournalBudget
-from edgesync.agent._source import open_source
 from edgesync.agent._state import StateStore
-from edgesync.agent._status import StatusReporter
-from edgesync.agent._telemetry import TelemetryCapture
-from edgesync.agent._telemetry_state import OutboxBatch, TelemetryState
-from edgesync.agent._triggers import JOURNAL_TABLE, install_triggers, quote_ident
-from edgesync.agent._uploads import Upload, Uploads
-from edgesync.agent._verify import Verifications
-from edgesync.agent._writeback import CloudVersions
+from edgesync.agent.capture._batcher import Batch, Batcher, truncate_journal
+from edgesync.agent.capture._discovery import TableInfo, discover
+from edgesync.agent.capture._freshness import SeenMarks
+from edgesync.agent.capture._retention import JournalBudget
+from edgesync.agent.capture._source import open_source
+from edgesync.agent.capture._telemetry import TelemetryCapture
+from edgesync.agent.capture._telemetry_state import OutboxBatch, TelemetryState
+from edgesync.agent.capture._triggers import JOURNAL_TABLE, install_triggers, quote_ident
+from edgesync.agent.config import AgentConfig
+from edgesync.agent.jobs._resnapshot import Resnapshots
+from edgesync.agent.jobs._uploads import Upload, Uploads
+from edgesync.agent.jobs._verify import Verifications
+from edgesync.agent.jobs._writeback import CloudVersions
+from edgesync.agent.link._downlink import execute_control
+from edgesync.agent.link._inbox import Accepted, ControlInbox
+from edgesync.agent.link._progress import resend_unconfirmed
+from edgesync.agent.link._remote_policy import RemotePolicy
+from edgesync.agent.link._status import StatusReporter
 from edgesync.errors import DeviceStateError, OversizedRowError
 from edgesync.protocol import AgentState
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from edgesync._lifecycle import OutOfOrder
 from edgesync.errors import AgentLifecycleError
 
 __all__ = ["AgentLifecycle", "misuse", "require"]
@@ -32,7 +33,7 @@ class AgentLifecycle(StrEnum):
 
 
 # What to do instead, by the state an action found.
-_FIX = {
+_RULES = OutOfOrder("the agent", AgentLifecycleError, {
     AgentLifecycle.NEW: "use it inside `async with Agent(config) as agent:`",
     AgentLifecycle.OPENING: "wait until `async with Agent(config)` has entered",
     AgentLifecycle.OPEN: "it is open already; enter an Agent once",
@@ -41,15 +42,6 @@ _FIX = {
     AgentLifecycle.STOPPING: "the agent is leaving its `async with` block; make a new "
                              "Agent(config)",
     AgentLifecycle.CLOSED: "an Agent is opened once; make a new Agent(config)",
-}
-
-
-def misuse(state: AgentLifecycle, action: str) -> AgentLifecycleError:
-    """The error for ``action`` found in ``state``: what the state is, what to do."""
-    return AgentLifecycleError(action, f"the agent is {state.value}; {_FIX[state]}")
-
-
-def require(state: AgentLifecycle, action: str, *allowed: AgentLifecycle) -> None:
-    """Raise ``misuse(state, action)`` unless ``state`` is one of ``allowed``."""
-    if state not in allowed:
-        raise misuse(state, action)
+})
+misuse = _RULES.misuse
+require = _RULES.require

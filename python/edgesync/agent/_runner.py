@@ -26,17 +26,17 @@ from typing import Concatenate, NoReturn, ParamSpec, Self, TypeVar
 
 import orjson
 
-from edgesync.agent._config import AgentConfig
 from edgesync.agent._device_db import DeviceDatabase
-from edgesync.agent._freshness import SeenMarks
-from edgesync.agent._http_put import put_file
-from edgesync.agent._inbox import Accepted
 from edgesync.agent._lifecycle import AgentLifecycle, misuse, require
 from edgesync.agent._lock import InstanceLock
-from edgesync.agent._publisher import MqttLink
-from edgesync.agent._source import check_source
-from edgesync.agent._status import will_payload
-from edgesync.agent._telemetry_state import OutboxBatch
+from edgesync.agent.capture._freshness import SeenMarks
+from edgesync.agent.capture._source import check_source
+from edgesync.agent.capture._telemetry_state import OutboxBatch
+from edgesync.agent.config import AgentConfig
+from edgesync.agent.jobs._http_put import put_file
+from edgesync.agent.link._inbox import Accepted
+from edgesync.agent.link._publisher import MqttLink
+from edgesync.agent.link._status import will_payload
 from edgesync.errors import ConfigError, OversizedRowError
 from edgesync.protocol import AgentState, TopicKind, periodic_loop, topic_for
 

@@ -16,6 +16,7 @@ import asyncpg
 
 from edgesync.control._outbox import enqueue_control
 from edgesync.errors import NotFoundError
+from edgesync.fleet import ProjectPolicy
 from edgesync.governance import (
     EventType,
     Lineage,
@@ -29,7 +30,6 @@ from edgesync.governance import (
     schedule_replay,
 )
 from edgesync.protocol import ControlKind
-from edgesync.registry import ProjectPolicy
 from edgesync.store import Conn
 
 __all__ = ["MaterializationReset", "check_backpressure", "record_materialization_failure",

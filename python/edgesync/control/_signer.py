@@ -8,8 +8,8 @@ from datetime import timedelta
 from typing import Any
 
 from edgesync.errors import ConfigError
+from edgesync.fleet import take_control_seqs
 from edgesync.protocol import sign_control
-from edgesync.registry import take_control_seqs
 from edgesync.store import Conn
 
 __all__ = ["sign_for_device", "sign_for_devices"]

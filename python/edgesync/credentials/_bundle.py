@@ -18,8 +18,8 @@ import yaml
 
 from edgesync.credentials._device_credentials import CertificateSecret, PasswordSecret
 from edgesync.errors import ConfigError
+from edgesync.fleet import DeviceScope
 from edgesync.protocol import parse_broker_url
-from edgesync.registry import DeviceScope
 from edgesync.syncpolicy import EffectivePolicy
 
 __all__ = ["BundleFiles", "render_agent_yaml", "write_bundle"]

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync.credentials._bootstrap import (
     issue_bootstrap,
     list_bootstraps,
@@ -54,7 +54,7 @@ async def credentials_command(conn: Conn, args: argparse.Namespace) -> Any:
     if args.devices_command == "revoke":
         async with conn.transaction():
             # The whole device unless one credential is named: ingest refuses it too.
-            revoked_at = (await registry.revoke_device(conn, scope.device_id)
+            revoked_at = (await fleet.revoke_device(conn, scope.device_id)
                           if args.credential is None else None)
             n = await revoke_credentials(conn, scope.device_id, credential_id=args.credential)
         return {"device": scope.device_name, "revoked": n,
@@ -87,7 +87,7 @@ def _read(path: Path, field: str) -> str:
         raise ConfigError(field, f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
-async def _bundle(conn: Conn, scope: registry.DeviceScope, args: argparse.Namespace) -> Any:
+async def _bundle(conn: Conn, scope: fleet.DeviceScope, args: argparse.Namespace) -> Any:
     ca_pem = _read(args.broker_ca, "--broker-ca") if args.broker_ca else None
     issued = await issue_bundle(conn, scope, args.out, mqtt_url=args.mqtt_url, auth=args.auth,
                                 days=args.days, broker_ca_pem=ca_pem,
@@ -111,7 +111,7 @@ async def _jitr(conn: Conn, args: argparse.Namespace) -> Any:
     if args.jitr_command == "revoke":
         return {"id": await revoke_bootstrap(conn, project["id"], args.ref), "revoked": True}
     async with conn.transaction():
-        fleet_id = await registry.ensure_fleet(conn, project["id"], args.fleet)
+        fleet_id = await fleet.ensure_fleet(conn, project["id"], args.fleet)
         boot = await issue_bootstrap(conn, project["id"], fleet_id, max_devices=args.quota,
                                      days=args.days)
     doc: dict[str, Any] = {"id": boot.id, "serial": boot.serial, "project_id": boot.project_id,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import secrets
 import uuid
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync.store import Conn
 
 __all__ = ["ensure_control_token"]
@@ -16,6 +16,6 @@ __all__ = ["ensure_control_token"]
 
 async def ensure_control_token(conn: Conn, device_id: uuid.UUID) -> str:
     """The device's control token, created (and signed control switched on) if missing."""
-    token = await registry.ensure_control_token(conn, device_id, secrets.token_urlsafe(32))
+    token = await fleet.ensure_control_token(conn, device_id, secrets.token_urlsafe(32))
     assert token is not None, f"device {device_id} vanished"
     return str(token)

@@ -11,7 +11,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync._defaults import DEVICE_CERT_DAYS
 from edgesync.credentials._authorities import get_ca
 from edgesync.credentials._passwords import hash_password, new_password
@@ -23,7 +23,7 @@ from edgesync.credentials._x509 import (
     private_key_pem,
 )
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
-from edgesync.registry import DeviceScope
+from edgesync.fleet import DeviceScope
 from edgesync.store import Conn, from_record
 
 __all__ = [
@@ -88,7 +88,7 @@ async def find_project(conn: Conn, project: str) -> Any:
 async def find_device(conn: Conn, project: str, name: str) -> DeviceScope:
     """The device ``name`` of ``project`` (a project name or id)."""
     row = await find_project(conn, project)
-    scope = None if row is None else await registry.get_device(conn, row["topic_slug"], name)
+    scope = None if row is None else await fleet.get_device(conn, row["topic_slug"], name)
     if scope is None:
         raise NotFoundError(f"no device {name!r} in project {project!r}")
     return scope

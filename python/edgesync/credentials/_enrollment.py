@@ -27,7 +27,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync.credentials._bootstrap import count_enrollment
 from edgesync.credentials._device_credentials import (
     DEVICE_CERT_DAYS,
@@ -126,8 +126,8 @@ async def enroll(conn: Conn, project_id: uuid.UUID, *, bootstrap_cert_pem: str, 
                                   f"this bootstrap certificate enrolled its "
                                   f"{row['max_devices']} devices")
         try:
-            scope = await registry.add_device(conn, project=row["project"], name=name,
-                                              topic_slug=row["topic_slug"], fleet=row["fleet"])
+            scope = await fleet.add_device(conn, project=row["project"], name=name,
+                                           topic_slug=row["topic_slug"], fleet=row["fleet"])
         except ConflictError as exc:
             raise EnrollmentError(409, "DEVICE_NAME_ALREADY_IN_USE",
                                   f"a device named {name!r} already exists in the project",

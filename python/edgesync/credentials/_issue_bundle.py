@@ -15,7 +15,7 @@ from edgesync.credentials._bundle import BundleFiles, write_bundle
 from edgesync.credentials._control_token import ensure_control_token
 from edgesync.credentials._device_credentials import issue_certificate, issue_password
 from edgesync.errors import ConfigError
-from edgesync.registry import DeviceScope
+from edgesync.fleet import DeviceScope
 from edgesync.store import Conn
 
 __all__ = ["IssuedBundle", "issue_bundle"]

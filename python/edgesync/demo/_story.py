@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from edgesync import governance, registry
+from edgesync import fleet, governance
 from edgesync.materialize import quote_ident
 from edgesync.server import Server, ServerSettings
 from edgesync.staging import list_staged_rows
@@ -118,7 +118,7 @@ async def run_demo(workdir: Path | None = None, database_url: str | None = None,
 async def _story(pool: asyncpg.Pool, broker: str, workdir: Path, agent_cls: Any,
                  load_config: Any) -> bool:
     async with pool.acquire() as conn:
-        scope = await registry.get_device(conn, SLUG, DEVICE) or await registry.add_device(
+        scope = await fleet.get_device(conn, SLUG, DEVICE) or await fleet.add_device(
             conn, project=PROJECT, name=DEVICE, topic_slug=SLUG)
     say("2. Registry", f"device {DEVICE} in project {PROJECT!r}: topics under {scope.root_topic}/")
 
@@ -189,7 +189,7 @@ async def _story(pool: asyncpg.Pool, broker: str, workdir: Path, agent_cls: Any,
     return same
 
 
-async def _queued_review(pool: asyncpg.Pool, scope: registry.DeviceScope
+async def _queued_review(pool: asyncpg.Pool, scope: fleet.DeviceScope
                          ) -> governance.Review | None:
     async with pool.acquire() as conn:
         reviews = await governance.list_reviews(conn, project_id=scope.project_id,

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from edgesync.fleet import DeviceScope
 from edgesync.governance._bindings import approve_schema, load_state_target
 from edgesync.governance._classify import classify
 from edgesync.governance._column_actions import ColumnAction
@@ -32,7 +33,6 @@ from edgesync.governance._review_queue import open_device_review
 from edgesync.governance._statuses import SchemaStatus
 from edgesync.governance._versions import fill_columns, insert_version
 from edgesync.materialize import StateTarget
-from edgesync.registry import DeviceScope
 from edgesync.store import Conn
 
 __all__ = ["Admission", "StagingReason", "admit"]

@@ -21,6 +21,7 @@ from enum import StrEnum
 from typing import Any
 
 from edgesync.errors import ConflictError, IdentifierError, InvalidRequestError, RequestError
+from edgesync.fleet import ProjectPolicy
 from edgesync.governance._column_actions import ColumnAction
 from edgesync.governance._mapping import value_type_for
 from edgesync.materialize import (
@@ -29,7 +30,6 @@ from edgesync.materialize import (
     check_column_name,
     pg_type_for,
 )
-from edgesync.registry import ProjectPolicy
 from edgesync.store import Conn
 
 __all__ = ["ApprovalCheck", "Refusal", "RefusalCode", "RetiredColumn", "check_approval",

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from edgesync.errors import ConflictError, EdgesyncError, NotFoundError
+from edgesync.fleet import ProjectPolicy
 from edgesync.governance._bindings import approve_schema, plan_columns
 from edgesync.governance._column_actions import ColumnAction
 from edgesync.governance._events import EventType, emit
@@ -36,7 +37,6 @@ from edgesync.governance._registry import RegistryKey, registry_columns
 from edgesync.governance._statuses import SchemaStatus
 from edgesync.governance._versions import set_registry_id
 from edgesync.materialize import MirrorColumn, copy_state_rows, copy_ts_rows
-from edgesync.registry import ProjectPolicy
 from edgesync.store import Conn, from_record
 
 __all__ = ["CONSOLIDATED_EVENT", "ConsolidatedLineage", "Consolidation", "SkippedLineage",

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from edgesync.fleet import DeviceScope
 from edgesync.governance._events import EventType, emit
-from edgesync.registry import DeviceScope
 from edgesync.store import Conn, any_of
 
 __all__ = ["Lineage", "LineageStatus", "PauseReason", "add_staged", "bump_cloud_version",

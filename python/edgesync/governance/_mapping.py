@@ -14,10 +14,10 @@ import uuid
 from typing import Any
 
 from edgesync.errors import ConflictError, InvalidRequestError
+from edgesync.fleet import ProjectPolicy
 from edgesync.governance._column_actions import ColumnAction
 from edgesync.governance._data_points import ensure_data_point
 from edgesync.materialize import DATA_POINT_TYPES, pg_type_for
-from edgesync.registry import ProjectPolicy
 from edgesync.store import Conn
 
 __all__ = ["resolve_mapped", "value_type_for"]

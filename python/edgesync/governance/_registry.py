@@ -26,6 +26,7 @@ from typing import Any
 
 import asyncpg
 
+from edgesync.fleet import CoalescingMode, DeviceScope
 from edgesync.governance._bindings import approve_schema
 from edgesync.governance._column_actions import ColumnAction
 from edgesync.governance._lineages import Lineage
@@ -33,7 +34,6 @@ from edgesync.governance._review_queue import open_registry_review
 from edgesync.governance._statuses import SchemaStatus
 from edgesync.governance._versions import set_registry_id, set_status
 from edgesync.materialize import target_table_name
-from edgesync.registry import CoalescingMode, DeviceScope
 from edgesync.store import Conn
 
 __all__ = ["COALESCING_MODES", "RegistryKey", "coalesced_table_name", "registry_columns",

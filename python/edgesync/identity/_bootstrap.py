@@ -5,11 +5,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from edgesync.fleet import ensure_project
 from edgesync.identity._orgs import attach_project, ensure_org
 from edgesync.identity._permissions import MANAGE_DEVICES, READ, grant
 from edgesync.identity._principals import ensure_principal
 from edgesync.identity._tokens import IssuedToken, issue_token
-from edgesync.registry import ensure_project
 from edgesync.store import Conn
 
 __all__ = ["Bootstrap", "bootstrap"]

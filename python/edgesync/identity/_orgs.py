@@ -6,7 +6,7 @@ import re
 import uuid
 
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
-from edgesync.registry import adopt_project
+from edgesync.fleet import adopt_project
 from edgesync.store import Conn
 
 __all__ = ["attach_project", "ensure_org", "get_org_by_name"]

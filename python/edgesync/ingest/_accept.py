@@ -40,6 +40,7 @@ import orjson
 from edgesync._core import RowBatch, TelemetryBatch
 from edgesync.control import check_backpressure
 from edgesync.errors import BatchRejected
+from edgesync.fleet import DeviceScope
 from edgesync.governance import (
     Admission,
     Arrival,
@@ -63,7 +64,6 @@ from edgesync.ingest._ledger import (
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.ingest._write import Claimed, Written, write_claimed
 from edgesync.protocol import RejectionCode, TopicKind
-from edgesync.registry import DeviceScope
 from edgesync.staging import StagedBatch, stage_many
 from edgesync.store import CommitTail, Conn
 

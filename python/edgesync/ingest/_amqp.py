@@ -38,10 +38,10 @@ import asyncpg
 from aio_pika.abc import AbstractIncomingMessage, AbstractQueue
 
 from edgesync.errors import ConfigError
+from edgesync.fleet import DeviceResolver
 from edgesync.ingest._amqp_keys import TopicResolver, amqp_binding_keys
 from edgesync.ingest._pipeline import IngestPipeline
 from edgesync.protocol import Backoff, raise_if_cancelling
-from edgesync.registry import DeviceResolver
 from edgesync.store import TRANSIENT_ERRORS
 
 __all__ = ["AmqpIngest", "check_amqp_url"]

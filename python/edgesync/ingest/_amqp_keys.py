@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import logging
 
+from edgesync.fleet import DeviceResolver
 from edgesync.protocol import DEVICE_TO_CLOUD, TopicKind, parse_topic
-from edgesync.registry import DeviceResolver
 
 __all__ = ["TopicResolver", "amqp_binding_keys", "routing_key_of", "topic_candidates"]
 

@@ -51,6 +51,7 @@ import asyncpg
 
 from edgesync import _core
 from edgesync.errors import BatchRejected
+from edgesync.fleet import DeviceScope
 from edgesync.governance import forget_targets
 from edgesync.ingest._accept import Work, accept_group
 from edgesync.ingest._ledger import (
@@ -62,7 +63,6 @@ from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.ingest._write import isolate
 from edgesync.materialize import WRITE_ERRORS
 from edgesync.protocol import Backoff, RejectionCode, TopicKind
-from edgesync.registry import DeviceScope
 from edgesync.store import TRANSIENT_ERRORS, Conn, collided, committing
 
 __all__ = ["GroupWriter"]

@@ -21,13 +21,13 @@ import asyncpg
 import orjson
 
 from edgesync.control import ack_control
+from edgesync.fleet import DeviceResolver, DeviceScope
 from edgesync.ingest._group import GroupWriter
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.ingest._reports import handle_ingest_request, handle_schema_observe
 from edgesync.ingest._unknown import UnknownDevices
 from edgesync.observe import ABANDONED, FAILED, IngestMetrics, Presence, kind_label
 from edgesync.protocol import RejectionCode, TopicKind, TopicRef, parse_topic
-from edgesync.registry import DeviceResolver, DeviceScope
 
 __all__ = ["IngestPipeline"]
 

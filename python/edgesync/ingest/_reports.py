@@ -29,6 +29,7 @@ from edgesync.control import (
     record_verify_digest,
 )
 from edgesync.errors import BatchRejected, InvalidRequestError
+from edgesync.fleet import DeviceScope
 from edgesync.governance import EventType, emit
 from edgesync.ingest._ledger import (
     UNSTORABLE_TEXT,
@@ -44,7 +45,6 @@ from edgesync.protocol import (
     TopicKind,
     parse_status,
 )
-from edgesync.registry import DeviceScope
 
 __all__ = ["handle_ingest_request", "handle_schema_observe"]
 

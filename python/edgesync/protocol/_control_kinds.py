@@ -1,5 +1,5 @@
 """The kinds of downlink control (``control_kind`` on ``sync/ingest/control``): the cloud
-sends them (``control``), the agent executes them (``agent._downlink``)."""
+sends them (``control``), the agent executes them (``agent.link._downlink``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The structured filter of a ``resnapshot`` control: which rows of a table to send again.
 
 Never SQL text: the cloud sends terms, the device builds its own ``WHERE`` from them with
-validated, quoted identifiers and bound values (``agent._resnapshot``). Both sides parse
+validated, quoted identifiers and bound values (``agent.jobs._resnapshot``). Both sides parse
 a filter with ``parse_filter``, so the API refuses what a device would refuse.
 
     {"where": [{"column": "n", "op": "gt", "value": 5}, ...],    all terms must hold

@@ -18,6 +18,7 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Generic, TypeVar, cast, overload
 
 import asyncpg
 import platformdirs
@@ -38,19 +39,21 @@ from edgesync.control import (
     VerificationScheduler,
 )
 from edgesync.credentials import BrokerRefresh
+from edgesync.fleet import DeviceResolver
 from edgesync.ingest import AmqpIngest, IngestPipeline, MqttIngest, ObjectIngester, Replayer
 from edgesync.observe import Check, database_checks, loop_checks
 from edgesync.observe._event_log import EventLog
 from edgesync.observe._gauges import ScrapeCollector
 from edgesync.observe._summary import ThroughputLog
 from edgesync.protocol import BrokerUrl, LoopStatus, TlsFiles, loop_state
-from edgesync.registry import DeviceResolver
 from edgesync.server._checks import bind_api_socket, check_settings
+from edgesync.server._lifecycle import ServerLifecycle, misuse, require
 from edgesync.store import create_pool, embedded_postgres, migrate
 
 __all__ = ["Server", "ServerSettings", "default_data_dir"]
 
 _log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 async def _close_pool(pool: asyncpg.Pool) -> None:
@@ -96,139 +99,193 @@ class ServerSettings:
     broker_pid_file: Path | None = None
 
 
+@dataclass(slots=True)
+class _Parts:
+    """What an open server is made of, built whole at the end of entering it."""
+
+    database_url: str
+    broker: BrokerUrl
+    pool: asyncpg.Pool
+    pipeline: IngestPipeline
+    ingest: MqttIngest | AmqpIngest
+    replayer: Replayer
+    objects: ObjectIngester
+    api: ApiServer | None  # None: no API port asked for
+    publisher: MqttPublisher
+    controls: ControlSender
+    progress: ProgressReporter
+    sweeper: BackpressureSweeper
+    verifier: VerificationScheduler
+
+
+class _Part(Generic[T]):
+    """``server.pool`` and its siblings: a field of the open server's ``_Parts``.
+    Settable, so a test can swap a loop for a faster one before ``run()``."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, server: None, owner: type) -> _Part[T]: ...
+    @overload
+    def __get__(self, server: Server, owner: type) -> T: ...
+    def __get__(self, server: Server | None, owner: type) -> _Part[T] | T:
+        if server is None:
+            return self
+        return cast(T, getattr(server.parts(f"Server.{self._name}"), self._name))
+
+    def __set__(self, server: Server, value: T) -> None:
+        setattr(server.parts(f"Server.{self._name}"), self._name, value)
+
+
 class Server:
+    database_url: _Part[str] = _Part()
+    broker: _Part[BrokerUrl] = _Part()
+    pool: _Part[asyncpg.Pool] = _Part()
+    pipeline: _Part[IngestPipeline] = _Part()
+    ingest: _Part[MqttIngest | AmqpIngest] = _Part()
+    replayer: _Part[Replayer] = _Part()
+    objects: _Part[ObjectIngester] = _Part()
+    api: _Part[ApiServer | None] = _Part()
+    publisher: _Part[MqttPublisher] = _Part()
+    controls: _Part[ControlSender] = _Part()
+    progress: _Part[ProgressReporter] = _Part()
+    sweeper: _Part[BackpressureSweeper] = _Part()
+    verifier: _Part[VerificationScheduler] = _Part()
+
     def __init__(self, settings: ServerSettings) -> None:
         self.settings = settings
+        self.lifecycle = ServerLifecycle.NEW
         self._stack = contextlib.AsyncExitStack()
-        self.database_url = ""
-        self.broker: BrokerUrl | None = None
-        self.pool: asyncpg.Pool | None = None
-        self.pipeline: IngestPipeline | None = None
-        self.ingest: MqttIngest | AmqpIngest | None = None
-        self.replayer: Replayer | None = None
-        self.api: ApiServer | None = None
-        self.publisher: MqttPublisher | None = None
-        self.controls: ControlSender | None = None
-        self.progress: ProgressReporter | None = None
-        self.sweeper: BackpressureSweeper | None = None
-        self.verifier: VerificationScheduler | None = None
-        self.objects: ObjectIngester | None = None
+        self._parts: _Parts | None = None
         # The background tasks of ``run`` by name (readiness and metrics read them).
         self.tasks: dict[str, asyncio.Task[object]] = {}
 
+    def parts(self, action: str = "Server.parts()") -> _Parts:
+        """What the open server is made of; ``ServerLifecycleError`` before it is."""
+        if self._parts is None:
+            raise misuse(self.lifecycle, action)
+        return self._parts
+
     async def __aenter__(self) -> Server:
+        require(self.lifecycle, "async with Server", ServerLifecycle.NEW)
+        self.lifecycle = ServerLifecycle.OPENING
         s = self.settings
-        broker = check_settings(s)
         try:
+            broker = check_settings(s)
             sock = None
             if s.api_port is not None:
                 # Bound first: a port in use is a one-line error before PostgreSQL starts.
                 sock = bind_api_socket(s.api_host, s.api_port)
                 self._stack.callback(sock.close)
             if s.database_url:
-                self.database_url = s.database_url
+                database_url = s.database_url
             else:
-                self.database_url = await self._stack.enter_async_context(
+                database_url = await self._stack.enter_async_context(
                     embedded_postgres(s.data_dir))
-            self.pool = await create_pool(self.database_url)
-            self._stack.push_async_callback(_close_pool, self.pool)
-            async with self.pool.acquire() as conn:
+            pool = await create_pool(database_url)
+            self._stack.push_async_callback(_close_pool, pool)
+            async with pool.acquire() as conn:
                 ran = await migrate(conn)
             _log.info("database ready (%d migration(s) applied)", ran)
-            if broker is not None:
-                self.broker = broker
-            else:
-                self.broker = await self._stack.enter_async_context(
+            if broker is None:
+                broker = await self._stack.enter_async_context(
                     embedded_broker(port=s.embedded_mqtt_port))
             # The API's revocations clear these caches: this worker refuses at once.
-            resolvers = [DeviceResolver(self.pool), DeviceResolver(self.pool)]
-            self.pipeline = IngestPipeline(self.pool, resolvers[0])
+            resolvers = [DeviceResolver(pool), DeviceResolver(pool)]
+            pipeline = IngestPipeline(pool, resolvers[0])
+            ingest: MqttIngest | AmqpIngest
             if s.amqp_url:
-                self.ingest = AmqpIngest(self.pipeline, s.amqp_url,
-                                         devices=resolvers[1],
-                                         queue=s.amqp_queue, prefetch=s.amqp_prefetch,
-                                         name=s.client_id)
+                ingest = AmqpIngest(pipeline, s.amqp_url, devices=resolvers[1],
+                                    queue=s.amqp_queue, prefetch=s.amqp_prefetch,
+                                    name=s.client_id)
             else:
-                self.ingest = MqttIngest(self.pipeline, self.broker, client_id=s.client_id,
-                                         tls=s.tls, shared_group=s.shared_group)
-            self.replayer = Replayer(self.pool)
+                ingest = MqttIngest(pipeline, broker, client_id=s.client_id,
+                                    tls=s.tls, shared_group=s.shared_group)
             store = ObjectStore(s.data_dir / "objects")
-            self.objects = ObjectIngester(self.pool, self.pipeline, store)
+            api = None
             if sock is not None:
-                pool = self.pool
                 routers = [upload_router(lambda: pool, store),
                            make_jitr_router(mqtt_broker_url=s.mqtt_url)]
-                registry = self.pipeline.metrics.registry
+                registry = pipeline.metrics.registry
                 registry.register(ScrapeCollector(self._gauges))
                 refresh = (BrokerRefresh.from_dir(s.broker_config_out, s.broker_pid_file)
                            if s.broker_config_out is not None else None)
-                self.api = ApiServer(create_app(self.pool, routers=routers,
-                                                readiness=self.readiness, metrics=registry,
-                                                broker_refresh=refresh,
-                                                device_revoked=functools.partial(
-                                                    _forget_all, resolvers)),
-                                     sock)
-                self.pipeline.upload_base_url = s.public_url or self.api.url
-                _log.info("HTTP API listening on %s", self.api.url)
-            self.publisher = MqttPublisher(self.broker, client_id=f"{s.client_id}-control",
-                                           tls=s.tls)
-            self.controls = ControlSender(self.pool, self.publisher)
-            self.progress = ProgressReporter(self.pool, self.publisher)
-            self.sweeper = BackpressureSweeper(self.pool)
-            self.verifier = VerificationScheduler(self.pool)
+                api = ApiServer(create_app(pool, routers=routers,
+                                           readiness=self.readiness, metrics=registry,
+                                           broker_refresh=refresh,
+                                           device_revoked=functools.partial(
+                                               _forget_all, resolvers)),
+                                sock)
+                pipeline.upload_base_url = s.public_url or api.url
+                _log.info("HTTP API listening on %s", api.url)
+            publisher = MqttPublisher(broker, client_id=f"{s.client_id}-control", tls=s.tls)
+            self._parts = _Parts(
+                database_url=database_url, broker=broker, pool=pool, pipeline=pipeline,
+                ingest=ingest, replayer=Replayer(pool),
+                objects=ObjectIngester(pool, pipeline, store), api=api, publisher=publisher,
+                controls=ControlSender(pool, publisher),
+                progress=ProgressReporter(pool, publisher),
+                sweeper=BackpressureSweeper(pool), verifier=VerificationScheduler(pool))
         except BaseException:
+            self.lifecycle = ServerLifecycle.CLOSED
             await self._stack.aclose()
             raise
+        self.lifecycle = ServerLifecycle.OPEN
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
-        await self._stack.aclose()
+        self.lifecycle = ServerLifecycle.STOPPING
+        try:
+            await self._stack.aclose()
+        finally:
+            self.lifecycle = ServerLifecycle.CLOSED
 
     async def run(self) -> None:
         """Run until cancelled."""
-        assert self.ingest and self.replayer and self.publisher and self.controls
-        assert self.progress and self.sweeper
-        jobs = {"edgesync.ingest": self.ingest.run, "edgesync.replay": self.replayer.run,
-                "edgesync.control.publisher": self.publisher.run,
-                "edgesync.control.outbox": self.controls.run,
-                "edgesync.control.progress": self.progress.run,
-                "edgesync.control.backpressure": self.sweeper.run}
-        if self.verifier is not None:
-            jobs["edgesync.control.verify_schedule"] = self.verifier.run
-        if self.api is not None:
-            jobs["edgesync.api"] = self.api.run
-        if self.objects is not None:
-            jobs["edgesync.uploads"] = self.objects.run
-        assert self.pool is not None and self.pipeline is not None
-        pool, presence = self.pool, self.pipeline.presence
+        require(self.lifecycle, "Server.run()", ServerLifecycle.OPEN)
+        p = self.parts("Server.run()")
+        pool, presence = p.pool, p.pipeline.presence
+        jobs = {"edgesync.ingest": p.ingest.run, "edgesync.replay": p.replayer.run,
+                "edgesync.control.publisher": p.publisher.run,
+                "edgesync.control.outbox": p.controls.run,
+                "edgesync.control.progress": p.progress.run,
+                "edgesync.control.backpressure": p.sweeper.run,
+                "edgesync.control.verify_schedule": p.verifier.run}
+        if p.api is not None:
+            jobs["edgesync.api"] = p.api.run
+        jobs["edgesync.uploads"] = p.objects.run
         jobs["edgesync.presence"] = lambda: presence.run(pool)
         # Operator log lines (not readiness: see readiness()).
-        jobs["edgesync.log.events"] = EventLog(self.pool).run
-        jobs["edgesync.log.throughput"] = ThroughputLog(self.pipeline.metrics).run
+        jobs["edgesync.log.events"] = EventLog(pool).run
+        jobs["edgesync.log.throughput"] = ThroughputLog(p.pipeline.metrics).run
         _log.info("edgesync %s serving", version())
+        self.lifecycle = ServerLifecycle.RUNNING
         try:
             async with asyncio.TaskGroup() as tg:
                 for name, job in jobs.items():
                     self.tasks[name] = tg.create_task(job(), name=name)
         finally:
+            if self.lifecycle is ServerLifecycle.RUNNING:
+                self.lifecycle = ServerLifecycle.OPEN
             _log.info("edgesync stopped")
 
     async def readiness(self) -> list[Check]:
         """``/readyz``: the database answers at the schema this build knows, the ingest
         and control broker sessions are up, and every background loop (the API's own
         aside: it answers) is alive and succeeded last time."""
-        checks = await database_checks(self.pool)
-        if self.ingest is not None:
-            up = self.ingest.connected.is_set()
-            source = self.ingest if isinstance(self.ingest, AmqpIngest) else self.broker
+        p = self._parts
+        checks = await database_checks(p.pool if p is not None else None)
+        if p is not None:
+            up = p.ingest.connected.is_set()
+            source = p.ingest if isinstance(p.ingest, AmqpIngest) else p.broker
             checks.append(Check("broker:ingest", up,
                                 None if up else f"ingest not subscribed on {source}"))
-        if self.publisher is not None:
-            up = self.publisher.connected.is_set()
+            up = p.publisher.connected.is_set()
             checks.append(Check("broker:control", up,
                                 None if up else f"control publisher not connected to "
-                                                f"{self.broker}"))
+                                                f"{p.broker}"))
         if not self.tasks:
             checks.append(Check("loops", False, "the server is not running yet"))
         checks += loop_checks(t for n, t in self.tasks.items()
@@ -245,19 +302,20 @@ class Server:
             up.add_metric([name.removeprefix("edgesync.")], 1 if ok else 0)
         out: list[Metric] = [up, InfoMetricFamily("edgesync_build", "edgesync version",
                                                   value={"version": version()})]
-        if self.pipeline is not None:
+        p = self._parts
+        if p is not None:
             out.append(GaugeMetricFamily("edgesync_ingest_group_queue", "Batch messages "
                                          "waiting for a group transaction",
-                                         value=self.pipeline.writer.queued))
-        if isinstance(self.ingest, MqttIngest):
+                                         value=p.pipeline.writer.queued))
+        if p is not None and isinstance(p.ingest, MqttIngest):
             out.append(GaugeMetricFamily("edgesync_ingest_in_flight_max", "Most MQTT messages "
                                          "in flight at once since start (the window bounds it)",
-                                         value=self.ingest.max_in_flight))
+                                         value=p.ingest.max_in_flight))
         return out
 
     async def wait_ready(self, limit: float = 30.0) -> None:
-        assert self.ingest
+        ingest = self.parts("Server.wait_ready()").ingest
         async with asyncio.timeout(limit):
-            await self.ingest.connected.wait()
+            await ingest.connected.wait()
 
 

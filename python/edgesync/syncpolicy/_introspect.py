@@ -3,7 +3,7 @@ types, and a suggested strategy per table (the console's "Schema sources" step).
 
 The upload is written to a private temporary file and opened read-only and immutable,
 so nothing of it can run (no triggers fire, no WAL is replayed) and nothing is kept. The
-tables are found exactly as the agent finds them (``agent._discovery``), so a table the
+tables are found exactly as the agent finds them (``agent.capture``), so a table the
 agent would skip is never suggested.
 
 Suggestion, per table (a person picks the final strategy):
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edgesync.agent._discovery import list_user_tables, read_table
+from edgesync.agent.capture import list_user_tables, read_table
 from edgesync.errors import InvalidRequestError
 
 __all__ = ["MAX_SAMPLE_BYTES", "SampleTable", "introspect_sample"]

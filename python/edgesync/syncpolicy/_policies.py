@@ -17,9 +17,9 @@ from typing import Any
 
 import asyncpg
 
-from edgesync.agent._config import parse_table_strategies, table_strategies_doc
 from edgesync.control import send_sync_policy
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
+from edgesync.protocol import parse_table_strategies, table_strategies_doc
 from edgesync.store import Conn, from_record
 
 __all__ = ["AttachedTo", "EffectivePolicy", "ListedAttachment", "PolicyAttachment",
@@ -28,8 +28,8 @@ __all__ = ["AttachedTo", "EffectivePolicy", "ListedAttachment", "PolicyAttachmen
            "list_policies", "policy_devices", "update_policy"]
 
 # ``table_strategies`` is the agents' own document (table → {strategy, ts_column?,
-# include_columns?}, checked by ``agent._config.parse_table_strategies``): it travels to
-# them as JSON, so it stays the JSON the agent reads.
+# include_columns?}, checked by ``protocol.parse_table_strategies`` as the agent checks
+# it): it travels to them as JSON, so it stays the JSON the agent reads.
 Strategies = dict[str, dict[str, Any]]
 
 

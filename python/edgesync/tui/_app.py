@@ -14,13 +14,31 @@ from textual.app import App
 from textual.binding import Binding
 
 from edgesync.client import ApiClient, ApiClientError, ProjectApi
+from edgesync.tui import (
+    _approve,
+    _events,
+    _lineage_detail,
+    _lineages,
+    _policy,
+    _quarantine,
+    _registry,
+    _review_detail,
+    _reviews,
+    _rows,
+)
 from edgesync.tui._base import ApiScreen
 from edgesync.tui._feed import EventFeed
 from edgesync.tui._help import HelpScreen
 from edgesync.tui._problem import ProblemScreen
+from edgesync.tui._screens import ScreenKind, new_screen
 from edgesync.tui._settings import TuiSettings
 
 __all__ = ["EdgesyncTui", "run_tui"]
+
+# Every screen module, imported here once: each registers its screen under its kind as it
+# is imported, and screens open one another by kind (``_screens``), not by importing.
+SCREEN_MODULES = (_approve, _events, _lineage_detail, _lineages, _policy, _quarantine,
+                  _registry, _review_detail, _reviews, _rows)
 
 _CSS = """
 #status { height: auto; max-height: 6; padding: 0 1; }
@@ -100,9 +118,7 @@ class EdgesyncTui(App[int]):
         self._loop = asyncio.get_running_loop()
         self.feed = EventFeed(self._api, self._from_feed, self._feed_failed)
         self.feed.start()
-        from edgesync.tui._lineages import LineagesScreen
-
-        self.push_screen(LineagesScreen())
+        self.push_screen(new_screen(ScreenKind.LINEAGES))
 
     def _project(self, ref: str) -> tuple[str, str | None]:
         """The project's id and, for the header, its name (the id alone said little)."""
@@ -176,31 +192,23 @@ class EdgesyncTui(App[int]):
             self._root()
 
     def action_reviews(self) -> None:
-        from edgesync.tui._reviews import ReviewsScreen
-
-        self._open(ReviewsScreen())
+        self._open(ScreenKind.REVIEWS)
 
 
     def action_events(self) -> None:
-        from edgesync.tui._events import EventsScreen
-
-        self._open(EventsScreen())
+        self._open(ScreenKind.EVENTS)
 
     def action_policy(self) -> None:
-        from edgesync.tui._policy import PolicyScreen
-
-        self._open(PolicyScreen())
+        self._open(ScreenKind.POLICY)
 
     def action_registry(self) -> None:
-        from edgesync.tui._registry import RegistryScreen
+        self._open(ScreenKind.REGISTRY)
 
-        self._open(RegistryScreen())
-
-    def _open(self, screen: ApiScreen) -> None:
+    def _open(self, kind: ScreenKind) -> None:
         """A top-level screen, on the Lineages screen (Esc goes back there)."""
         if self._api is not None:
             self._root()
-            self.push_screen(screen)
+            self.push_screen(new_screen(kind))
 
 
 def run_tui(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -23,12 +23,16 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from edgesync.client import ApiClientError
+from edgesync.client import ApiClientError, ProjectApi
 from edgesync.client._actions import resolve_map_specs, suggested_by_column
 from edgesync.errors import ConfigError
 from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell
+from edgesync.tui._screens import ScreenKind, screen
 from edgesync.tui._table import Table
+
+if TYPE_CHECKING:
+    from edgesync.tui._app import EdgesyncTui
 
 __all__ = ["TARGET_TYPES", "Approval", "ApproveScreen", "preview_lines"]
 
@@ -73,6 +77,7 @@ def preview_lines(p: dict[str, Any]) -> list[str]:
     return lines
 
 
+@screen(ScreenKind.APPROVE)
 class ApproveScreen(Screen[Approval | None]):
     TITLE = "Approve: column actions"
     # The columns take ↑/↓ as the form opens (the scrolling container, first in the Tab
@@ -184,12 +189,13 @@ class ApproveScreen(Screen[Approval | None]):
             out.append(f"\nsync authority: {authority}  (o toggles)")
         self.query_one("#preview", Static).update(out)
 
-    async def _ask_preview(self) -> None:
-        from edgesync.tui._app import EdgesyncTui
+    @property
+    def _project_api(self) -> ProjectApi:
+        return cast("EdgesyncTui", self.app).api
 
-        assert isinstance(self.app, EdgesyncTui)
+    async def _ask_preview(self) -> None:
         actions = [self.actions[str(c["name"])] for c in self.columns]
-        api = self.app.api
+        api = self._project_api
         ask = api.preview_registry_approval if self.registry else api.preview_approval
         try:
             doc = await asyncio.to_thread(ask, self.review["id"], actions)
@@ -274,11 +280,8 @@ class ApproveScreen(Screen[Approval | None]):
         self.app.push_screen(AskScreen(f"Data point for {name} (its name or id):"), chosen)
 
     async def _map(self, column: str, ref: str) -> None:
-        from edgesync.tui._app import EdgesyncTui
-
-        assert isinstance(self.app, EdgesyncTui)
         try:
-            (spec,) = await asyncio.to_thread(resolve_map_specs, self.app.api,
+            (spec,) = await asyncio.to_thread(resolve_map_specs, self._project_api,
                                               [f"{column}={ref}"])
         except ConfigError as exc:
             self.say(exc.reason, error=True)

@@ -54,10 +54,9 @@ class ApiScreen(Screen[None]):
 
     @property
     def tui(self) -> EdgesyncTui:
-        from edgesync.tui._app import EdgesyncTui
-
-        assert isinstance(self.app, EdgesyncTui)
-        return self.app
+        # The app is always the console (a screen runs in no other); named for mypy only,
+        # so that no screen imports the console back at run time.
+        return cast("EdgesyncTui", self.app)
 
     @property
     def api(self) -> ProjectApi:

@@ -12,6 +12,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from edgesync.tui._format import cell, short_time
+from edgesync.tui._screens import ScreenKind, screen
 from edgesync.tui._search import SearchScreen
 from edgesync.tui._table import Table
 
@@ -41,6 +42,7 @@ def _matches(event: dict[str, Any], text: str) -> bool:
     return not text or text.lower() in " ".join(event_words(event)).lower()
 
 
+@screen(ScreenKind.EVENTS)
 class EventsScreen(SearchScreen):
     TITLE = "Events"
     SEARCH_HINT = "keep the events whose type or subject contains this; Enter applies"

@@ -18,8 +18,10 @@ from textual.widgets import DataTable, ProgressBar, Static
 from edgesync.client import ApiClientError
 from edgesync.tui._base import ApiScreen
 from edgesync.tui._confirm import ConfirmScreen
+from edgesync.tui._decisions import change_authority, replay_rejected
 from edgesync.tui._format import cell, pause_words, short_time, text
 from edgesync.tui._offers import recovery_text, take_offer
+from edgesync.tui._screens import ScreenKind, new_screen, screen
 from edgesync.tui._table import Table
 
 __all__ = ["LineageDetailScreen", "freshness_line", "has_materialization_error",
@@ -63,6 +65,7 @@ def replay_progress(lineage: dict[str, Any]) -> tuple[int, int, str]:
     return done, done + (staged if latest["status"] == "pending" else 0), state
 
 
+@screen(ScreenKind.LINEAGE_DETAIL)
 class LineageDetailScreen(ApiScreen):
     TITLE = "Lineage"
     BINDINGS = [
@@ -173,16 +176,12 @@ class LineageDetailScreen(ApiScreen):
         return True
 
     def action_authority(self) -> None:
-        from edgesync.tui._decisions import change_authority
-
         if self.lineage is not None and self.check_action("authority", ()):
             change_authority(self, self.lineage)
         else:
             self.say("only an approved state table's sync authority can change", error=True)
 
     def action_replay_rejected(self) -> None:
-        from edgesync.tui._decisions import replay_rejected
-
         if self.lineage is not None and self.check_action("replay_rejected", ()):
             self.spawn(partial(replay_rejected, self, self.lineage))
         else:
@@ -194,17 +193,13 @@ class LineageDetailScreen(ApiScreen):
             take_offer(self, self.lineage)
 
     def action_rows(self, mode: str) -> None:
-        from edgesync.tui._rows import RowsScreen
-
         if self.lineage is not None:
-            self.app.push_screen(RowsScreen(self.lineage, mode))
+            self.app.push_screen(new_screen(ScreenKind.ROWS, self.lineage, mode))
 
     def action_quarantine(self) -> None:
-        from edgesync.tui._quarantine import QuarantineScreen
-
         if self.lineage is not None:
             self._reread_on_resume = True
-            self.app.push_screen(QuarantineScreen(self.lineage))
+            self.app.push_screen(new_screen(ScreenKind.QUARANTINE, self.lineage))
 
     def on_screen_resume(self) -> None:
         # Back from the quarantine: its count may have moved. Not after every modal (a
@@ -226,9 +221,7 @@ class LineageDetailScreen(ApiScreen):
             return
         open_ = [r for r in doc["data"] if r["status"] in ("queued", "in_review")]
         review = (open_ or doc["data"])[-1]
-        from edgesync.tui._review_detail import ReviewDetailScreen
-
-        self.app.push_screen(ReviewDetailScreen(review["id"]))
+        self.app.push_screen(new_screen(ScreenKind.REVIEW_DETAIL, review["id"]))
 
     def action_reset(self) -> None:
         if self.lineage is None or not has_materialization_error(self.lineage):

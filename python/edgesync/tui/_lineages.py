@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Static
 
 from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell, pause_words, short_time
+from edgesync.tui._screens import ScreenKind, new_screen, screen
 from edgesync.tui._search import PAGE_SIZE, SearchScreen
 from edgesync.tui._table import Table
 
@@ -24,6 +25,7 @@ _COLUMNS = ["device", "table", "pipeline", "status", "pause reason", "staged", "
             "errors", "last batch"]
 
 
+@screen(ScreenKind.LINEAGES)
 class LineagesScreen(SearchScreen):
     TITLE = "Lineages"
     SEARCH_HINT = ("search device, table, target or pause reason; Enter applies, "
@@ -164,8 +166,6 @@ class LineagesScreen(SearchScreen):
         await self.reload()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        from edgesync.tui._lineage_detail import LineageDetailScreen
-
         lineage_id = event.row_key.value
         if lineage_id is not None:
-            self.app.push_screen(LineageDetailScreen(lineage_id))
+            self.app.push_screen(new_screen(ScreenKind.LINEAGE_DETAIL, lineage_id))

@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Static
 
 from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell
+from edgesync.tui._screens import ScreenKind, screen
 from edgesync.tui._search import SearchScreen
 from edgesync.tui._table import Table
 
@@ -51,6 +52,7 @@ def _matches(name: str, text: str) -> bool:
     return not text or text.lower() in f"{name} {_ABOUT.get(name, '')}".lower()
 
 
+@screen(ScreenKind.POLICY)
 class PolicyScreen(SearchScreen):
     TITLE = "Policy"
     SEARCH_HINT = "keep the fields whose name or description contains this; Enter applies"

@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Static
 
 from edgesync.tui._confirm import AskScreen, ConfirmScreen
 from edgesync.tui._format import cell, short_time
+from edgesync.tui._screens import ScreenKind, screen
 from edgesync.tui._search import PAGE_SIZE, SearchScreen
 from edgesync.tui._table import Table
 
@@ -39,6 +40,7 @@ def editable_values(row: dict[str, Any]) -> dict[str, Any] | None:
     return {k: v for k, v in values.items() if k not in key}
 
 
+@screen(ScreenKind.QUARANTINE)
 class QuarantineScreen(SearchScreen):
     FILTERS = STATUS_FILTERS
     TITLE = "Quarantine"

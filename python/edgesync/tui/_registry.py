@@ -18,6 +18,7 @@ from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell, short_time
 from edgesync.tui._review_detail import ReviewDetailScreen
 from edgesync.tui._reviews import FILTERS
+from edgesync.tui._screens import ScreenKind, new_screen, screen
 from edgesync.tui._search import PAGE_SIZE, SearchScreen
 from edgesync.tui._table import Table
 
@@ -36,6 +37,7 @@ def consolidation_words(result: dict[str, Any]) -> str:
     return words
 
 
+@screen(ScreenKind.REGISTRY)
 class RegistryScreen(SearchScreen):
     FILTERS = FILTERS
     TITLE = "Registry"
@@ -154,9 +156,7 @@ class RegistryReviewScreen(ReviewDetailScreen):
         return self.api.decide_registry_review(review_id, "abandon", version, reason=reason)
 
     def approve_form(self, review: dict[str, Any]) -> Any:
-        from edgesync.tui._approve import ApproveScreen
-
-        return ApproveScreen(review, registry=True)
+        return new_screen(ScreenKind.APPROVE, review, registry=True)
 
     async def reload(self) -> None:
         await super().reload()

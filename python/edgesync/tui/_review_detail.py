@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.binding import Binding
@@ -21,7 +21,11 @@ from edgesync.client import ApiClientError
 from edgesync.tui._base import ApiScreen
 from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell, short_time, text
+from edgesync.tui._screens import ScreenKind, new_screen, screen
 from edgesync.tui._table import Table
+
+if TYPE_CHECKING:
+    from edgesync.tui._approve import Approval
 
 __all__ = ["ReviewDetailScreen", "column_changes"]
 
@@ -59,6 +63,7 @@ def column_changes(review: dict[str, Any]) -> list[tuple[str, str]]:
     return [(n, ", ".join(changes.get(n, [])) or "unchanged") for n in names]
 
 
+@screen(ScreenKind.REVIEW_DETAIL)
 class ReviewDetailScreen(ApiScreen):
     TITLE = "Schema review"
     BINDINGS = [
@@ -98,9 +103,7 @@ class ReviewDetailScreen(ApiScreen):
         return self.api.reject(review_id, version, reason)
 
     def approve_form(self, review: dict[str, Any]) -> Any:
-        from edgesync.tui._approve import ApproveScreen
-
-        return ApproveScreen(review)
+        return new_screen(ScreenKind.APPROVE, review)
 
     async def reload(self) -> None:
         review = await self.call(self.fetch, self.review_id)
@@ -160,8 +163,6 @@ class ReviewDetailScreen(ApiScreen):
                         group="action")
 
     def action_approve(self) -> None:
-        from edgesync.tui._approve import Approval
-
         if self.review is None:
             return
 
@@ -195,9 +196,7 @@ class ReviewDetailScreen(ApiScreen):
             return
         lineage = await self.call(self.api.lineage, self.review["lineage_id"])
         if lineage is not None:
-            from edgesync.tui._rows import RowsScreen
-
-            self.app.push_screen(RowsScreen(lineage, mode))
+            self.app.push_screen(new_screen(ScreenKind.ROWS, lineage, mode))
 
 
 def _summary(review: dict[str, Any]) -> Text:

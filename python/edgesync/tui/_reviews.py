@@ -11,6 +11,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from edgesync.tui._format import cell, short_time
+from edgesync.tui._screens import ScreenKind, new_screen, screen
 from edgesync.tui._search import PAGE_SIZE, SearchScreen
 from edgesync.tui._table import Table
 
@@ -25,6 +26,7 @@ _STATUS_STYLE = {"queued": "yellow", "in_review": "cyan", "approved": "green",
                  "rejected": "red", "abandoned": "dim"}
 
 
+@screen(ScreenKind.REVIEWS)
 class ReviewsScreen(SearchScreen):
     FILTERS = FILTERS
     TITLE = "Schema reviews"
@@ -87,7 +89,5 @@ class ReviewsScreen(SearchScreen):
             + (f" · search: {self.query_text!r}" if self.query_text else ""))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        from edgesync.tui._review_detail import ReviewDetailScreen
-
         if event.row_key.value is not None:
-            self.app.push_screen(ReviewDetailScreen(event.row_key.value))
+            self.app.push_screen(new_screen(ScreenKind.REVIEW_DETAIL, event.row_key.value))

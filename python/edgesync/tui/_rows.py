@@ -16,6 +16,7 @@ from edgesync.client import ApiClientError
 from edgesync.tui._base import ApiScreen
 from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell
+from edgesync.tui._screens import ScreenKind, screen
 from edgesync.tui._table import Table
 
 __all__ = ["RowsScreen", "decoded_rows", "source_columns", "writeback_row"]
@@ -63,6 +64,7 @@ def writeback_row(lineage: dict[str, Any], row: dict[str, Any]) -> dict[str, Any
             "values": {c: row.get(m) for c, m in mirrored.items() if c not in pk}}
 
 
+@screen(ScreenKind.ROWS)
 class RowsScreen(ApiScreen):
     TITLE = "Rows"
     BINDINGS = [

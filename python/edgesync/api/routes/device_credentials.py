@@ -17,7 +17,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from edgesync import credentials, registry, syncpolicy
+from edgesync import credentials, fleet, syncpolicy
 from edgesync._defaults import DEVICE_CERT_DAYS
 from edgesync.api._auth import CanManage, CanRead
 from edgesync.api._db import Db
@@ -25,7 +25,7 @@ from edgesync.api._domain import model_of
 from edgesync.api._envelopes import Item
 from edgesync.api._errors import ApiError, error_responses
 from edgesync.api._idempotency import IdempotencyKey, idempotent
-from edgesync.registry import DeviceScope
+from edgesync.fleet import DeviceScope
 from edgesync.store import Conn
 
 __all__ = ["router"]
@@ -42,8 +42,8 @@ async def _scope(conn: Conn, project_id: uuid.UUID, device_id: uuid.UUID) -> Dev
     row = await conn.fetchrow(
         "SELECT d.name, p.topic_slug FROM edge_devices d JOIN edge_projects p "
         "ON p.id = d.project_id WHERE d.id = $1 AND d.project_id = $2", device_id, project_id)
-    scope = None if row is None else await registry.get_device(conn, row["topic_slug"],
-                                                               row["name"])
+    scope = None if row is None else await fleet.get_device(conn, row["topic_slug"],
+                                                            row["name"])
     if scope is None:
         raise ApiError(404, "DEVICE_NOT_FOUND", f"no device {device_id} in this project",
                        "device_id")
@@ -244,7 +244,7 @@ async def revoke(access: CanManage, conn: Db, request: Request, device_id: uuid.
                  body: RevokeIn, idempotency_key: IdempotencyKey = None) -> Response:
     async def work(tx: Conn) -> tuple[int, Item[Revoked]]:
         scope = await _scope(tx, access.project_id, device_id)
-        revoked_at = await registry.revoke_device(tx, scope.device_id)
+        revoked_at = await fleet.revoke_device(tx, scope.device_id)
         assert revoked_at is not None
         n = await credentials.revoke_credentials(tx, scope.device_id, reason=body.reason)
         return 200, Item[Revoked](data=Revoked(

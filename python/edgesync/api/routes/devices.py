@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from edgesync import registry
+from edgesync import fleet
 from edgesync.api._auth import CanManage, CanRead
 from edgesync.api._db import Db
 from edgesync.api._envelopes import Item, Page
@@ -115,8 +115,8 @@ async def create_device(access: CanManage, conn: Db, request: Request, body: Dev
                                     access.project_id)
         assert project is not None
         try:
-            scope = await registry.add_device(tx, project=project["name"], name=body.name,
-                                              topic_slug=project["topic_slug"], fleet=body.fleet)
+            scope = await fleet.add_device(tx, project=project["name"], name=body.name,
+                                           topic_slug=project["topic_slug"], fleet=body.fleet)
         except ConflictError as exc:
             raise ApiError(409, "DEVICE_NAME_ALREADY_IN_USE", str(exc), "name") from exc
         row = await tx.fetchrow(_SELECT + " AND d.id = $2", access.project_id, scope.device_id)

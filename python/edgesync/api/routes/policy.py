@@ -12,7 +12,7 @@ from edgesync.api._db import Db
 from edgesync.api._envelopes import Item
 from edgesync.api._errors import error_responses
 from edgesync.api._idempotency import IdempotencyKey, idempotent
-from edgesync.registry import (
+from edgesync.fleet import (
     POLICY_BOUNDS,
     CoalescingMode,
     ProjectPolicy,
@@ -25,7 +25,7 @@ __all__ = ["DEFAULTS", "Policy", "PolicyPatch", "router"]
 
 router = APIRouter(prefix="/core/api/v1/projects/{project_id}/edge/policy", tags=["policy"])
 
-# The defaults are ProjectPolicy's (edgesync.registry); the models below only describe
+# The defaults are ProjectPolicy's (edgesync.fleet); the models below only describe
 # the HTTP shape (and refuse a bad PATCH with the field named, as every route does).
 DEFAULTS: dict[str, Any] = ProjectPolicy().as_json()
 

@@ -40,6 +40,6 @@ CREATE INDEX edge_sync_policy_attachments_policy ON edge_sync_policy_attachments
 -- policy's own version cannot order them).
 CREATE SEQUENCE edge_sync_policy_revisions;
 
--- A revoked device (edgesync.registry.revoke_device): refused at ingest (the device
+-- A revoked device (edgesync.fleet.revoke_device): refused at ingest (the device
 -- resolver) and, with its credentials revoked, at the broker. Kept for the record.
 ALTER TABLE edge_devices ADD COLUMN revoked_at timestamptz;

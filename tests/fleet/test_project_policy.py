@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from edgesync.errors import InvalidRequestError
-from edgesync.registry import POLICY_BOUNDS, CoalescingMode, ProjectPolicy
+from edgesync.fleet import POLICY_BOUNDS, CoalescingMode, ProjectPolicy
 
 
 def test_defaults() -> None:

@@ -31,9 +31,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from edgesync.agent._progress import rows_progress, telemetry_progress
-from edgesync.agent._triggers import snapshot_sql
-from edgesync.agent._writeback import apply_state_write
+from edgesync.agent.capture._triggers import snapshot_sql
+from edgesync.agent.jobs._writeback import apply_state_write
+from edgesync.agent.link._progress import rows_progress, telemetry_progress
 from edgesync.protocol import ControlKind
 
 if TYPE_CHECKING:  # the device database calls this module; it is only a type here

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from edgesync.agent._discovery import Column, TableInfo
+from edgesync.agent.capture._discovery import Column, TableInfo
 from edgesync.protocol import uuid7
 
 __all__ = [

@@ -26,10 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from edgesync.agent._batcher import truncate_journal
-from edgesync.agent._retention import JournalBudget
 from edgesync.agent._state import StateStore
-from edgesync.agent._telemetry_state import TelemetryState
+from edgesync.agent.capture._batcher import truncate_journal
+from edgesync.agent.capture._retention import JournalBudget
+from edgesync.agent.capture._telemetry_state import TelemetryState
 
 __all__ = ["Confirmed", "ProgressLog", "parse_committed", "resend_unconfirmed",
            "rows_progress", "telemetry_progress"]

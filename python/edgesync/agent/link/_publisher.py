@@ -17,7 +17,7 @@ from typing import NoReturn
 
 import aiomqtt
 
-from edgesync.agent._config import ConnectionConfig
+from edgesync.agent.config import ConnectionConfig
 from edgesync.errors import BrokerError
 from edgesync.protocol import (
     Backoff,

@@ -12,8 +12,8 @@ import os
 import sqlite3
 from pathlib import Path
 
-from edgesync.agent._config import AgentConfig, ReplicationConfig, read_config
-from edgesync.agent._discovery import list_user_tables, read_table, telemetry_table
+from edgesync.agent.capture._discovery import list_user_tables, read_table, telemetry_table
+from edgesync.agent.config import AgentConfig, ReplicationConfig, read_config
 from edgesync.errors import ConfigError
 
 __all__ = ["check_source", "check_tables", "open_source", "validate_config"]

@@ -39,9 +39,9 @@ from edgesync._core import (
     ROW_CAPTURE_STRATEGY,
     SUPPORTED_FORMAT_VERSION,
 )
-from edgesync.agent._discovery import Column, TableInfo
 from edgesync.agent._state import PendingBatch, StateStore, TableState
-from edgesync.agent._triggers import JOURNAL_TABLE, META_TABLE, key_column, quote_ident
+from edgesync.agent.capture._discovery import Column, TableInfo
+from edgesync.agent.capture._triggers import JOURNAL_TABLE, META_TABLE, key_column, quote_ident
 from edgesync.errors import OversizedRowError
 from edgesync.protocol import uuid7
 

@@ -24,9 +24,9 @@ from typing import Any
 
 import orjson
 
-from edgesync.agent._discovery import TableInfo
 from edgesync.agent._state import StateStore
-from edgesync.agent._triggers import JOURNAL_TABLE, quote_ident
+from edgesync.agent.capture._discovery import TableInfo
+from edgesync.agent.capture._triggers import JOURNAL_TABLE, quote_ident
 
 __all__ = ["CloudVersions", "apply_state_write", "key_text"]
 

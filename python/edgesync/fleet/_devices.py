@@ -1,6 +1,6 @@
-"""The device registry.
+"""Projects, fleets and devices.
 
-A message's topic names ``{topic_slug}/{device_name}``; the registry turns that
+A message's topic names ``{topic_slug}/{device_name}``; the device resolver turns that
 pair into the device, its project and fleet. Nothing in a payload can.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import asyncpg
 
 from edgesync.errors import ConfigError, ConflictError
-from edgesync.registry._policy import ProjectPolicy
+from edgesync.fleet._policy import ProjectPolicy
 from edgesync.store import Conn, any_of
 
 __all__ = ["DeviceResolver", "DeviceScope", "add_device", "ensure_fleet", "ensure_project",
@@ -136,7 +136,7 @@ async def revoke_device(conn: Conn, device_id: uuid.UUID) -> datetime | None:
 
 
 class DeviceResolver:
-    """Topic → device scope, cached briefly so ingest does not hit the registry per message.
+    """Topic → device scope, cached briefly so ingest does not read ``edge_devices`` per message.
     A revoked device resolves to None (refused as an unknown device) once its cached
     scope expires (``ttl``, 30 s) or ``forget`` is called.
 
@@ -163,7 +163,7 @@ class DeviceResolver:
             fut = self._waiting[key] = asyncio.get_running_loop().create_future()
             if self._lookup is None or self._lookup.done():
                 self._lookup = asyncio.create_task(self._look_up_waiting(),
-                                                   name="edgesync.registry.lookup")
+                                                   name="edgesync.fleet.lookup")
         # Shielded: one caller giving up must not cancel the others' answer.
         return await asyncio.shield(fut)
 

@@ -1,6 +1,6 @@
 """Projects, fleets and devices: where tenant scope comes from; the project's policy."""
 
-from edgesync.registry._devices import (
+from edgesync.fleet._devices import (
     DeviceResolver,
     DeviceScope,
     add_device,
@@ -14,7 +14,7 @@ from edgesync.registry._devices import (
     stored_policy,
     take_control_seqs,
 )
-from edgesync.registry._policy import POLICY_BOUNDS, CoalescingMode, ProjectPolicy
+from edgesync.fleet._policy import POLICY_BOUNDS, CoalescingMode, ProjectPolicy
 
 __all__ = [
     "POLICY_BOUNDS",

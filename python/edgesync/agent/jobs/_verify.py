@@ -21,9 +21,9 @@ from typing import Any
 import orjson
 
 from edgesync import _core
-from edgesync.agent._discovery import TableInfo
 from edgesync.agent._state import StateStore
-from edgesync.agent._triggers import JOURNAL_TABLE, quote_ident
+from edgesync.agent.capture._discovery import TableInfo
+from edgesync.agent.capture._triggers import JOURNAL_TABLE, quote_ident
 from edgesync.protocol import DIGEST_VERSION, MAX_PREFIX, TableDigest, pk_json
 
 __all__ = ["MAX_WAIT_S", "Verifications", "table_digest"]

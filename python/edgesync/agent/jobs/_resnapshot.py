@@ -33,10 +33,10 @@ from typing import Any
 import orjson
 
 from edgesync import _core
-from edgesync.agent._discovery import TableInfo
 from edgesync.agent._state import StateStore
-from edgesync.agent._triggers import JOURNAL_TABLE, key_column, quote_ident
-from edgesync.agent._uploads import Uploads
+from edgesync.agent.capture._discovery import TableInfo
+from edgesync.agent.capture._triggers import JOURNAL_TABLE, key_column, quote_ident
+from edgesync.agent.jobs._uploads import Uploads
 from edgesync.errors import InvalidRequestError
 from edgesync.protocol import FilterOp, SnapshotFilter, parse_filter, pk_json
 

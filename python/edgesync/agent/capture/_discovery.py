@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from edgesync import _core
-from edgesync.agent._config import ReplicationConfig
+from edgesync.agent.config import ReplicationConfig
 
 __all__ = ["Column", "Discovery", "TableInfo", "TelemetryTable", "discover", "list_user_tables",
            "read_table", "telemetry_table"]

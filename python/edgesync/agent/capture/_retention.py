@@ -18,9 +18,9 @@ import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from edgesync.agent._batcher import truncate_journal
 from edgesync.agent._state import StateStore
-from edgesync.agent._triggers import JOURNAL_TABLE, key_column, quote_ident
+from edgesync.agent.capture._batcher import truncate_journal
+from edgesync.agent.capture._triggers import JOURNAL_TABLE, key_column, quote_ident
 
 __all__ = ["JournalBudget"]
 

@@ -24,13 +24,9 @@ from typing import Any
 
 import orjson
 
-from edgesync.agent._config import (
-    AgentConfig,
-    TableStrategy,
-    parse_table_strategies,
-    table_strategies_doc,
-)
 from edgesync.agent._state import StateStore
+from edgesync.agent.config import AgentConfig
+from edgesync.protocol import TableStrategy, parse_table_strategies, table_strategies_doc
 
 __all__ = ["RemotePolicy"]
 

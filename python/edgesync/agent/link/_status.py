@@ -21,10 +21,10 @@ from typing import IO, Any
 import orjson
 
 from edgesync._version import version
-from edgesync.agent._freshness import SeenMarks
 from edgesync.agent._lock import lock_path
 from edgesync.agent._state import StateStore
-from edgesync.agent._triggers import JOURNAL_TABLE, quote_ident
+from edgesync.agent.capture._freshness import SeenMarks
+from edgesync.agent.capture._triggers import JOURNAL_TABLE, quote_ident
 from edgesync.protocol import STATUS_REQUEST_KIND, AgentState
 
 __all__ = ["REPORT_INTERVAL_S", "StatusReporter", "device_status", "will_payload",

@@ -45,9 +45,9 @@ from edgesync._core import (
     SUPPORTED_FORMAT_VERSION,
     TELEMETRY_CAPTURE_STRATEGY,
 )
-from edgesync.agent._discovery import TelemetryTable
-from edgesync.agent._telemetry_state import OutboxBatch, TelemetryState
-from edgesync.agent._triggers import quote_ident
+from edgesync.agent.capture._discovery import TelemetryTable
+from edgesync.agent.capture._telemetry_state import OutboxBatch, TelemetryState
+from edgesync.agent.capture._triggers import quote_ident
 from edgesync.protocol import uuid7
 
 __all__ = [

@@ -37,10 +37,10 @@ from typing import Any
 import orjson
 
 from edgesync._core import ROW_CAPTURE_STRATEGY, SUPPORTED_FORMAT_VERSION, compress_blob
-from edgesync.agent._batcher import JournalRow
-from edgesync.agent._discovery import TableInfo
 from edgesync.agent._state import StateStore
-from edgesync.agent._triggers import JOURNAL_TABLE, quote_ident, snapshot_sql
+from edgesync.agent.capture._batcher import JournalRow
+from edgesync.agent.capture._discovery import TableInfo
+from edgesync.agent.capture._triggers import JOURNAL_TABLE, quote_ident, snapshot_sql
 
 __all__ = ["BACKLOG_MAX_ROWS", "Upload", "Uploads"]
 

@@ -1,0 +1,49 @@
+"""The server's lifecycle is one state (``Server.lifecycle``): its parts exist once
+``async with`` has entered it, and using it out of order says what to do instead."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from edgesync.errors import ConfigError, ServerLifecycleError
+from edgesync.server import Server, ServerLifecycle, ServerSettings
+
+
+def test_a_part_read_before_entering_says_how_to_enter(tmp_path: Path) -> None:
+    server = Server(ServerSettings(data_dir=tmp_path))
+    assert server.lifecycle is ServerLifecycle.NEW
+    with pytest.raises(ServerLifecycleError, match=r"^Server.pool: the server is new; use it "
+                                                   r"inside `async with Server\(settings\)"):
+        _ = server.pool
+
+
+async def test_a_server_that_failed_to_open_is_closed_and_not_entered_again(
+        tmp_path: Path) -> None:
+    server = Server(ServerSettings(data_dir=tmp_path, api_port=70000))
+    with pytest.raises(ConfigError, match="--api-port"):
+        await server.__aenter__()
+    assert server.lifecycle is ServerLifecycle.CLOSED
+    with pytest.raises(ServerLifecycleError, match="closed; a Server is entered once"):
+        await server.__aenter__()
+
+
+async def test_an_open_server_runs_once_and_closes(database_url: str, mqtt_url: str,
+                                                  tmp_path: Path, unique: str) -> None:
+    settings = ServerSettings(database_url=database_url, mqtt_url=mqtt_url, data_dir=tmp_path,
+                              client_id=f"worker-{unique}")
+    async with Server(settings) as server:
+        assert server.lifecycle is ServerLifecycle.OPEN
+        assert server.api is None and server.database_url == database_url
+        run = asyncio.create_task(server.run())
+        await server.wait_ready()
+        assert server.lifecycle is ServerLifecycle.RUNNING
+        with pytest.raises(ServerLifecycleError, match="run\\(\\) is going"):
+            await server.run()
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        assert server.lifecycle is ServerLifecycle.OPEN
+    assert server.lifecycle is ServerLifecycle.CLOSED
