@@ -146,7 +146,7 @@ async def credentials(args: argparse.Namespace) -> Any:
 
 
 async def admin(args: argparse.Namespace) -> Any:
-    from edgesync import governance, registry, staging
+    from edgesync import governance, operations, registry
     from edgesync.store import open_database
 
     async with open_database(*_database(args)) as pool, pool.acquire() as conn:
@@ -163,48 +163,19 @@ async def admin(args: argparse.Namespace) -> Any:
                     "project_id": scope.project_id, "fleet_id": scope.fleet_id,
                     "root_topic": scope.root_topic}
         if args.command == "devices":
-            return [dict(r) for r in await conn.fetch(
-                "SELECT d.id, d.name, p.name AS project, p.topic_slug, f.name AS fleet, "
-                "s.last_seen_at, s.online, s.report->>'state' AS agent_state "
-                "FROM edge_devices d JOIN edge_projects p ON p.id = d.project_id "
-                "LEFT JOIN edge_fleets f ON f.id = d.fleet_id "
-                "LEFT JOIN edge_device_status s ON s.device_id = d.id ORDER BY p.name, d.name")]
+            return await operations.device_overview(conn)
         if args.command == "lineages":
-            return [dict(r) for r in await conn.fetch(
-                "SELECT l.id, d.name AS device, l.source_table, l.pipeline, l.status, "
-                "l.pause_reason, l.target_table, l.staged_rows, l.materialized_rows, "
-                "l.rejected_batches, l.materialization_errors, l.last_error "
-                "FROM edge_table_lineages l JOIN edge_devices d ON d.id = l.device_id "
-                "ORDER BY d.name, l.source_table")]
+            return await operations.lineage_overview(conn)
         if args.reviews_command == "list":
             return [_review_summary(r) for r in
                     await governance.list_reviews(conn, status=args.status)]
         if args.reviews_command == "approve":
-            return _review_summary(await approve(conn, args.review_id, args.actor,
-                                                 await _db_actions(conn, args),
-                                                 args.sync_authority))
-        review = await governance.get_review(conn, args.review_id)
-        async with conn.transaction():
-            rejected = await governance.reject_review(
-                conn, args.review_id, actor=args.actor,
-                action_version=review.action_version, reason=args.reason)
-            await staging.label_schema_rejected(conn, rejected.lineage_id, rejected.schema_hash)
-        return _review_summary(rejected)
-
-
-async def approve(conn: Any, review_id: Any, actor: str,
-                  actions: list[dict[str, Any]] | None,
-                  sync_authority: str | None = None) -> governance.Review:
-    """Claim a queued review, then approve it (the CLI's one-step approval)."""
-    from edgesync import governance
-
-    review = await governance.get_review(conn, review_id)
-    if review.status == governance.ReviewStatus.QUEUED:
-        review = await governance.claim_review(conn, review_id, actor=actor,
-                                               action_version=review.action_version)
-    return await governance.approve_review(conn, review_id, actor=actor,
-                                           action_version=review.action_version,
-                                           column_actions=actions, sync_authority=sync_authority)
+            return _review_summary(await operations.approve_review(
+                conn, args.review_id, actor=args.actor, action_version=None,
+                column_actions=await _db_actions(conn, args),
+                sync_authority=args.sync_authority))
+        return _review_summary(await operations.reject_review(
+            conn, args.review_id, actor=args.actor, action_version=None, reason=args.reason))
 
 
 async def _db_actions(conn: Any, args: argparse.Namespace) -> list[dict[str, Any]] | None:

@@ -26,7 +26,6 @@ from edgesync.credentials._device_credentials import (
     issue_certificate,
     issue_password,
     list_credentials,
-    revoke_credentials,
 )
 from edgesync.credentials._issue_bundle import issue_bundle
 from edgesync.errors import ConfigError, NotFoundError
@@ -52,12 +51,13 @@ async def credentials_command(conn: Conn, args: argparse.Namespace) -> Any:
         return await _jitr(conn, args)
     scope = await find_device(conn, args.project, args.name)
     if args.devices_command == "revoke":
-        async with conn.transaction():
-            # The whole device unless one credential is named: ingest refuses it too.
-            revoked_at = (await registry.revoke_device(conn, scope.device_id)
-                          if args.credential is None else None)
-            n = await revoke_credentials(conn, scope.device_id, credential_id=args.credential)
-        return {"device": scope.device_name, "revoked": n,
+        from edgesync import operations
+
+        # The whole device unless one credential is named: ingest refuses it too.
+        revoked = await operations.revoke_device(conn, scope.device_id,
+                                                 credential_id=args.credential)
+        revoked_at = revoked.revoked_at
+        return {"device": scope.device_name, "revoked": revoked.credentials_revoked,
                 **({"device_revoked_at": revoked_at} if revoked_at else {}), "next": _RELOAD}
     if args.devices_command == "bundle":
         return await _bundle(conn, scope, args)
