@@ -13,9 +13,7 @@ from edgesync import errors, operations
 
 _PACKAGE = Path(errors.__file__).resolve().parent
 _ROUTES = sorted((_PACKAGE / "api" / "routes").glob("*.py"))
-_CLI = sorted([_PACKAGE / "cli.py", _PACKAGE / "_commands.py", _PACKAGE / "credentials" / "_cli.py",
-               _PACKAGE / "identity" / "_admin.py", *(_PACKAGE / "_parsers").glob("*.py"),
-               *(_PACKAGE / "client").glob("_run*.py")])
+_CLI = sorted((_PACKAGE / "cli").glob("*.py"))
 
 # Who calls each operation: both, or the one side that offers the action (the CLI reaches
 # the others over the HTTP API; tokens and the plain listings are the CLI's alone).
