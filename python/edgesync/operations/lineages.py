@@ -12,7 +12,7 @@ from edgesync.errors import NotFoundError
 from edgesync.store import Conn
 
 __all__ = ["LineageDeletion", "MaterializationReset", "delete_lineage", "discard_staged",
-           "lineage_overview", "reopen_review", "replay_rejected",
+           "lineage_overview", "lock_lineage", "reopen_review", "replay_rejected",
            "reset_materialization"]
 
 
@@ -31,7 +31,8 @@ class MaterializationReset:
     quarantined_rows: int  # open quarantined rows, left as they are
 
 
-async def _locked(conn: Conn, lineage_id: uuid.UUID) -> governance.Lineage:
+async def lock_lineage(conn: Conn, lineage_id: uuid.UUID) -> governance.Lineage:
+    """The lineage, locked for the rest of the transaction (its actions serialize)."""
     lineage = await governance.get_lineage_for_update(conn, lineage_id)
     if lineage is None:
         raise NotFoundError(f"lineage {lineage_id} not found")
@@ -43,7 +44,7 @@ async def delete_lineage(conn: Conn, lineage_id: uuid.UUID) -> LineageDeletion:
     staged rows, ledger entries and pending controls (the state table and its rows stay),
     and tell the device to forget the table, so that it starts it over. Call in a
     transaction."""
-    lineage = await _locked(conn, lineage_id)
+    lineage = await lock_lineage(conn, lineage_id)
     await governance.delete_lineage_row(conn, lineage)
     control_id = await control.forget_on_device(conn, lineage.device_id, lineage.source_table)
     return LineageDeletion(lineage, control_id)
@@ -62,7 +63,7 @@ async def discard_staged(conn: Conn, project_id: uuid.UUID, lineage_id: uuid.UUI
                          schema_hash: str | None) -> tuple[int, int]:
     """Delete staged batches for good (all, or of one reason and/or schema version) and
     record who did: ``(batches, rows)``. Call in a transaction."""
-    await _locked(conn, lineage_id)
+    await lock_lineage(conn, lineage_id)
     batches, rows = await staging.discard_staged(conn, lineage_id, reason=reason,
                                                  schema_hash=schema_hash)
     await governance.emit(conn, project_id, governance.EventType.STAGED_ROWS_DISCARDED,
@@ -77,7 +78,7 @@ async def replay_rejected(conn: Conn, lineage_id: uuid.UUID, *, actor: str,
     """Replay the staged rows of the lineage's rejected schema versions (or the one
     ``schema_hash``) that are compatible with its approved one, under the lineage's lock.
     Call in a transaction."""
-    lineage = await _locked(conn, lineage_id)
+    lineage = await lock_lineage(conn, lineage_id)
     return await governance.replay_rejected(conn, lineage, actor=actor, schema_hash=schema_hash,
                                             dry_run=dry_run)
 

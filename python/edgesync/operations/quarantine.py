@@ -7,7 +7,7 @@ from typing import Any
 
 from edgesync import governance, quarantine
 from edgesync.errors import NotFoundError
-from edgesync.operations.lineages import _locked
+from edgesync.operations.lineages import lock_lineage
 from edgesync.store import Conn
 
 __all__ = ["discard_quarantined", "retry_all", "retry_row"]
@@ -17,13 +17,13 @@ async def retry_row(conn: Conn, lineage_id: uuid.UUID, row_id: int, *, actor: st
                     values: dict[str, Any] | None) -> quarantine.RetryOutcome:
     """Write one quarantined row again, as it is or with ``values`` replacing its own,
     under the lineage's lock. Call in a transaction."""
-    lineage = await _locked(conn, lineage_id)
+    lineage = await lock_lineage(conn, lineage_id)
     return await quarantine.retry_row(conn, lineage, row_id, actor=actor, values=values)
 
 
 async def retry_all(conn: Conn, lineage_id: uuid.UUID, *, actor: str) -> quarantine.RetryTotals:
     """Write every open quarantined row of the lineage again. Call in a transaction."""
-    lineage = await _locked(conn, lineage_id)
+    lineage = await lock_lineage(conn, lineage_id)
     return await quarantine.retry_all(conn, lineage, actor=actor)
 
 
@@ -31,7 +31,7 @@ async def discard_quarantined(conn: Conn, project_id: uuid.UUID, lineage_id: uui
                               row_id: int | None, *, actor: str) -> int:
     """Delete one quarantined row (``row_id``) or all of the lineage's for good and record
     who did; returns how many went. Call in a transaction."""
-    await _locked(conn, lineage_id)
+    await lock_lineage(conn, lineage_id)
     if row_id is not None and await quarantine.get_row(conn, lineage_id, row_id) is None:
         raise NotFoundError(f"quarantined row {row_id} not found in lineage {lineage_id}")
     n = await quarantine.discard(conn, lineage_id, row_id)
