@@ -1,6 +1,6 @@
 """Defaults that both the command line and the packages behind it use.
 
-They live in a module that imports nothing, so the argument parsers (``edgesync._parsers``)
+They live in a module that imports nothing, so the argument parsers (``edgesync.cli``)
 can show them while loading none of the packages that do the work: ``edgesync agent`` and
 an agent-only install never import the cloud side just to build ``--help``.
 """

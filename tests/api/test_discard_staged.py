@@ -115,6 +115,6 @@ async def test_discard_through_the_cli(run, tenant, stage, pool: asyncpg.Pool,
 
 
 def test_the_cli_offers_every_staging_reason() -> None:
-    from edgesync._parsers.operators import STAGING_REASONS as CLI_REASONS
+    from edgesync.cli._options import STAGING_REASONS as CLI_REASONS
 
     assert CLI_REASONS == STAGING_REASONS

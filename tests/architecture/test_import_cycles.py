@@ -9,14 +9,6 @@ from pathlib import Path
 
 from kits.import_graph import Import, cycles, graph, imports, modules
 
-# Cycles that run only through modules being restructured on another branch at the same
-# time; the lead empties this after merging that branch.
-ALLOWED: list[list[str]] = [
-    # client/_run.py ↔ client/_run_quarantine.py share a private _Aborted (branch cli,
-    # which moves both into the cli package).
-    ["edgesync.client._run", "edgesync.client._run_quarantine"],
-]
-
 
 def _describe(component: list[str], edges: dict[str, dict[str, Import]]) -> str:
     members = set(component)
@@ -27,12 +19,8 @@ def _describe(component: list[str], edges: dict[str, dict[str, Import]]) -> str:
 
 def test_no_import_cycle() -> None:
     edges = graph()
-    found = [c for c in cycles(edges) if c not in ALLOWED]
+    found = cycles(edges)
     assert found == [], "\n".join(_describe(c, edges) for c in found)
-
-
-def test_the_allowlist_holds_only_cycles_that_still_exist() -> None:
-    assert [c for c in ALLOWED if c not in cycles(graph())] == []
 
 
 def test_the_graph_reader_follows_the_rules(tmp_path: Path) -> None:

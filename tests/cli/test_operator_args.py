@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from edgesync import cli
-from edgesync._parsers.operators import uses_database
+from edgesync.cli._format import print_table
+from edgesync.cli._options import uses_database
 from edgesync.client._actions import column_actions
-from edgesync.client._format import print_table
 from edgesync.errors import ConfigError
 
 COLS = ["id", "mode", "setpoint", "blob"]

@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from edgesync.client._format import duration, print_table
+from edgesync.cli._format import duration, print_table
 
 
 @pytest.mark.parametrize("seconds, shown", [

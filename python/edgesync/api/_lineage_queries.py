@@ -1,4 +1,4 @@
-"""Reads and deletes of lineages, always within one project."""
+"""Reads of lineages, always within one project, and the answer to a deletion."""
 
 from __future__ import annotations
 
@@ -30,15 +30,16 @@ from edgesync.control import (
     AfterForget,
     OfferReason,
     RecoveryAction,
-    forget_on_device,
     recovery_jobs,
     recovery_offers,
 )
-from edgesync.governance import delete_lineage_row, get_lineage_for_update, list_retired
+from edgesync.governance import list_retired
 from edgesync.materialize import PLATFORM_COLUMNS, quote_ident, table_columns
+from edgesync.operations import LineageDeletion
 from edgesync.store import Conn
 
-__all__ = ["delete_lineage", "get_lineage", "lineage_detail", "list_lineages", "mirror_rows"]
+__all__ = ["deleted_out", "get_lineage", "lineage_detail", "lineage_not_found", "list_lineages",
+           "mirror_rows"]
 
 # The last batch comes from the ledger's (lineage_id, id) index: one index probe per row.
 _SELECT = """
@@ -197,18 +198,11 @@ async def _key_columns(conn: Conn, lineage: LineageOut) -> list[str]:
     return [str(r["col"]) for r in rows]
 
 
-async def delete_lineage(conn: Conn, project_id: uuid.UUID, lineage_id: uuid.UUID
-                         ) -> DeletedLineage:
-    """Remove the cloud's sync state for the (device, table): versions, reviews, bindings,
-    staged rows, ledger entries and pending controls. The state table and its rows stay.
-    The device is told (``forget_lineage``) and starts the table over; the answer says
-    so, and what to do once the table is back (verify it: docs/recovery.md)."""
-    await get_lineage(conn, project_id, lineage_id)
-    lineage = await get_lineage_for_update(conn, lineage_id)
-    if lineage is None:
-        raise lineage_not_found()
-    await delete_lineage_row(conn, lineage)
-    control_id = await forget_on_device(conn, lineage.device_id, lineage.source_table)
+def deleted_out(deleted: LineageDeletion) -> DeletedLineage:
+    """The answer to a deletion: the device is told (``forget_lineage``) and starts the
+    table over; the answer says so, and what to do once the table is back (verify it:
+    docs/recovery.md)."""
+    lineage = deleted.lineage
     # Verification is for state tables; a telemetry lineage has no next step.
     step = NextStep(
         action=RecoveryAction.VERIFY, reason=OfferReason.RECREATED_AFTER_DELETE,
@@ -216,8 +210,9 @@ async def delete_lineage(conn: Conn, project_id: uuid.UUID, lineage_id: uuid.UUI
                "verify it: its state table kept the earlier rows, and the new lineage's "
                "detail offers the verification.") if lineage.pipeline == "rows" else None
     return DeletedLineage(
-        id=lineage_id, device_id=lineage.device_id, source_table=lineage.source_table,
-        forget_control_id=control_id, device_will=AfterForget.RESEND_TABLE, next_step=step,
+        id=lineage.id, device_id=lineage.device_id, source_table=lineage.source_table,
+        forget_control_id=deleted.forget_control_id, device_will=AfterForget.RESEND_TABLE,
+        next_step=step,
         detail=(f"The device is told to forget {lineage.source_table!r} "
                 "(forget_lineage): it resumes the table and sends its schema and every "
                 "current row again, and its next batch re-creates the lineage under review."))

@@ -151,10 +151,11 @@ async def _story(pool: asyncpg.Pool, broker: str, workdir: Path, agent_cls: Any,
             print(f"   {len(staged)} row(s) held in edge_staged_rows (zstd blobs):")
             show([(r.doc["commit_seq"], r.doc["op"], r.doc["row"]) for r in staged], "     ")
 
-            from edgesync._commands import approve
+            from edgesync.operations import approve_review
 
             async with pool.acquire() as conn:
-                approved = await approve(conn, review.id, "demo-operator", None)
+                approved = await approve_review(conn, review.id, actor="demo-operator",
+                                                action_version=None, column_actions=None)
             say("6. Review", f"operator approved it ({approved.status}); mirroring every column")
             table = await wait_for("replay", lambda: _replayed(pool, review.lineage_id))
             print(f"   replayed into {table}:")

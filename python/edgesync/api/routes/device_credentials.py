@@ -17,7 +17,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from edgesync import credentials, fleet, syncpolicy
+from edgesync import credentials, fleet, operations, syncpolicy
 from edgesync._defaults import DEVICE_CERT_DAYS
 from edgesync.api._auth import CanManage, CanRead
 from edgesync.api._db import Db
@@ -244,9 +244,9 @@ async def revoke(access: CanManage, conn: Db, request: Request, device_id: uuid.
                  body: RevokeIn, idempotency_key: IdempotencyKey = None) -> Response:
     async def work(tx: Conn) -> tuple[int, Item[Revoked]]:
         scope = await _scope(tx, access.project_id, device_id)
-        revoked_at = await fleet.revoke_device(tx, scope.device_id)
+        revoked = await operations.revoke_device(tx, scope.device_id, reason=body.reason)
+        revoked_at, n = revoked.revoked_at, revoked.credentials_revoked
         assert revoked_at is not None
-        n = await credentials.revoke_credentials(tx, scope.device_id, reason=body.reason)
         return 200, Item[Revoked](data=Revoked(
             device_id=scope.device_id, device=scope.device_name, revoked_at=revoked_at,
             credentials_revoked=n, broker=await _tell_broker(request, tx)))

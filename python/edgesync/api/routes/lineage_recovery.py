@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from edgesync import control, governance
+from edgesync import control, operations
 from edgesync.api._auth import CanManage
 from edgesync.api._db import Db
 from edgesync.api._domain import model_of
@@ -83,9 +83,7 @@ async def replay_rejected(access: CanManage, conn: Db, request: Request,
                           idempotency_key: IdempotencyKey = None) -> Response:
     async def work(tx: Conn) -> tuple[int, Item[ReplayRejectedResult]]:
         await get_lineage(tx, access.project_id, lineage_id)
-        lineage = await governance.get_lineage_for_update(tx, lineage_id)
-        assert lineage is not None
-        out = await governance.replay_rejected(tx, lineage, actor=access.actor,
+        out = await operations.replay_rejected(tx, lineage_id, actor=access.actor,
                                                schema_hash=body.schema_hash,
                                                dry_run=body.dry_run)
         return 200, Item[ReplayRejectedResult](

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
-from edgesync import control, governance, staging
+from edgesync import governance, operations, staging
 from edgesync.api._auth import CanManage, CanRead
 from edgesync.api._db import Db
 from edgesync.api._domain import model_of
@@ -26,9 +26,10 @@ from edgesync.api._lineage_models import (
     StagedRow,
 )
 from edgesync.api._lineage_queries import (
-    delete_lineage,
+    deleted_out,
     get_lineage,
     lineage_detail,
+    lineage_not_found,
     list_lineages,
     mirror_rows,
 )
@@ -37,6 +38,7 @@ from edgesync.api._review_models import ReviewOut
 from edgesync.api._review_queries import review_out
 from edgesync.api._search import MAX_SEARCH, SearchText
 from edgesync.api._telemetry_queries import MAX_TELEMETRY_LIMIT, TelemetryQuery, telemetry_rows
+from edgesync.errors import NotFoundError
 from edgesync.store import Conn
 
 __all__ = ["router"]
@@ -131,10 +133,9 @@ async def reset(access: CanManage, conn: Db, request: Request, lineage_id: Linea
                 idempotency_key: IdempotencyKey = None) -> Response:
     async def work(tx: Conn) -> tuple[int, Item[ResetResult]]:
         await get_lineage(tx, access.project_id, lineage_id)
-        reset = await control.reset_materialization(tx, lineage_id)
-        requeued = await staging.requeue_failed(tx, lineage_id)
+        reset = await operations.reset_materialization(tx, lineage_id)
         return 200, Item[ResetResult](data=ResetResult(
-            lineage_id=reset.lineage_id, requeued_batches=requeued,
+            lineage_id=reset.lineage_id, requeued_batches=reset.requeued_batches,
             quarantined_rows=reset.quarantined_rows))
 
     return await idempotent(conn, access, request, idempotency_key, work)
@@ -147,15 +148,9 @@ async def discard_staged(access: CanManage, conn: Db, request: Request, lineage_
                          body: DiscardBody, idempotency_key: IdempotencyKey = None) -> Response:
     async def work(tx: Conn) -> tuple[int, Item[DiscardResult]]:
         await get_lineage(tx, access.project_id, lineage_id)
-        locked = await governance.get_lineage_for_update(tx, lineage_id)
-        assert locked is not None
-        batches, rows = await staging.discard_staged(
-            tx, lineage_id, reason=body.staging_reason, schema_hash=body.schema_hash)
-        await governance.emit(tx, access.project_id, governance.EventType.STAGED_ROWS_DISCARDED,
-                              lineage_id, {"lineage_id": str(lineage_id), "actor": access.actor,
-                                           "staging_reason": body.staging_reason,
-                                           "schema_hash": body.schema_hash,
-                                           "batches": batches, "rows": rows})
+        batches, rows = await operations.discard_staged(
+            tx, access.project_id, lineage_id, actor=access.actor,
+            reason=body.staging_reason, schema_hash=body.schema_hash)
         return 200, Item[DiscardResult](data=DiscardResult(
             lineage_id=lineage_id, discarded_batches=batches, discarded_rows=rows))
 
@@ -170,7 +165,7 @@ async def reopen_review(access: CanManage, conn: Db, request: Request, lineage_i
                         idempotency_key: IdempotencyKey = None) -> Response:
     async def work(tx: Conn) -> tuple[int, Item[ReviewOut]]:
         await get_lineage(tx, access.project_id, lineage_id)
-        review = await governance.reopen_review(tx, lineage_id, actor=access.actor)
+        review = await operations.reopen_review(tx, lineage_id, actor=access.actor)
         return 201, Item[ReviewOut](data=review_out(review))
 
     return await idempotent(conn, access, request, idempotency_key, work)
@@ -181,7 +176,11 @@ async def reopen_review(access: CanManage, conn: Db, request: Request, lineage_i
 async def delete(access: CanManage, conn: Db, request: Request, lineage_id: LineageId,
                  idempotency_key: IdempotencyKey = None) -> Response:
     async def work(tx: Conn) -> tuple[int, Item[DeletedLineage]]:
-        deleted = await delete_lineage(tx, access.project_id, lineage_id)
-        return 200, Item[DeletedLineage](data=deleted)
+        await get_lineage(tx, access.project_id, lineage_id)
+        try:
+            deleted = await operations.delete_lineage(tx, lineage_id)
+        except NotFoundError as exc:
+            raise lineage_not_found() from exc
+        return 200, Item[DeletedLineage](data=deleted_out(deleted))
 
     return await idempotent(conn, access, request, idempotency_key, work)

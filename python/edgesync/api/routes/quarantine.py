@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from edgesync import governance, quarantine
+from edgesync import operations, quarantine
 from edgesync.api._auth import Access, CanManage, CanRead
 from edgesync.api._db import Db
 from edgesync.api._envelopes import Item, Page
@@ -138,22 +138,14 @@ async def show(access: CanRead, conn: Db, lineage_id: LineageId,
     return Item[QuarantinedRowOut](data=_out(row))
 
 
-async def _locked(tx: Conn, project_id: uuid.UUID, lineage_id: uuid.UUID
-                  ) -> governance.Lineage:
-    await get_lineage(tx, project_id, lineage_id)
-    locked = await governance.get_lineage_for_update(tx, lineage_id)
-    assert locked is not None
-    return locked
-
-
 @router.post("/{row_id}/retry", response_model=Item[RetryResult], responses=_WRITE_ERRORS,
              summary="Write a quarantined row again, as it is or with values replaced")
 async def retry(access: CanManage, conn: Db, request: Request, lineage_id: LineageId,
                 row_id: RowId, body: RetryBody | None = None,
                 idempotency_key: IdempotencyKey = None) -> Response:
     async def work(tx: Conn) -> tuple[int, Item[RetryResult]]:
-        lineage = await _locked(tx, access.project_id, lineage_id)
-        out = await quarantine.retry_row(tx, lineage, row_id, actor=access.actor,
+        await get_lineage(tx, access.project_id, lineage_id)
+        out = await operations.retry_row(tx, lineage_id, row_id, actor=access.actor,
                                          values=body.values if body else None)
         return 200, Item[RetryResult](data=RetryResult(
             id=out.id, status=out.status, written=out.written,
@@ -167,8 +159,8 @@ async def retry(access: CanManage, conn: Db, request: Request, lineage_id: Linea
 async def retry_all(access: CanManage, conn: Db, request: Request, lineage_id: LineageId,
                     idempotency_key: IdempotencyKey = None) -> Response:
     async def work(tx: Conn) -> tuple[int, Item[RetryAllResult]]:
-        lineage = await _locked(tx, access.project_id, lineage_id)
-        totals = await quarantine.retry_all(tx, lineage, actor=access.actor)
+        await get_lineage(tx, access.project_id, lineage_id)
+        totals = await operations.retry_all(tx, lineage_id, actor=access.actor)
         return 200, Item[RetryAllResult](data=RetryAllResult(
             lineage_id=lineage_id, retried=totals.retried, failed=totals.failed,
             superseded=totals.superseded,
@@ -181,13 +173,9 @@ async def retry_all(access: CanManage, conn: Db, request: Request, lineage_id: L
 
 async def _discard(access: Access, tx: Conn, lineage_id: uuid.UUID,
                    row_id: int | None) -> tuple[int, Item[DiscardedRows]]:
-    await _locked(tx, access.project_id, lineage_id)
-    if row_id is not None and await quarantine.get_row(tx, lineage_id, row_id) is None:
-        raise NotFoundError(f"quarantined row {row_id} not found in lineage {lineage_id}")
-    n = await quarantine.discard(tx, lineage_id, row_id)
-    await governance.emit(tx, access.project_id, governance.EventType.QUARANTINED_ROWS_DISCARDED,
-                          lineage_id, {"lineage_id": str(lineage_id), "actor": access.actor,
-                                       "quarantined_row_id": row_id, "rows": n})
+    await get_lineage(tx, access.project_id, lineage_id)
+    n = await operations.discard_quarantined(tx, access.project_id, lineage_id, row_id,
+                                             actor=access.actor)
     return 200, Item[DiscardedRows](data=DiscardedRows(lineage_id=lineage_id,
                                                        discarded_rows=n))
 

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, Response
 
-from edgesync import control
+from edgesync import control, operations
 from edgesync.api._auth import CanManage, CanRead
 from edgesync.api._db import Db
 from edgesync.api._domain import model_of
@@ -43,7 +43,7 @@ async def resnapshot(access: CanManage, conn: Db, request: Request, lineage_id: 
                      idempotency_key: IdempotencyKey = None) -> Response:
     async def work(tx: Conn) -> tuple[int, Item[ResnapshotOut]]:
         await get_lineage(tx, access.project_id, lineage_id)
-        job = await control.request_resnapshot(
+        job = await operations.request_resnapshot(
             tx, access.project_id, lineage_id, filter_doc=body.filter if body else None,
             actor=access.actor)
         return 202, Item[ResnapshotOut](data=model_of(ResnapshotOut, job))
@@ -71,8 +71,9 @@ async def verify(access: CanManage, conn: Db, request: Request, lineage_id: Line
 
     async def work(tx: Conn) -> tuple[int, Item[VerificationOut]]:
         await get_lineage(tx, access.project_id, lineage_id)
-        job = await control.request_verify(tx, access.project_id, lineage_id, prefix=b.prefix,
-                                           repair=b.repair, actor=access.actor)
+        job = await operations.request_verify(tx, access.project_id, lineage_id,
+                                              prefix=b.prefix, repair=b.repair,
+                                              actor=access.actor)
         return 202, Item[VerificationOut](data=model_of(VerificationOut, job))
 
     return await idempotent(conn, access, request, idempotency_key, work)

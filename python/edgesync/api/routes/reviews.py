@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
-from edgesync import governance, staging
+from edgesync import governance, operations
 from edgesync.api._auth import CanManage, CanRead
 from edgesync.api._db import Db
 from edgesync.api._envelopes import Item, Page
@@ -96,7 +96,7 @@ async def approve(access: CanManage, conn: Db, request: Request, review_id: Revi
     async def work(tx: Conn) -> tuple[int, Item[ReviewOut]]:
         check_action_version(await get_review(tx, access.project_id, review_id),
                              body.action_version)
-        result = await governance.approve_review(tx, review_id, actor=access.actor,
+        result = await operations.approve_review(tx, review_id, actor=access.actor,
                                                  action_version=body.action_version,
                                                  column_actions=actions,
                                                  sync_authority=body.sync_authority)
@@ -112,10 +112,9 @@ async def reject(access: CanManage, conn: Db, request: Request, review_id: Revie
     async def work(tx: Conn) -> tuple[int, Item[ReviewOut]]:
         check_action_version(await get_review(tx, access.project_id, review_id),
                              body.action_version)
-        result = await governance.reject_review(tx, review_id, actor=access.actor,
+        result = await operations.reject_review(tx, review_id, actor=access.actor,
                                                 action_version=body.action_version,
                                                 reason=body.reason)
-        await staging.label_schema_rejected(tx, result.lineage_id, result.schema_hash)
         return 200, Item[ReviewOut](data=review_out(result))
 
     return await idempotent(conn, access, request, idempotency_key, work)

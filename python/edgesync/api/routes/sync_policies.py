@@ -10,7 +10,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from edgesync import syncpolicy
+from edgesync import operations, syncpolicy
 from edgesync.api._auth import CanManage, CanRead
 from edgesync.api._db import Db
 from edgesync.api._domain import model_of
@@ -242,7 +242,7 @@ async def attach(access: CanManage, conn: Db, request: Request, policy_id: uuid.
                  body: Target, idempotency_key: IdempotencyKey = None) -> Response:
     async def work(tx: Conn) -> tuple[int, Item[Attachment]]:
         try:
-            attached = await syncpolicy.attach_policy(tx, access.project_id, policy_id,
+            attached = await operations.attach_policy(tx, access.project_id, policy_id,
                                                       device_id=body.device_id,
                                                       fleet_id=body.fleet_id)
         except NotFoundError as exc:

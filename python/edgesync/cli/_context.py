@@ -9,9 +9,9 @@ import os
 from collections.abc import Callable
 from typing import IO, Any
 
+from edgesync.cli._format import print_fields, print_json, print_table
 from edgesync.client._actions import column_actions, resolve_map_specs
 from edgesync.client._client import ApiClient, ProjectApi
-from edgesync.client._format import print_fields, print_json, print_table
 from edgesync.errors import ConfigError
 
 __all__ = ["Ctx", "flagged_actions", "write_review_head", "write_suggestions"]

@@ -1,14 +1,19 @@
-"""``edgesync sync-policies …`` over the HTTP API."""
+"""``edgesync sync-policies …`` (over the HTTP API): a project's table strategies for its
+agents, created from a sample database, attached to devices and fleets."""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from edgesync.client._context import Ctx
-from edgesync.client._format import print_fields, print_table
+from edgesync.cli._format import print_fields, print_table
+from edgesync.cli._options import api_options, arg, command
 from edgesync.errors import ConfigError
 
-__all__ = ["parse_table_spec", "sync_policies_command"]
+if TYPE_CHECKING:
+    from edgesync.cli._context import Ctx
+
+__all__ = ["add_sync_policies_parser", "parse_table_spec", "run_api"]
 
 _POLICY_COLUMNS = [("id", "id"), ("name", "name"), ("version", "version"),
                    ("tables", "tables"), ("updated_at", "updated")]
@@ -21,6 +26,55 @@ _ATTACHMENT_COLUMNS = [("attached_to", "to"), ("name", "name"), ("device_id", "d
                        ("fleet_id", "fleet id"), ("created_at", "attached")]
 _TABLE_COLUMNS = [("name", "table"), ("row_count", "rows"), ("columns", "columns"),
                   ("suggested", "suggested"), ("reason", "why")]
+
+
+_TABLE = arg("--table", action="append", default=[], metavar="TABLE=STRATEGY",
+             help="TABLE=STRATEGY: rows, ignore, or telemetry:TS_COLUMN[:COL,COL…] (the "
+                  "include_columns); repeatable")
+_POLICY_ID = arg("policy_id")
+
+
+def add_sync_policies_parser(sub: Any) -> None:
+    sp = command(sub, "sync-policies", "table strategies for agents: create from a sample "
+                 ".db, attach to devices or fleets",
+                 "Sync policies: a project's table_strategies (rows / telemetry / ignore) for "
+                 "its agents, written into device bundles and sent to attached agents that "
+                 "opted in (remote_policy: true, docs/agent.md).", api=False)
+    ssub = sp.add_subparsers(dest="sync_policies_command", required=True, metavar="ACTION")
+    command(ssub, "list", "list sync policies", "List the project's sync policies.",
+            pages=True)
+    command(ssub, "show", "show a policy and the devices it governs",
+            "Show one sync policy, its table strategies and its devices (with whether "
+            "the latest change reached them).", _POLICY_ID)
+    command(ssub, "introspect", "list a sample database's tables and suggested strategies",
+            "Send a sample SQLite database to the API (nothing is stored) and print its "
+            "tables, columns and a suggested strategy each.",
+            arg("file", type=Path, help="the sample .db file"))
+    command(ssub, "create", "create a sync policy",
+            "Create a sync policy. --from-db starts from the suggestions of a sample "
+            "database (and checks every table and column against it); --table sets or "
+            "overrides one table's strategy.", arg("name"), arg("--description", default=""),
+            arg("--from-db", type=Path, default=None, help="a sample .db file"), _TABLE)
+    command(ssub, "update", "change a sync policy (attached agents that opted in apply it)",
+            "Change a policy: --table sets a table's strategy, --remove-table drops it "
+            "from the policy (the agent then replicates it as rows).", _POLICY_ID,
+            arg("--name", default=None), arg("--description", default=None), _TABLE,
+            arg("--remove-table", action="append", default=[], metavar="TABLE"))
+    command(ssub, "delete", "delete a sync policy",
+            "Delete a policy; its devices fall back to their fleet's policy, or none.",
+            _POLICY_ID)
+    command(ssub, "attachments", "list the devices and fleets a policy is attached to",
+            "List a policy's attachments: each device or fleet, by name, and when "
+            "it was attached (a fleet without devices too).", _POLICY_ID)
+    for action, what in (("attach", "attach to a device or a fleet"),
+                         ("detach", "detach from a device or a fleet")):
+        p = command(ssub, action, what, what[0].upper() + what[1:] + ".", _POLICY_ID,
+                    api=False)
+        g = p.add_mutually_exclusive_group(required=True)
+        g.add_argument("--device-id", default=None, help="a device (its id)")
+        g.add_argument("--fleet-id", default=None, help="a fleet (its id): every device in "
+                                                        "it without a policy of its own")
+        api_options(p)
 
 
 def parse_table_spec(spec: str) -> tuple[str, dict[str, Any]]:
@@ -68,7 +122,7 @@ def _read(path: Any) -> bytes:
         raise ConfigError(str(path), f"cannot read: {exc.strerror or exc}") from exc
 
 
-def sync_policies_command(ctx: Ctx) -> None:
+def run_api(ctx: Ctx) -> None:
     a, api = ctx.args, ctx.api
     cmd = a.sync_policies_command
     if cmd == "list":

@@ -1,21 +1,22 @@
-"""``edgesync lineages resnapshot|resnapshots|verify|verifications`` over the HTTP API
-(docs/recovery.md)."""
+"""``edgesync lineages resnapshot|resnapshots|verify|verifications`` (over the HTTP API,
+docs/recovery.md), and the recovery sections of ``lineages show``."""
 
 from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import orjson
-
-from edgesync.client._actions import load_json_file
-from edgesync.client._context import Ctx
-from edgesync.client._format import print_fields
+from edgesync.cli._format import print_fields
+from edgesync.cli._options import LINEAGE_ID, arg, command, json_or_text
 from edgesync.errors import ConfigError
 
-__all__ = ["RECOVERY_COMMANDS", "offer_command", "recovery_command", "write_offers",
-           "write_recovery"]
+if TYPE_CHECKING:
+    from edgesync.cli._context import Ctx
+
+__all__ = ["RECOVERY_COMMANDS", "add_recovery_parsers", "offer_command", "run_api",
+           "write_offers", "write_recovery"]
 
 RECOVERY_COMMANDS = ("resnapshot", "resnapshots", "verify", "verifications")
 _RES_COLUMNS = [("id", "id"), ("status", "status"), ("rows_sent", "rows"),
@@ -32,13 +33,41 @@ _VER_FIELDS = ["id", "lineage_id", "status", "prefix", "columns", "skipped_colum
                "device_rows", "cloud_rows", "differing_buckets", "changed_buckets", "repair",
                "resnapshot_id", "error", "requested_by", "created_at", "completed_at"]
 _POLL_S = 1.0
+_WAIT = (arg("--wait", action="store_true", help="poll until it is finished"),
+         arg("--wait-timeout", type=float, default=600.0, metavar="SECONDS",
+             help="with --wait: give up after this long (default 600)"))
 
 
-def _value(text: str) -> Any:
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return text
+def add_recovery_parsers(lsub: Any) -> None:
+    command(lsub, "resnapshot", "ask the device to send a state table's rows again",
+            "Ask the device to send the table's current rows again (all, or those a "
+            "structured filter selects: never SQL). They are merged newer-wins with live "
+            "changes. --where COL:OP:VALUE (op eq, ne, lt, le, gt, ge, in with a JSON "
+            "list, is_null, not_null; VALUE is JSON or a bare string), --from/--to "
+            "COL=VALUE (a primary-key range, from inclusive, to exclusive, every key "
+            "column), --bucket HEX (pk-hash prefixes, all of one length), or --filter FILE "
+            "(the JSON filter). --wait follows it to the end.", LINEAGE_ID,
+            arg("--where", action="append", default=[], metavar="COL:OP:VALUE"),
+            arg("--from", dest="key_from", action="append", default=[],
+                metavar="COL=VALUE", help="key range start (inclusive)"),
+            arg("--to", dest="key_to", action="append", default=[],
+                metavar="COL=VALUE", help="key range end (exclusive)"),
+            arg("--bucket", action="append", default=[], metavar="HEX",
+                help="only rows whose _edge_pk_hash starts with HEX (repeatable)"),
+            arg("--filter", dest="filter_file", type=Path, default=None, metavar="FILE",
+                help="the whole filter as JSON ('-': standard input)"), *_WAIT)
+    command(lsub, "verify", "compare the device's table with the cloud's mirror",
+            "Ask the device for a digest of the table (row count and a hash per bucket of "
+            "the primary-key hash, over the approved mirrored columns) and compare it with "
+            "the mirror. --repair re-snapshots the buckets that differ. --wait prints the "
+            "result.", LINEAGE_ID,
+            arg("--prefix", type=int, default=2, metavar="N",
+                help="hex digits of the pk hash per bucket, 1 to 3 (default 2: 256)"),
+            arg("--repair", action="store_true", help="re-snapshot the differing buckets"),
+            *_WAIT)
+    for name, what in (("resnapshots", "re-snapshots of a lineage and their progress"),
+                       ("verifications", "verifications of a lineage and their results")):
+        command(lsub, name, what, f"List the {what}, newest first.", LINEAGE_ID, pages=True)
 
 
 def _where(term: str) -> dict[str, Any]:
@@ -47,7 +76,7 @@ def _where(term: str) -> dict[str, Any]:
     if not column or not op:
         raise ConfigError("--where", f"{term!r} is not COL:OP[:VALUE] (e.g. n:gt:5, "
                           "site:in:[\"a\",\"b\"], note:is_null)")
-    return {"column": column, "op": op} | ({"value": _value(value)} if sep else {})
+    return {"column": column, "op": op} | ({"value": json_or_text(value)} if sep else {})
 
 
 def _key(items: list[str], option: str) -> dict[str, Any] | None:
@@ -56,7 +85,7 @@ def _key(items: list[str], option: str) -> dict[str, Any] | None:
         column, sep, value = item.partition("=")
         if not sep or not column:
             raise ConfigError(option, f"{item!r} is not COL=VALUE")
-        out[column] = _value(value)
+        out[column] = json_or_text(value)
     return out or None
 
 
@@ -65,6 +94,8 @@ def _filter(ctx: Ctx) -> dict[str, Any] | None:
     if a.filter_file is not None:
         if a.where or a.key_from or a.key_to or a.bucket:
             raise ConfigError("--filter", "give the filter as a file or as options, not both")
+        from edgesync.client._actions import load_json_file
+
         doc = load_json_file(a.filter_file, "--filter")
         if not isinstance(doc, dict):
             raise ConfigError("--filter", "expected a JSON object (where, key_range, buckets)")
@@ -96,7 +127,7 @@ def _wait(ctx: Ctx, path: str, job_id: str, done: tuple[str, ...]) -> dict[str, 
         time.sleep(_POLL_S)
 
 
-def recovery_command(ctx: Ctx, lid: str) -> None:
+def run_api(ctx: Ctx, lid: str) -> None:
     a, api = ctx.args, ctx.api
     cmd = a.lineages_command
     base = f"/edge/lineages/{lid}"
