@@ -24,7 +24,7 @@ from kits.e2e_kit import (
     wait_lineage,
 )
 
-from edgesync.api._lineage_queries import delete_lineage
+from edgesync.operations import delete_lineage
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -49,7 +49,7 @@ async def test_delete_lineage_resumes_the_device_and_the_lineage_comes_back_comp
                 "UPDATE t SET v = 'edited' WHERE id <= 5", "DELETE FROM t WHERE id = 7")
 
             async with pool.acquire() as conn, conn.transaction():
-                await delete_lineage(conn, dev.scope.project_id, old["id"])
+                await delete_lineage(conn, old["id"])
             (forget,) = await pending_controls(pool, dev, "forget_lineage")
             assert forget["body"]["source_table"] == "t"
             await eventually(lambda: control_status(pool, forget["id"], "acked"),
