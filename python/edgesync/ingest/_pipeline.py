@@ -111,6 +111,9 @@ class IngestPipeline:
         try:
             control_id = uuid.UUID(str(orjson.loads(payload)["control_id"]))
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            # Acks have no ledger row (they answer controls): the drop is logged instead.
+            _log.info("rejected %s from %s: %s (%d bytes)", TopicKind.INGEST_ACK.value,
+                      scope.device_name, RejectionCode.INVALID_ACK, len(payload))
             return IngestOutcome(OutcomeStatus.REJECTED, RejectionCode.INVALID_ACK,
                                  "ack needs a control_id UUID")
         async with self._pool.acquire() as conn:
