@@ -16,7 +16,7 @@ import orjson
 from kits.api_cli import Cli
 from prometheus_client import generate_latest
 
-from edgesync import fleet
+from edgesync import _core, fleet
 from edgesync.ingest import IngestPipeline
 from edgesync.observe import Presence
 from edgesync.protocol import AgentState, TopicKind, parse_status
@@ -176,3 +176,50 @@ async def test_lineage_freshness_keeps_the_newest_stamped_batch(
         first["last_device_seen_at"], first["freshness_seconds"])
     text = generate_latest(presence.freshness).decode()
     assert 'edgesync_freshness_seconds_count{outcome="materialized",pipeline="rows"} 1.0' in text
+
+
+async def test_a_devices_batch_bytes_and_compression_through_the_pipeline(
+        client: httpx.AsyncClient, tenant, pool: asyncpg.Pool, batches: Any) -> None:
+    """Bytes as received and as JSON per device (docs/protocol.md "Compressed batches"):
+    one device sending plain JSON, one sending zstd frames of the same batches; a frame
+    that does not inflate counts as received. The fleet's totals are on /metrics."""
+    async with pool.acquire() as conn:
+        plain = await fleet.add_device(conn, project=tenant.project_name, name="gw-plain",
+                                       topic_slug=tenant.slug)
+        zipped = await fleet.add_device(conn, project=tenant.project_name, name="gw-zstd",
+                                        topic_slug=tenant.slug)
+    pipeline = IngestPipeline(pool)
+    f = batches()
+    payloads = [f.payload(f.rows(*[("insert", {"id": i, "mode": "auto", "setpoint": i / 4})
+                                   for i in range(k * 50, k * 50 + 50)]),
+                          with_schema=k == 0) for k in range(3)]
+    frames = [_core.compress_blob(p, 3) for p in payloads]
+    for p, z in zip(payloads, frames, strict=True):
+        await pipeline.handle(f"{plain.root_topic}/sync/rows/batch", p)
+        await pipeline.handle(f"{zipped.root_topic}/sync/rows/batch", z)
+    bad = await pipeline.handle(f"{zipped.root_topic}/sync/rows/batch", frames[0][:-4])
+    assert (bad.status, bad.code) == ("rejected", "malformed_json")
+    await pipeline.presence.flush(pool)
+
+    json_bytes = sum(map(len, payloads))
+    wire = sum(map(len, frames)) + len(frames[0]) - 4
+    got_plain = await _device(client, tenant, "gw-plain")
+    got_zipped = await _device(client, tenant, "gw-zstd")
+    assert (got_plain["batch_bytes_received"], got_plain["batch_bytes_json"],
+            got_plain["compression_ratio"]) == (json_bytes, json_bytes, 1.0)
+    assert (got_zipped["batch_bytes_received"], got_zipped["batch_bytes_json"]) == (
+        wire, json_bytes)
+    assert got_zipped["compression_ratio"] == round(wire / json_bytes, 4) < 0.3
+
+    # Cumulative: the next flush adds to what was written.
+    await pipeline.handle(f"{zipped.root_topic}/sync/rows/batch", frames[1])  # a duplicate
+    await pipeline.presence.flush(pool)
+    again = await _device(client, tenant, "gw-zstd")
+    assert again["batch_bytes_received"] == wire + len(frames[1])
+    assert again["batch_bytes_json"] == json_bytes + len(payloads[1])
+
+    scraped = generate_latest(pipeline.metrics.registry).decode()
+    assert (f'edgesync_ingest_batch_bytes_total{{form="received"}} '
+            f'{float(json_bytes + wire + len(frames[1]))}') in scraped
+    assert (f'edgesync_ingest_batch_bytes_total{{form="json"}} '
+            f'{float(2 * json_bytes + len(payloads[1]))}') in scraped

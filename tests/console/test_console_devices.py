@@ -60,6 +60,15 @@ async def test_register_issue_and_revoke_a_device(console_server: Server, browse
     await browser.until(lambda d: "Credentials: none issued" in browser.text("#credentials"),
                         "no credential yet")
     assert "No sync policy is attached" in browser.text("#bundle-form")
+    # What its batches cost on the wire (written by the worker's presence flush; here
+    # as the flush would write it): nothing yet, then compressed batches.
+    assert "batches on the wire" in browser.text("main")
+    await pool.execute("INSERT INTO edge_device_status (device_id, online_at, "
+                       "batch_bytes_received, batch_bytes_json) VALUES ($1, now(), 1200, 6000)",
+                       device_id)
+    await browser.until(lambda d: "1,200 bytes (compressed: 20 % of 6,000 bytes of JSON)"
+                        in browser.text("main"), "its traffic",
+                        between=lambda: reload(browser.driver))
 
     await browser.click("#issue-password")
     await browser.until(lambda d: "shown once" in browser.text("#issued-password"), "a password")

@@ -147,6 +147,9 @@ class GroupWriter:
         # Freshness/presence hook (edgesync.observe.Presence): called, in memory, with
         # the works of each committed group transaction.
         self.on_committed: Callable[[list[Work]], None] | None = None
+        # Traffic hook (presence and metrics): (device_id, bytes as received, bytes as
+        # JSON) once per message, the JSON of a compressed batch when it is inflated.
+        self.on_received: Callable[[uuid.UUID, int, int], None] | None = None
 
     @property
     def queued(self) -> int:
@@ -157,6 +160,9 @@ class GroupWriter:
         """Accept one ``sync/rows/batch`` or ``sync/telemetry/batch`` message; returns
         once its outcome is committed."""
         loop = asyncio.get_running_loop()
+        if self.on_received is not None:
+            framed = payload.startswith(_core.ZSTD_MAGIC)
+            self.on_received(scope.device_id, len(payload), 0 if framed else len(payload))
         entry = _Entry(scope, kind, payload, max_payload_bytes, loop.create_future())
         self._pending.append(entry)
         try:
@@ -355,6 +361,8 @@ class GroupWriter:
                     # A compressed batch: from here on (ledger, staging) its JSON, as if
                     # it had come plain; the limits bound the inflating itself.
                     e.payload = _core.inflate_batch(e.payload, e.max_payload_bytes)
+                    if self.on_received is not None:
+                        self.on_received(e.scope.device_id, 0, len(e.payload))
                 batch = _decoder(e.kind, e.max_payload_bytes)(e.payload)
             except BatchRejected as rej:
                 lineage_id = await record_rejection(conn, e.scope.device_id, e.kind.value,

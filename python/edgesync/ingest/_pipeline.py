@@ -53,6 +53,7 @@ class IngestPipeline:
         # (``edgesync serve`` runs it as a background task).
         self.presence = Presence(self.metrics.registry)
         self.writer.on_committed = self.presence.group_committed
+        self.writer.on_received = self._received
         self._unknown = UnknownDevices(pool)
         # Where devices PUT presigned uploads; None leaves url_request unanswered.
         self.upload_base_url: str | None = None
@@ -103,6 +104,10 @@ class IngestPipeline:
             return await handle_schema_observe(self._pool, scope, payload)
         return IngestOutcome(OutcomeStatus.IGNORED, None,
                              f"{ref.kind.value} is not handled by this server yet")
+
+    def _received(self, device_id: uuid.UUID, wire: int, json: int) -> None:
+        self.presence.received(device_id, wire, json)
+        self.metrics.batch_received(wire, json)
 
     def _request_seen(self, device_id: uuid.UUID) -> None:
         self.presence.seen(device_id, TopicKind.INGEST_REQUEST)

@@ -67,6 +67,11 @@ class IngestMetrics:
                             "Rows of batches materialized or staged by live ingest, by "
                             "pipeline (rows: state tables, telemetry: time series)",
                             ["pipeline", "outcome"], registry=r)
+        self.batch_bytes = Counter("edgesync_ingest_batch_bytes",
+                                   "Bytes of row and telemetry batch messages: as received "
+                                   "(zstd frames or plain JSON) and as JSON once inflated; "
+                                   "their ratio is the fleet's compression", ["form"],
+                                   registry=r)
         self.latency = Histogram("edgesync_ingest_duration_seconds",
                                  "From a message's hand-over to its committed outcome, by "
                                  "topic kind", ["kind"], buckets=_LATENCY, registry=r)
@@ -106,6 +111,13 @@ class IngestMetrics:
         if rows and outcome in _WRITTEN:
             pipeline = "telemetry" if kind == _TELEMETRY else "rows"
             self._child(self.rows, pipeline, outcome).inc(rows)
+
+    def batch_received(self, wire: int, json: int) -> None:
+        """Bytes of a batch message: as received, and as JSON (see ``batch_bytes``)."""
+        if wire:
+            self._child(self.batch_bytes, "received").inc(wire)
+        if json:
+            self._child(self.batch_bytes, "json").inc(json)
 
     def group_written(self, size: int, seconds: float) -> None:
         """The group writer's hook: one group committed."""

@@ -87,6 +87,9 @@ class _Device:
     online: bool = True
     online_at: float = 0.0  # when ``online`` was decided
     figures: dict[str, Any] = field(default_factory=dict)
+    # Batch bytes since the last flush: as received (framed or not), and as JSON.
+    received: int = 0
+    json: int = 0
 
     def merge(self, older: _Device) -> None:
         """Fold in figures of an earlier round that were not written."""
@@ -96,6 +99,8 @@ class _Device:
         if older.report is not None and (self.report is None or older.report > self.report):
             self.report = older.report
         self.figures = {**older.figures, **self.figures}
+        self.received += older.received
+        self.json += older.json
         if older.online_at > self.online_at:
             self.online, self.online_at = older.online, older.online_at
 
@@ -158,6 +163,16 @@ class Presence:
             d.ack = now
         d.online, d.online_at = True, now
 
+    def received(self, device_id: uuid.UUID, wire: int, json: int) -> None:
+        """Bytes of a batch message of the device: ``wire`` as it came (a zstd frame or
+        plain JSON), ``json`` once inflated (the group writer calls it once for each)."""
+        now = time.time()
+        d = self._device(device_id)
+        d.seen = now
+        d.online, d.online_at = True, now
+        d.received += wire
+        d.json += json
+
     def reported(self, device_id: uuid.UUID, report: StatusReport) -> None:
         """The agent's status report (its will, ``offline``, comes from the broker: it
         says nothing of when the device was last heard from)."""
@@ -203,12 +218,14 @@ class Presence:
 
 _DEVICES = """
 INSERT INTO edge_device_status AS s (device_id, last_seen_at, last_batch_at, last_ack_at,
-                                     last_report_at, online, online_at, report)
+                                     last_report_at, online, online_at, report,
+                                     batch_bytes_received, batch_bytes_json)
 SELECT u.device_id, u.seen, u.batch, u.ack, u.report, u.online,
-       u.online_at, u.figures
+       u.online_at, u.figures, u.received, u.json
 FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[],
-            $5::timestamptz[], $6::boolean[], $7::timestamptz[], $8::jsonb[])
-     AS u(device_id, seen, batch, ack, report, online, online_at, figures)
+            $5::timestamptz[], $6::boolean[], $7::timestamptz[], $8::jsonb[],
+            $9::bigint[], $10::bigint[])
+     AS u(device_id, seen, batch, ack, report, online, online_at, figures, received, json)
 JOIN edge_devices d ON d.id = u.device_id
 ORDER BY u.device_id
 ON CONFLICT (device_id) DO UPDATE SET
@@ -219,6 +236,8 @@ ON CONFLICT (device_id) DO UPDATE SET
     online = CASE WHEN EXCLUDED.online_at >= s.online_at THEN EXCLUDED.online
                   ELSE s.online END,
     online_at = greatest(s.online_at, EXCLUDED.online_at),
+    batch_bytes_received = s.batch_bytes_received + EXCLUDED.batch_bytes_received,
+    batch_bytes_json = s.batch_bytes_json + EXCLUDED.batch_bytes_json,
     report = CASE WHEN EXCLUDED.last_report_at IS NULL THEN s.report
                   WHEN s.last_report_at IS NULL OR EXCLUDED.last_report_at >= s.last_report_at
                   THEN coalesce(s.report, '{}'::jsonb) || EXCLUDED.report
@@ -233,7 +252,8 @@ async def _write_devices(conn: Conn, devices: dict[uuid.UUID, _Device]) -> None:
         _DEVICES, ids, [_ts(d.seen) for d in ds], [_ts(d.batch) for d in ds],
         [_ts(d.ack) for d in ds], [_ts(d.report) for d in ds], [d.online for d in ds],
         [_ts(d.online_at) for d in ds], [d.figures if d.report is not None else None
-                                         for d in ds])
+                                         for d in ds],
+        [d.received for d in ds], [d.json for d in ds])
 
 
 _LINEAGES = """

@@ -53,6 +53,18 @@ class DeviceOut(BaseModel):
         None, description="journal (estimated) and telemetry outbox bytes on the device")
     unconfirmed_batches: int | None = None
     paused_tables: list[str] | None = None
+    # What its batches cost on the wire (docs/protocol.md "Compressed batches").
+    batch_bytes_received: int = Field(
+        0, description="bytes of its row and telemetry batches as received (zstd frames or "
+                       "plain JSON), since its first batch")
+    batch_bytes_json: int = Field(0, description="the same batches' bytes as JSON")
+    compression_ratio: float | None = Field(
+        None, description="batch_bytes_received / batch_bytes_json (1.0: sent plain; "
+                          "0.2: a fifth of the JSON); null before its first batch")
+    bytes_sent: int | None = Field(
+        None, description="what its agent reports having published (docs/agent.md budget)")
+    budget_left_bytes: int | None = Field(
+        None, description="what its agent may still publish today under max_bytes_per_day")
 
 
 class DeviceIn(BaseModel):
@@ -75,7 +87,13 @@ SELECT d.id, d.name, d.project_id, d.fleet_id, f.name AS fleet, d.created_at, d.
        (s.report->>'oldest_unconfirmed_age_s')::float8 AS oldest_unconfirmed_age_s,
        (s.report->>'buffer_bytes')::bigint AS buffer_bytes,
        (s.report->>'unconfirmed_batches')::bigint AS unconfirmed_batches,
-       s.report->'paused_tables' AS paused_tables
+       s.report->'paused_tables' AS paused_tables,
+       coalesce(s.batch_bytes_received, 0) AS batch_bytes_received,
+       coalesce(s.batch_bytes_json, 0) AS batch_bytes_json,
+       round((s.batch_bytes_received::numeric / nullif(s.batch_bytes_json, 0)), 4)::float8
+           AS compression_ratio,
+       (s.report->>'bytes_sent')::bigint AS bytes_sent,
+       (s.report->>'budget_left_bytes')::bigint AS budget_left_bytes
 FROM edge_devices d JOIN edge_projects p ON p.id = d.project_id
 LEFT JOIN edge_fleets f ON f.id = d.fleet_id
 LEFT JOIN edge_device_status s ON s.device_id = d.id

@@ -5,7 +5,7 @@
 
 import { ApiError, get, post } from "../api.js";
 import { save, tarOf } from "../download.js";
-import { ago, busy, clear, confirmDialog, facts, h, link, pill, say, table, when, words } from "../ui.js";
+import { ago, busy, clear, confirmDialog, facts, h, link, num, pill, say, table, when, words } from "../ui.js";
 
 export async function render(main, { args: [id] }) {
   const [{ data: d }, { data: p }] = await Promise.all([get(`/devices/${id}`), get(`/devices/${id}/sync-policy`)]);
@@ -20,6 +20,7 @@ export async function render(main, { args: [id] }) {
       ["registered", when(d.created_at)], d.revoked_at ? ["revoked", when(d.revoked_at)] : null,
       ["last seen", ago(d.last_seen_at)], ["last batch", ago(d.last_batch_at)],
       ["agent", d.agent_state ? `${words(d.agent_state)}${d.agent_version ? ` (${d.agent_version})` : ""}` : "-"],
+      ["batches on the wire", traffic(d)],
       ["sync policy", p ? [link(`#/sync-policies/${p.policy_id}`, p.name), ` version ${p.version} (attached to its ${p.attached_via})`]
         : "none attached (its YAML's table_strategies)"]]),
     h("h2", {}, "Credentials"),
@@ -137,4 +138,13 @@ async function revoke(button, d) {
       window.dispatchEvent(new Event("console:reload"));
     } catch (e) { say(e.text || String(e), true); }
   });
+}
+
+// Bytes its batches cost as received, and beside their JSON when they came compressed.
+export function traffic(d) {
+  if (!d.batch_bytes_json) return "-";
+  const ratio = d.compression_ratio;
+  return `${num(d.batch_bytes_received)} bytes` + (ratio !== null && ratio < 1
+    ? ` (compressed: ${Math.round(ratio * 1000) / 10} % of ${num(d.batch_bytes_json)} bytes of JSON)`
+    : " (plain JSON)");
 }
