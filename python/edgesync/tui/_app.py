@@ -16,6 +16,7 @@ from textual.binding import Binding
 from edgesync.client import ApiClient, ApiClientError, ProjectApi
 from edgesync.tui import (
     _approve,
+    _devices,
     _events,
     _lineage_detail,
     _lineages,
@@ -37,8 +38,8 @@ __all__ = ["EdgesyncTui", "run_tui"]
 
 # Every screen module, imported here once: each registers its screen under its kind as it
 # is imported, and screens open one another by kind (``_screens``), not by importing.
-SCREEN_MODULES = (_approve, _events, _lineage_detail, _lineages, _policy, _quarantine,
-                  _registry, _review_detail, _reviews, _rows)
+SCREEN_MODULES = (_approve, _devices, _events, _lineage_detail, _lineages, _policy,
+                  _quarantine, _registry, _review_detail, _reviews, _rows)
 
 _CSS = """
 #status { height: auto; max-height: 6; padding: 0 1; }
@@ -78,6 +79,7 @@ class EdgesyncTui(App[int]):
         Binding("3", "events", "events", show=False),
         Binding("4", "policy", "policy", show=False),
         Binding("5", "registry", "registry", show=False),
+        Binding("6", "devices", "devices", show=False),
     ]
 
     def __init__(self, settings: TuiSettings, *, client: ApiClient | None = None) -> None:
@@ -178,7 +180,7 @@ class EdgesyncTui(App[int]):
         keys = []
         for key, active in screen.active_bindings.items():
             binding = active.binding
-            # Every key, the footer's and those it leaves out for room (r, 1 to 5).
+            # Every key, the footer's and those it leaves out for room (r, 1 to 6).
             if binding.description and active.enabled:
                 keys.append((self.get_key_display(binding) or key, binding.description))
         self.push_screen(HelpScreen(screen.title or type(screen).__name__, keys))
@@ -203,6 +205,9 @@ class EdgesyncTui(App[int]):
 
     def action_registry(self) -> None:
         self._open(ScreenKind.REGISTRY)
+
+    def action_devices(self) -> None:
+        self._open(ScreenKind.DEVICES)
 
     def _open(self, kind: ScreenKind) -> None:
         """A top-level screen, on the Lineages screen (Esc goes back there)."""

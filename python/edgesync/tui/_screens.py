@@ -31,6 +31,7 @@ class ScreenKind(StrEnum):
     EVENTS = "events"
     POLICY = "policy"
     REGISTRY = "registry"
+    DEVICES = "devices"
 
 
 _SCREENS: dict[ScreenKind, Callable[..., Screen[Any]]] = {}
