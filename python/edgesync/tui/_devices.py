@@ -8,14 +8,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from rich.text import Text
-from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
-from edgesync.tui._base import ApiScreen
 from edgesync.tui._format import cell, short_time
+from edgesync.tui._paged import PAGE_SIZE, PagedScreen
 from edgesync.tui._screens import ScreenKind, screen
-from edgesync.tui._search import PAGE_SIZE
 from edgesync.tui._table import Table
 
 __all__ = ["DevicesScreen", "traffic_words"]
@@ -42,17 +40,9 @@ def traffic_words(device: dict[str, Any]) -> tuple[str, str, str]:
 
 
 @screen(ScreenKind.DEVICES)
-class DevicesScreen(ApiScreen):
+class DevicesScreen(PagedScreen):
     TITLE = "Devices"
-    BINDINGS = [
-        Binding("n", "page(1)", "next page"),
-        Binding("p", "page(-1)", "prev page"),
-    ]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.page = 1
-        self.total = 0
+    BINDINGS = PagedScreen.PAGE_BINDINGS
 
     def body(self) -> Iterable[Widget]:
         yield Static("", id="head", classes="head", markup=False)
@@ -62,13 +52,6 @@ class DevicesScreen(ApiScreen):
 
     def on_screen_resume(self) -> None:
         if self.tui._api is not None:
-            self.action_refresh()
-
-    def action_page(self, step: int) -> None:
-        pages = max(1, -(-self.total // PAGE_SIZE))
-        page = min(max(1, self.page + step), pages)
-        if page != self.page:
-            self.page = page
             self.action_refresh()
 
     async def reload(self) -> None:
@@ -88,6 +71,5 @@ class DevicesScreen(ApiScreen):
                           Text(connected, style="green" if connected == "yes" else "yellow"),
                           cell(agent), cell(short_time(d.get("last_batch_at"))),
                           *map(cell, traffic_words(d)), key=str(d["id"]))
-        pages = max(1, -(-self.total // PAGE_SIZE))
         self.query_one("#head", Static).update(
-            f"page {self.page} of {pages} · {len(doc['data'])} of {self.total} devices")
+            f"page {self.page} of {self.pages} · {len(doc['data'])} of {self.total} devices")

@@ -13,15 +13,14 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from edgesync.client import ApiClientError
-from edgesync.tui._base import ApiScreen
 from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell
+from edgesync.tui._paged import PAGE_SIZE, PagedScreen
 from edgesync.tui._screens import ScreenKind, screen
 from edgesync.tui._table import Table
 
 __all__ = ["RowsScreen", "decoded_rows", "source_columns", "writeback_row"]
 
-PAGE_SIZE = 50
 # Why a written view can be empty: nothing approved (or provisioned) yet.
 _NOT_YET = frozenset({"MIRROR_NOT_PROVISIONED", "TELEMETRY_NOT_PROVISIONED"})
 
@@ -65,13 +64,12 @@ def writeback_row(lineage: dict[str, Any], row: dict[str, Any]) -> dict[str, Any
 
 
 @screen(ScreenKind.ROWS)
-class RowsScreen(ApiScreen):
+class RowsScreen(PagedScreen):
     TITLE = "Rows"
     BINDINGS = [
         Binding("s", "mode('staged')", "staged"),
         Binding("w", "mode('written')", "written"),
-        Binding("n", "page(1)", "next page"),
-        Binding("p", "page(-1)", "prev page"),
+        *PagedScreen.PAGE_BINDINGS,
         Binding("e", "write(False)", "edit row…"),
         Binding("plus", "write(True)", "add row…"),
     ]
@@ -80,8 +78,6 @@ class RowsScreen(ApiScreen):
         super().__init__()
         self.lineage = lineage
         self.mode = mode
-        self.page = 1
-        self.total = 0
         self.shown: list[dict[str, Any]] = []
 
     def body(self) -> Iterable[Widget]:
@@ -133,17 +129,9 @@ class RowsScreen(ApiScreen):
         self.say(f"{len(rows)} rows on this page")
 
     def _head(self, count: str) -> None:
-        pages = max(1, -(-self.total // PAGE_SIZE))
         name = f"{self.lineage['device_name']} / {self.lineage['source_table']}"
         self.query_one("#head", Static).update(
-            f"{name} · source: {self.source} · page {self.page} of {pages} · {count}")
-
-    def action_page(self, step: int) -> None:
-        pages = max(1, -(-self.total // PAGE_SIZE))
-        page = min(max(1, self.page + step), pages)
-        if page != self.page:
-            self.page = page
-            self.action_refresh()
+            f"{name} · source: {self.source} · page {self.page} of {self.pages} · {count}")
 
     # ------------------------------------------------------------------ write-back
 

@@ -9,14 +9,12 @@ from typing import ClassVar
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Input
 
-from edgesync.tui._base import ApiScreen
+from edgesync.tui._paged import PAGE_SIZE, PagedScreen
 
 __all__ = ["PAGE_SIZE", "SearchScreen"]
 
-PAGE_SIZE = 50  # rows a list screen asks the API for at a time
 
-
-class SearchScreen(ApiScreen):
+class SearchScreen(PagedScreen):
     """A list screen with a search box (``#filter``, yielded first by ``body``); the
     text is ``query_text``, read by ``reload``. It pages (``page`` of ``pages``, ``total``
     set by ``reload``) and, with ``FILTERS`` (status, label), cycles a status filter."""
@@ -28,13 +26,7 @@ class SearchScreen(ApiScreen):
     def __init__(self) -> None:
         super().__init__()
         self.query_text = ""
-        self.page = 1
-        self.total = 0
         self.filter_index = 0
-
-    @property
-    def pages(self) -> int:
-        return max(1, -(-self.total // PAGE_SIZE))
 
     @property
     def filter_status(self) -> str | None:
@@ -43,12 +35,6 @@ class SearchScreen(ApiScreen):
     @property
     def filter_label(self) -> str:
         return self.FILTERS[self.filter_index][1]
-
-    def action_page(self, step: int) -> None:
-        page = min(max(1, self.page + step), self.pages)
-        if page != self.page:
-            self.page = page
-            self.action_refresh()
 
     def action_cycle_filter(self) -> None:
         self.filter_index = (self.filter_index + 1) % len(self.FILTERS)
