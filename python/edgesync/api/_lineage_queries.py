@@ -34,6 +34,7 @@ from edgesync.control import (
     recovery_jobs,
     recovery_offers,
 )
+from edgesync.errors import ApiErrorCode
 from edgesync.governance import delete_lineage_row, get_lineage_for_update, list_retired
 from edgesync.materialize import PLATFORM_COLUMNS, quote_ident, table_columns
 from edgesync.store import Conn
@@ -61,7 +62,7 @@ WHERE l.project_id = $1 AND ($2::uuid IS NULL OR l.device_id = $2)
 
 
 def lineage_not_found() -> ApiError:
-    return ApiError(404, "LINEAGE_NOT_FOUND", "lineage not found")
+    return ApiError(404, ApiErrorCode.LINEAGE_NOT_FOUND, "lineage not found")
 
 
 async def list_lineages(conn: Conn, project_id: uuid.UUID, *, device_id: uuid.UUID | None,
@@ -142,14 +143,14 @@ async def mirror_rows(conn: Conn, lineage: LineageOut, *, offset: int, limit: in
     (``device_id``, ``_edge_*``) after them: their names and types are the approved
     schema's, known only at run time, so a row stays a JSON object."""
     if lineage.pipeline != "rows":
-        raise ApiError(404, "MIRROR_NOT_PROVISIONED",
+        raise ApiError(404, ApiErrorCode.MIRROR_NOT_PROVISIONED,
                        f"lineage {lineage.id} is a {lineage.pipeline} lineage: it has no state "
                        "table; read its rows with GET …/lineages/{id}/telemetry "
                        "(edgesync lineages telemetry ID)")
     columns = list(await table_columns(conn, lineage.target_table)
                    if lineage.target_table is not None else [])
     if not columns:
-        raise ApiError(404, "MIRROR_NOT_PROVISIONED",
+        raise ApiError(404, ApiErrorCode.MIRROR_NOT_PROVISIONED,
                        "this lineage has no state table yet: approve its schema review first")
     assert lineage.target_table is not None
     q = quote_ident(lineage.target_table)

@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 
 from edgesync.control import ObjectStore
 from edgesync.control._uploads import UPLOAD_PATH, note_uploaded, verify_upload_url
-from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
+from edgesync.errors import ApiErrorCode, ConflictError, InvalidRequestError, NotFoundError
 
 __all__ = ["upload_router"]
 
@@ -43,11 +43,12 @@ def upload_router(pool: Callable[[], asyncpg.Pool], store: ObjectStore) -> APIRo
 
             size = await store.put(upload_id, body())
         except NotFoundError as exc:
-            return _error(404, "UPLOAD_NOT_FOUND", str(exc))
+            return _error(404, ApiErrorCode.UPLOAD_NOT_FOUND, str(exc))
         except ConflictError as exc:
-            return _error(409, "UPLOAD_ALREADY_RECEIVED", str(exc))
+            return _error(409, ApiErrorCode.UPLOAD_ALREADY_RECEIVED, str(exc))
         except InvalidRequestError as exc:
-            code = "UPLOAD_URL_EXPIRED" if exc.field == "expires" else "UPLOAD_TOO_LARGE"
+            code = (ApiErrorCode.UPLOAD_URL_EXPIRED if exc.field == "expires"
+                    else ApiErrorCode.UPLOAD_TOO_LARGE)
             return _error(403 if exc.field == "expires" else 413, code, exc.reason)
         await note_uploaded(pool(), upload_id, size)
         return JSONResponse({"data": {"batch_id": str(upload_id), "byte_count": size}})

@@ -7,6 +7,7 @@
 
 import { ApiError, get, post } from "../api.js";
 import { busy, clear, confirmDialog, facts, h, link, pill, say, table, when, words } from "../ui.js";
+import { ApiErrorCode, ReviewStatus } from "../vocabulary.js";
 
 // What a 409 said, shown again once the review is reloaded (the page is drawn anew).
 let notice = null;
@@ -21,7 +22,7 @@ export async function render(main, { args: [kind, id] }) {
   const lineage = kind === "schema" ? (await get(`/edge/lineages/${r.lineage_id}`)).data : null;
   const columns = (r.schema_columns || {}).columns || [];
   const decided = Object.fromEntries((r.column_actions || []).map((a) => [a.source_column_name, a]));
-  const open = r.status === "queued" || r.status === "in_review";
+  const open = r.status === ReviewStatus.QUEUED || r.status === ReviewStatus.IN_REVIEW;
   const conflict = h("div", { id: "conflict", role: "alert" });
   const reload = () => window.dispatchEvent(new Event("console:reload"));
 
@@ -37,7 +38,7 @@ export async function render(main, { args: [kind, id] }) {
         if (e instanceof ApiError && e.status === 409) {
           // Someone acted meanwhile, or the approval was refused because of what exists:
           // either way what this page shows may be stale. Reload it, and say why.
-          notice = { text: e.text, stale: e.code === "ACTION_VERSION_CONFLICT" };
+          notice = { text: e.text, stale: e.code === ApiErrorCode.ACTION_VERSION_CONFLICT };
           say(e.text, true);
           reload();
         } else {
@@ -93,7 +94,7 @@ export async function render(main, { args: [kind, id] }) {
       h("option", { value: "cloud_authoritative" }, "cloud authoritative (allows write-back)"))))
     : null;
   const buttons = [];
-  if (r.status === "queued") {
+  if (r.status === ReviewStatus.QUEUED) {
     buttons.push(h("button", { type: "button", class: "secondary", id: "claim", onclick: (ev) =>
       decide(ev.target, "claim", {}, "review claimed") }, "Claim"));
   }
