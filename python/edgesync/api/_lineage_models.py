@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from edgesync import control
 from edgesync.api._recovery_models import RecoveryOfferOut, RecoveryState
-from edgesync.governance import LineageStatus
+from edgesync.governance import LineageStatus, SyncAuthority
 
 __all__ = ["Binding", "DeletedLineage", "LineageDetail", "LineageOut",
            "MaterializationState", "NextStep", "ReplayIntent", "ReplayProgress", "ResetResult",
@@ -27,7 +27,7 @@ class LineageOut(BaseModel):
     pipeline: Literal["rows", "telemetry"]
     status: LineageStatus
     pause_reason: str | None
-    sync_authority: Literal["device_authoritative", "cloud_authoritative"]
+    sync_authority: Literal[SyncAuthority.DEVICE, SyncAuthority.CLOUD]
     current_schema_hash: str | None
     approved_schema_hash: str | None
     target_table: str | None

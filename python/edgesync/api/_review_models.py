@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from edgesync.governance import ReviewStatus, SuggestionKind
+from edgesync.governance import ReviewStatus, SuggestionKind, SyncAuthority
 
 __all__ = ["ApproveBody", "ClaimBody", "ColumnActionIn", "PreviewBody", "RejectBody",
            "ReviewOut", "SuggestedAction"]
@@ -90,7 +90,7 @@ class ApproveBody(_Body):
     column_actions: list[ColumnActionIn] | None = Field(
         None, max_length=2000,
         description="one action per source column; omitted: mirror every column")
-    sync_authority: Literal["device_authoritative", "cloud_authoritative"] | None = Field(
+    sync_authority: Literal[SyncAuthority.DEVICE, SyncAuthority.CLOUD] | None = Field(
         None, description="cloud_authoritative lets the cloud write rows back to this state "
                           "table; omitted: unchanged (device_authoritative by default)")
 

@@ -15,7 +15,13 @@ from pathlib import Path
 from edgesync.api._console import ASSETS
 from edgesync.control import ResnapshotStatus, VerificationStatus
 from edgesync.errors import ApiErrorCode
-from edgesync.governance import LineageStatus, PauseReason, ReviewStatus, SchemaStatus
+from edgesync.governance import (
+    LineageStatus,
+    PauseReason,
+    ReviewStatus,
+    SchemaStatus,
+    SyncAuthority,
+)
 from edgesync.quarantine import QuarantineStatus
 
 __all__ = ["VOCABULARY", "VOCABULARY_JS", "render"]
@@ -24,8 +30,8 @@ VOCABULARY_JS = ASSETS / "js" / "vocabulary.js"
 
 # The enums the console uses, under the names it imports them by.
 VOCABULARY: tuple[type[enum.StrEnum], ...] = (
-    ApiErrorCode, LineageStatus, PauseReason, ReviewStatus, SchemaStatus, ResnapshotStatus,
-    VerificationStatus, QuarantineStatus,
+    ApiErrorCode, LineageStatus, PauseReason, SyncAuthority, ReviewStatus, SchemaStatus,
+    ResnapshotStatus, VerificationStatus, QuarantineStatus,
 )
 
 

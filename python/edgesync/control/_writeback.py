@@ -19,7 +19,12 @@ import orjson
 from edgesync import _core
 from edgesync.control._outbox import enqueue_control
 from edgesync.errors import ApiErrorCode, InvalidRequestError, NotFoundError, StateWriteError
-from edgesync.governance import bump_cloud_version, get_lineage_for_update, load_state_target
+from edgesync.governance import (
+    SyncAuthority,
+    bump_cloud_version,
+    get_lineage_for_update,
+    load_state_target,
+)
 from edgesync.materialize import MirrorColumn, quote_ident, upsert_cloud_row
 from edgesync.protocol import ControlKind
 from edgesync.store import Conn
@@ -120,7 +125,7 @@ async def write_state_rows(conn: Conn, *, project_id: uuid.UUID, device_id: uuid
         if target is None or not info["schema_columns"]:
             raise StateWriteError(ApiErrorCode.STATE_MIRROR_NOT_PROVISIONED,
                                   "approve the schema review before writing back")
-        if info["sync_authority"] != "cloud_authoritative":
+        if info["sync_authority"] != SyncAuthority.CLOUD:
             raise StateWriteError(ApiErrorCode.STATE_NOT_CLOUD_AUTHORITATIVE,
                                   f"lineage {lineage_id} is device-authoritative")
         pk_names = {str(c["name"]) for c in info["schema_columns"]["columns"]

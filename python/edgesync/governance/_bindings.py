@@ -29,6 +29,7 @@ from edgesync.governance._lineages import (
     Lineage,
     LineageStatus,
     PauseReason,
+    SyncAuthority,
     pause_lineage,
     resume_lineage,
     set_approved,
@@ -150,7 +151,7 @@ def _columns(rows: list[asyncpg.Record]) -> TargetColumns:
 def _target_of(lineage: Lineage, columns: TargetColumns) -> StateTarget:
     assert lineage.target_table is not None
     return StateTarget(lineage.target_table, list(columns[0]),
-                       cloud_authoritative=lineage.sync_authority == "cloud_authoritative",
+                       cloud_authoritative=lineage.sync_authority == SyncAuthority.CLOUD,
                        mapped=list(columns[1]))
 
 

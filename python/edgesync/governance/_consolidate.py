@@ -31,7 +31,7 @@ from edgesync.errors import ConflictError, EdgesyncError, NotFoundError
 from edgesync.governance._bindings import approve_schema, plan_columns
 from edgesync.governance._column_actions import ColumnAction
 from edgesync.governance._events import EventType, emit
-from edgesync.governance._lineages import Lineage, PauseReason
+from edgesync.governance._lineages import Lineage, PauseReason, SyncAuthority
 from edgesync.governance._registry import RegistryKey, registry_columns
 from edgesync.governance._statuses import SchemaStatus
 from edgesync.governance._versions import set_registry_id
@@ -188,7 +188,7 @@ async def _consolidate_one(conn: Conn, lineage_id: uuid.UUID, mode: str,
     assert version is not None
     if lineage.target_table == key.target_table and version["registry_id"] is not None:
         return None  # already coalesced (a second call, or a device approved by the registry)
-    if lineage.sync_authority == "cloud_authoritative":
+    if lineage.sync_authority == SyncAuthority.CLOUD:
         raise _Skip("cloud_authoritative", "coalesced targets are device-authoritative; set "
                                            "the lineage back to device_authoritative first")
     if lineage.pause_reason == PauseReason.DEFERRED_COLUMNS:

@@ -62,6 +62,11 @@ export const PauseReason = Object.freeze({
   CIRCUIT_BREAKER: "circuit_breaker",
 });
 
+export const SyncAuthority = Object.freeze({
+  DEVICE: "device_authoritative",
+  CLOUD: "cloud_authoritative",
+});
+
 export const ReviewStatus = Object.freeze({
   QUEUED: "queued",
   IN_REVIEW: "in_review",

@@ -7,7 +7,7 @@
 
 import { ApiError, get, post } from "../api.js";
 import { busy, clear, confirmDialog, facts, h, link, pill, say, table, when, words } from "../ui.js";
-import { ApiErrorCode, ReviewStatus } from "../vocabulary.js";
+import { ApiErrorCode, ReviewStatus, SyncAuthority } from "../vocabulary.js";
 
 // What a 409 said, shown again once the review is reloaded (the page is drawn anew).
 let notice = null;
@@ -91,7 +91,7 @@ export async function render(main, { args: [kind, id] }) {
   const authority = kind === "schema" && lineage.pipeline === "rows" && open
     ? h("div", { class: "filters" }, h("label", {}, "Sync authority", h("select", { id: "sync-authority" },
       h("option", { value: "" }, "device authoritative (default)"),
-      h("option", { value: "cloud_authoritative" }, "cloud authoritative (allows write-back)"))))
+      h("option", { value: SyncAuthority.CLOUD }, "cloud authoritative (allows write-back)"))))
     : null;
   const buttons = [];
   if (r.status === ReviewStatus.QUEUED) {
