@@ -19,7 +19,7 @@ from edgesync.errors import ConflictError
 from edgesync.governance import RegistryReview, Review, check_approval
 from edgesync.governance._approval_check import ApprovalCheck
 from edgesync.governance._bindings import state_prefix
-from edgesync.governance._column_actions import MAP_ACTIONS
+from edgesync.governance._column_actions import MAP_ACTIONS, ColumnActionKind
 from edgesync.governance._registry import coalesced_table_name, registry_columns
 from edgesync.materialize import target_table_name, ts_table_name
 from edgesync.store import Conn
@@ -115,11 +115,12 @@ def _describe(columns: list[dict[str, Any]], checked: ApprovalCheck, pipeline: s
                                       device_data_point_id=a.device_data_point_id,
                                       data_point_name=(a.data_point_name
                                                        or a.source_column_name
-                                                       if a.action == "auto_create_and_map"
+                                                       if a.action
+                                                       == ColumnActionKind.AUTO_CREATE_AND_MAP
                                                        else None))
                      for a in actions if a.action in MAP_ACTIONS],
-        ignored=[a.source_column_name for a in actions if a.action == "ignore"],
-        deferred=[a.source_column_name for a in actions if a.action == "defer"],
+        ignored=[a.source_column_name for a in actions if a.action == ColumnActionKind.IGNORE],
+        deferred=[a.source_column_name for a in actions if a.action == ColumnActionKind.DEFER],
         retired_columns=[PreviewRetired(name=r.name, pg_type=r.pg_type,
                                         source_column_name=r.source_column_name)
                          for r in checked.retired],

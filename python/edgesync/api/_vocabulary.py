@@ -16,6 +16,7 @@ from edgesync.api._console import ASSETS
 from edgesync.control import ResnapshotStatus, VerificationStatus
 from edgesync.errors import ApiErrorCode
 from edgesync.governance import (
+    ColumnActionKind,
     LineageStatus,
     PauseReason,
     ReviewStatus,
@@ -31,7 +32,7 @@ VOCABULARY_JS = ASSETS / "js" / "vocabulary.js"
 # The enums the console uses, under the names it imports them by.
 VOCABULARY: tuple[type[enum.StrEnum], ...] = (
     ApiErrorCode, LineageStatus, PauseReason, SyncAuthority, ReviewStatus, SchemaStatus,
-    ResnapshotStatus, VerificationStatus, QuarantineStatus,
+    ColumnActionKind, ResnapshotStatus, VerificationStatus, QuarantineStatus,
 )
 
 

@@ -20,6 +20,7 @@ from edgesync.governance._coalesced import (
     list_coalesced_mirrors,
     list_registry_entries,
 )
+from edgesync.governance._column_actions import ColumnActionKind
 from edgesync.governance._consolidate import (
     CONSOLIDATED_EVENT,
     ConsolidatedLineage,
@@ -104,6 +105,7 @@ __all__ = [
     "Admission",
     "Arrival",
     "CoalescedMirror",
+    "ColumnActionKind",
     "ConsolidatedLineage",
     "Consolidation",
     "DataPoint",

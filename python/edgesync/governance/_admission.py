@@ -18,7 +18,7 @@ import orjson
 
 from edgesync.governance._bindings import approve_schema, load_state_target
 from edgesync.governance._classify import classify
-from edgesync.governance._column_actions import ColumnAction
+from edgesync.governance._column_actions import ColumnAction, ColumnActionKind
 from edgesync.governance._lineages import (
     Lineage,
     LineageStatus,
@@ -74,7 +74,7 @@ async def _additive_actions(conn: Conn, lineage: Lineage, added: list[str]
         lineage.id, lineage.approved_schema_hash)
     kept = [ColumnAction(r["source_column_name"], r["action"], r["mirror_column_name"],
                          r["target_type"], r["device_data_point_id"]) for r in rows]
-    return kept + [ColumnAction(name, "mirror") for name in added]
+    return kept + [ColumnAction(name, ColumnActionKind.MIRROR) for name in added]
 
 
 async def _by_registry(conn: Conn, scope: DeviceScope, lineage: Lineage,

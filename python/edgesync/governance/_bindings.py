@@ -24,7 +24,7 @@ from edgesync.governance._approval_check import (
     previous_mirrors,
     refused,
 )
-from edgesync.governance._column_actions import ColumnAction
+from edgesync.governance._column_actions import ColumnAction, ColumnActionKind
 from edgesync.governance._lineages import (
     Lineage,
     LineageStatus,
@@ -142,9 +142,9 @@ async def load_state_targets(conn: Conn, wanted: list[tuple[Lineage, str]], *,
 def _columns(rows: list[asyncpg.Record]) -> TargetColumns:
     cols = [MirrorColumn(r["source_column_name"], r["mirror_column_name"], r["target_type"],
                          r["stored_type"])
-            for r in rows if r["action"] == "mirror"]
+            for r in rows if r["action"] == ColumnActionKind.MIRROR]
     mapped = [MappedColumn(r["source_column_name"], r["target_type"], r["device_data_point_id"])
-              for r in rows if r["action"] != "mirror"]
+              for r in rows if r["action"] != ColumnActionKind.MIRROR]
     return cols, mapped
 
 
@@ -279,7 +279,7 @@ async def approve_schema(conn: Conn, lineage: Lineage, version_id: uuid.UUID,
         if rows else ([], [], [], [], [], []))
     await set_status(conn, version_id, SchemaStatus.APPROVED)
     await set_approved(conn, lineage.id, schema_hash, table)
-    if any(a.action == "defer" for a in actions):
+    if any(a.action == ColumnActionKind.DEFER for a in actions):
         # Undecided columns: nothing is materialized until a reopened review decides them.
         await pause_lineage(conn, lineage, PauseReason.DEFERRED_COLUMNS)
         return False

@@ -82,6 +82,14 @@ export const SchemaStatus = Object.freeze({
   ABANDONED: "abandoned",
 });
 
+export const ColumnActionKind = Object.freeze({
+  MIRROR: "mirror",
+  MAP: "map",
+  IGNORE: "ignore",
+  DEFER: "defer",
+  AUTO_CREATE_AND_MAP: "auto_create_and_map",
+});
+
 export const ResnapshotStatus = Object.freeze({
   REQUESTED: "requested",
   RUNNING: "running",
