@@ -72,8 +72,9 @@ async def _additive_actions(conn: Conn, lineage: Lineage, added: list[str]
         "device_data_point_id FROM edge_column_bindings "
         "WHERE lineage_id = $1 AND schema_hash = $2",
         lineage.id, lineage.approved_schema_hash)
-    kept = [ColumnAction(r["source_column_name"], r["action"], r["mirror_column_name"],
-                         r["target_type"], r["device_data_point_id"]) for r in rows]
+    kept = [ColumnAction(r["source_column_name"], ColumnActionKind(r["action"]),
+                         r["mirror_column_name"], r["target_type"], r["device_data_point_id"])
+            for r in rows]
     return kept + [ColumnAction(name, ColumnActionKind.MIRROR) for name in added]
 
 

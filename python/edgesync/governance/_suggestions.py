@@ -150,8 +150,9 @@ async def _approved_version(conn: Conn, lineage: Lineage
         "SELECT source_column_name, action, mirror_column_name, target_type, "
         "device_data_point_id FROM edge_column_bindings WHERE lineage_id = $1 "
         "AND schema_hash = $2 ORDER BY id", lineage.id, lineage.approved_schema_hash)
-    actions = [ColumnAction(r["source_column_name"], r["action"], r["mirror_column_name"],
-                            r["target_type"], r["device_data_point_id"]) for r in rows]
+    actions = [ColumnAction(r["source_column_name"], ColumnActionKind(r["action"]),
+                            r["mirror_column_name"], r["target_type"], r["device_data_point_id"])
+               for r in rows]
     return (cols or {}).get("columns"), actions
 
 
