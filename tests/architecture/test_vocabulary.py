@@ -38,6 +38,7 @@ def _checked_values(table: str, column: str) -> set[str]:
     (governance.ReviewStatus, "edge_schema_reviews", "status"),
     (governance.ReviewStatus, "edge_registry_reviews", "status"),
     (governance.SchemaStatus, "edge_schema_registry", "status"),
+    (governance.Classification, "edge_schema_versions", "classification"),
     (control.ResnapshotStatus, "edge_resnapshots", "status"),
     (control.VerificationStatus, "edge_verifications", "status"),
 ])

@@ -9,7 +9,7 @@ from edgesync.governance._approval_check import (
 )
 from edgesync.governance._arrivals import Arrival, admit_arrivals
 from edgesync.governance._bindings import load_state_target, load_state_targets
-from edgesync.governance._classify import SchemaDiff, classify
+from edgesync.governance._classify import Classification, SchemaDiff, classify
 from edgesync.governance._coalesced import (
     CoalescedMirror,
     RegistryDevice,
@@ -104,6 +104,7 @@ __all__ = [
     "REPLAY_CHANNEL",
     "Admission",
     "Arrival",
+    "Classification",
     "CoalescedMirror",
     "ColumnActionKind",
     "ConsolidatedLineage",
