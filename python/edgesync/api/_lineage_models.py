@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from edgesync import control
 from edgesync.api._recovery_models import RecoveryOfferOut, RecoveryState
 from edgesync.governance import LineageStatus, SyncAuthority
+from edgesync.protocol import Pipeline
 
 __all__ = ["Binding", "DeletedLineage", "LineageDetail", "LineageOut",
            "MaterializationState", "NextStep", "ReplayIntent", "ReplayProgress", "ResetResult",
@@ -24,7 +25,7 @@ class LineageOut(BaseModel):
     device_name: str
     fleet_id: uuid.UUID | None
     source_table: str
-    pipeline: Literal["rows", "telemetry"]
+    pipeline: Literal[Pipeline.ROWS, Pipeline.TELEMETRY]
     status: LineageStatus
     pause_reason: str | None
     sync_authority: Literal[SyncAuthority.DEVICE, SyncAuthority.CLOUD]

@@ -37,6 +37,7 @@ from edgesync.control import (
 from edgesync.errors import ApiErrorCode
 from edgesync.governance import delete_lineage_row, get_lineage_for_update, list_retired
 from edgesync.materialize import PLATFORM_COLUMNS, quote_ident, table_columns
+from edgesync.protocol import Pipeline
 from edgesync.store import Conn
 
 __all__ = ["delete_lineage", "get_lineage", "lineage_detail", "list_lineages", "mirror_rows"]
@@ -142,7 +143,7 @@ async def mirror_rows(conn: Conn, lineage: LineageOut, *, offset: int, limit: in
     JSON (``json_value``), the table's own columns first and edgesync's bookkeeping
     (``device_id``, ``_edge_*``) after them: their names and types are the approved
     schema's, known only at run time, so a row stays a JSON object."""
-    if lineage.pipeline != "rows":
+    if lineage.pipeline != Pipeline.ROWS:
         raise ApiError(404, ApiErrorCode.MIRROR_NOT_PROVISIONED,
                        f"lineage {lineage.id} is a {lineage.pipeline} lineage: it has no state "
                        "table; read its rows with GET …/lineages/{id}/telemetry "
@@ -215,7 +216,7 @@ async def delete_lineage(conn: Conn, project_id: uuid.UUID, lineage_id: uuid.UUI
         action=RecoveryAction.VERIFY, reason=OfferReason.RECREATED_AFTER_DELETE,
         detail="Once the table is back (a new lineage of this device and table, approved), "
                "verify it: its state table kept the earlier rows, and the new lineage's "
-               "detail offers the verification.") if lineage.pipeline == "rows" else None
+               "detail offers the verification.") if lineage.pipeline == Pipeline.ROWS else None
     return DeletedLineage(
         id=lineage_id, device_id=lineage.device_id, source_table=lineage.source_table,
         forget_control_id=control_id, device_will=AfterForget.RESEND_TABLE, next_step=step,

@@ -22,6 +22,7 @@ from edgesync.governance._bindings import state_prefix
 from edgesync.governance._column_actions import MAP_ACTIONS, ColumnActionKind
 from edgesync.governance._registry import coalesced_table_name, registry_columns
 from edgesync.materialize import target_table_name, ts_table_name
+from edgesync.protocol import Pipeline
 from edgesync.store import Conn
 
 __all__ = ["ApprovalPreview", "PreviewColumn", "preview_registry_review", "preview_review"]
@@ -70,7 +71,7 @@ async def preview_review(conn: Conn, project_id: uuid.UUID, review: Review,
     lineage = await get_lineage(conn, project_id, review.lineage_id)
     if lineage.target_table is not None:
         table = lineage.target_table
-    elif lineage.pipeline == "telemetry":
+    elif lineage.pipeline == Pipeline.TELEMETRY:
         table = ts_table_name(project_id, lineage.source_table)
     else:
         table = target_table_name(state_prefix(lineage.device_id), lineage.source_table)

@@ -16,6 +16,7 @@ from edgesync.api._lineage_models import LineageOut
 from edgesync.api._values import json_value
 from edgesync.errors import ApiErrorCode
 from edgesync.materialize import TS_PLATFORM_COLUMNS, quote_ident
+from edgesync.protocol import Pipeline
 from edgesync.store import Conn
 
 __all__ = ["MAX_TELEMETRY_LIMIT", "TelemetryQuery", "telemetry_rows"]
@@ -69,7 +70,7 @@ async def telemetry_rows(conn: Conn, lineage: LineageOut, q: TelemetryQuery
     exclusive; the platform columns always, the data columns named (default: all)."""
     table = lineage.target_table
     existing = await _target_columns(conn, table) if (
-        table is not None and lineage.pipeline == "telemetry") else []
+        table is not None and lineage.pipeline == Pipeline.TELEMETRY) else []
     if not existing:
         raise ApiError(404, ApiErrorCode.TELEMETRY_NOT_PROVISIONED,
                        "this lineage has no telemetry table: it is a state-table lineage, "

@@ -23,6 +23,7 @@ from edgesync.governance import (
     SchemaStatus,
     SyncAuthority,
 )
+from edgesync.protocol import Pipeline
 from edgesync.quarantine import QuarantineStatus
 
 __all__ = ["VOCABULARY", "VOCABULARY_JS", "render"]
@@ -31,7 +32,7 @@ VOCABULARY_JS = ASSETS / "js" / "vocabulary.js"
 
 # The enums the console uses, under the names it imports them by.
 VOCABULARY: tuple[type[enum.StrEnum], ...] = (
-    ApiErrorCode, LineageStatus, PauseReason, SyncAuthority, ReviewStatus, SchemaStatus,
+    ApiErrorCode, Pipeline, LineageStatus, PauseReason, SyncAuthority, ReviewStatus, SchemaStatus,
     ColumnActionKind, ResnapshotStatus, VerificationStatus, QuarantineStatus,
 )
 

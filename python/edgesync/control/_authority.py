@@ -34,7 +34,7 @@ from edgesync.governance import (
     set_sync_authority,
 )
 from edgesync.materialize import StateTarget
-from edgesync.protocol import ControlKind
+from edgesync.protocol import ControlKind, Pipeline
 from edgesync.store import Conn
 
 __all__ = ["SYNC_AUTHORITIES", "SyncAuthorityChange", "change_sync_authority"]
@@ -75,7 +75,7 @@ async def change_sync_authority(conn: Conn, lineage_id: uuid.UUID,
         return out
     target = StateTarget(lineage.target_table, [])
     if sync_authority == SyncAuthority.CLOUD:
-        if lineage.pipeline != "rows":
+        if lineage.pipeline != Pipeline.ROWS:
             raise InvalidRequestError("sync_authority",
                                       "only state (rows) tables can be cloud-authoritative")
         shared = await conn.fetchval(

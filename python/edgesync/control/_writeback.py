@@ -26,7 +26,7 @@ from edgesync.governance import (
     load_state_target,
 )
 from edgesync.materialize import MirrorColumn, quote_ident, upsert_cloud_row
-from edgesync.protocol import ControlKind
+from edgesync.protocol import ControlKind, Pipeline
 from edgesync.store import Conn
 
 __all__ = ["MAX_WRITE_ROWS", "StateWrite", "resend_cloud_rows", "write_state_rows"]
@@ -114,7 +114,7 @@ async def write_state_rows(conn: Conn, *, project_id: uuid.UUID, device_id: uuid
             "LEFT JOIN edge_schema_versions v ON v.lineage_id = l.id "
             "AND v.schema_hash = l.approved_schema_hash WHERE l.id = $1", lineage_id)
         assert info is not None
-        if lineage.pipeline != "rows":
+        if lineage.pipeline != Pipeline.ROWS:
             raise StateWriteError(ApiErrorCode.STATE_NOT_CLOUD_AUTHORITATIVE,
                                   f"lineage {lineage_id} is a telemetry lineage")
         # Not approved yet comes first (the reference's order): its authority is only

@@ -29,6 +29,7 @@ from edgesync.materialize import (
     check_column_name,
     pg_type_for,
 )
+from edgesync.protocol import Pipeline
 from edgesync.registry import ProjectPolicy
 from edgesync.store import Conn
 
@@ -232,7 +233,7 @@ def plan_actions(columns: list[dict[str, Any]], actions: list[ColumnAction], *,
                    ".mirror_column_name")
             continue
         targets[target] = name
-        if pipeline == "telemetry" and target in TS_PLATFORM_COLUMNS:
+        if pipeline == Pipeline.TELEMETRY and target in TS_PLATFORM_COLUMNS:
             refuse(RefusalCode.RESERVED_NAME, f"column {target!r} is reserved in "
                    "telemetry targets", f"give it a mirror_column_name (e.g. {name}_value)",
                    ".mirror_column_name")

@@ -36,6 +36,7 @@ from edgesync.governance._registry import RegistryKey, registry_columns
 from edgesync.governance._statuses import SchemaStatus
 from edgesync.governance._versions import set_registry_id
 from edgesync.materialize import MirrorColumn, copy_state_rows, copy_ts_rows
+from edgesync.protocol import Pipeline
 from edgesync.registry import ProjectPolicy
 from edgesync.store import Conn, from_record
 
@@ -228,7 +229,7 @@ async def _consolidate_one(conn: Conn, lineage_id: uuid.UUID, mode: str,
     await set_registry_id(conn, version["id"], entry["id"])
     live = tombstones = 0
     if old_table != new_table:
-        if lineage.pipeline == "telemetry":
+        if lineage.pipeline == Pipeline.TELEMETRY:
             live = await copy_ts_rows(conn, lineage.device_id, old_table, new_table,
                                       mirrors, copy_map)
         else:

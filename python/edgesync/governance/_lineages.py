@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from edgesync.governance._events import EventType, emit
+from edgesync.protocol import Pipeline
 from edgesync.registry import DeviceScope
 from edgesync.store import Conn, any_of
 
@@ -59,7 +60,7 @@ class Lineage:
     project_id: uuid.UUID
     device_id: uuid.UUID
     source_table: str
-    pipeline: str
+    pipeline: Pipeline
     status: str
     pause_reason: str | None
     approved_schema_hash: str | None
@@ -69,7 +70,8 @@ class Lineage:
 
     @classmethod
     def from_record(cls, r: asyncpg.Record) -> Lineage:
-        return cls(r["id"], r["project_id"], r["device_id"], r["source_table"], r["pipeline"],
+        return cls(r["id"], r["project_id"], r["device_id"], r["source_table"],
+                   Pipeline(r["pipeline"]),
                    r["status"], r["pause_reason"], r["approved_schema_hash"], r["target_table"],
                    SyncAuthority(r.get("sync_authority") or SyncAuthority.DEVICE),
                    bool(r.get("paused_by_control")))

@@ -34,6 +34,7 @@ from edgesync.governance._review_queue import open_registry_review
 from edgesync.governance._statuses import SchemaStatus
 from edgesync.governance._versions import set_registry_id, set_status
 from edgesync.materialize import target_table_name
+from edgesync.protocol import Pipeline
 from edgesync.registry import CoalescingMode, DeviceScope
 from edgesync.store import Conn
 
@@ -57,7 +58,7 @@ class RegistryKey:
     project_id: uuid.UUID
     fleet_id: uuid.UUID | None
     scope: str  # project | fleet
-    pipeline: str
+    pipeline: Pipeline
     source_table: str
 
     @property
@@ -71,7 +72,7 @@ class RegistryKey:
 
 def coalesced_table_name(pipeline: str, scope: str, scope_id: uuid.UUID,
                          source_table: str) -> str:
-    kind = "ts" if pipeline == "telemetry" else "state"
+    kind = "ts" if pipeline == Pipeline.TELEMETRY else "state"
     return target_table_name(f"edge_{kind}_{scope[0]}{scope_id.hex[:8]}_", source_table)
 
 

@@ -27,6 +27,7 @@ from edgesync.governance._review_queue import record_transition, reopen_device_r
 from edgesync.governance._statuses import ReviewStatus, SchemaStatus
 from edgesync.governance._versions import set_status
 from edgesync.materialize import StateTarget
+from edgesync.protocol import Pipeline
 from edgesync.store import Conn, from_record
 
 __all__ = ["Review", "approve_review", "claim_review", "get_review", "list_reviews",
@@ -147,7 +148,7 @@ async def approve_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
         columns = list(review.schema_columns["columns"])
         lineage = await get_lineage_for_update(conn, review.lineage_id)
         assert lineage is not None
-        if authority == SyncAuthority.CLOUD and lineage.pipeline != "rows":
+        if authority == SyncAuthority.CLOUD and lineage.pipeline != Pipeline.ROWS:
             raise InvalidRequestError("sync_authority",
                                       "only state (rows) tables can be cloud-authoritative")
         checked = await check_approval(

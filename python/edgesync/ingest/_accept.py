@@ -69,7 +69,7 @@ from edgesync.ingest._ledger import (
 )
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.materialize import WriteItem, write_batches, write_rows_apart
-from edgesync.protocol import RejectionCode, TopicKind
+from edgesync.protocol import Pipeline, RejectionCode, TopicKind
 from edgesync.quarantine import quarantine_refused
 from edgesync.registry import DeviceScope
 from edgesync.staging import StagedBatch, stage_many
@@ -109,7 +109,7 @@ class Work:
 
     @property
     def pipeline(self) -> str:
-        return "telemetry" if isinstance(self.batch, TelemetryBatch) else "rows"
+        return Pipeline.TELEMETRY if isinstance(self.batch, TelemetryBatch) else Pipeline.ROWS
 
 
 async def accept_group(conn: Conn, works: list[Work], tail: CommitTail | None = None) -> None:

@@ -13,6 +13,7 @@ from edgesync.protocol._loop import (
     session_loop,
 )
 from edgesync.protocol._mqtt import TlsFiles, mqtt_client, tls_context
+from edgesync.protocol._pipeline import Pipeline
 from edgesync.protocol._publishing import PublishingClient
 from edgesync.protocol._reconnect import Backoff, raise_if_cancelling
 from edgesync.protocol._rejection import DECODER_CODES, RejectionCode
@@ -66,6 +67,7 @@ __all__ = [
     "LoopState",
     "LoopStatus",
     "MqttMessage",
+    "Pipeline",
     "PublishingClient",
     "RejectionCode",
     "SnapshotFilter",

@@ -40,7 +40,7 @@ from edgesync.materialize import (
     write_batches,
     write_rows_apart,
 )
-from edgesync.protocol import Backoff, listen_loop
+from edgesync.protocol import Backoff, Pipeline, listen_loop
 from edgesync.quarantine import quarantine_refused
 from edgesync.staging._staged import mark_materialization_failed, unstage_many
 from edgesync.store import Conn, collided
@@ -159,7 +159,7 @@ class Replayer:
             payload = _core.decompress_blob(rec["blob"])
             try:
                 batch: RowBatch | TelemetryBatch = (
-                    _core.decode_telemetry_batch(payload) if rec["pipeline"] == "telemetry"
+                    _core.decode_telemetry_batch(payload) if rec["pipeline"] == Pipeline.TELEMETRY
                     # Accepted once already; chunks of uploads may be large.
                     else _core.decode_row_batch(payload, 1 << 30))
             except BatchRejected as exc:

@@ -50,6 +50,11 @@ export const ApiErrorCode = Object.freeze({
   PROJECT_AMBIGUOUS: "PROJECT_AMBIGUOUS",
 });
 
+export const Pipeline = Object.freeze({
+  ROWS: "rows",
+  TELEMETRY: "telemetry",
+});
+
 export const LineageStatus = Object.freeze({
   ACTIVE: "active",
   PAUSED: "paused",

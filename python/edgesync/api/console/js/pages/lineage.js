@@ -5,7 +5,7 @@
 import { ApiError, api, get, post } from "../api.js";
 import { offersBox, recoverySection } from "../recovery.js";
 import { busy, clear, confirmDialog, facts, h, link, num, pill, say, table, value, when, words } from "../ui.js";
-import { LineageStatus, PauseReason, ReviewStatus } from "../vocabulary.js";
+import { LineageStatus, PauseReason, Pipeline, ReviewStatus } from "../vocabulary.js";
 
 const ROWS = 100;
 
@@ -55,7 +55,7 @@ export async function render(main, { args: [id], stale }) {
   } }, "Delete lineage…"));
 
   // Re-snapshot and verification are for state (rows) lineages only (the API says so too).
-  const recovery = l.pipeline === "rows" ? recoverySection(l, stale) : null;
+  const recovery = l.pipeline === Pipeline.ROWS ? recoverySection(l, stale) : null;
   const intents = l.replay.intents;
   const latest = intents[0];
   const replayed = latest ? latest.rows_replayed : 0;
@@ -176,10 +176,10 @@ async function showRows(box, l, view) {
       body = [h("p", { class: "muted", id: "rows-source" }, `source: staged rows (${num(doc.meta.total)})`),
         rowTable("Staged rows", doc.data.map(spreadStaged), ["op", "commit_seq"], ["staging_reason", "staged_id"])];
     } else {
-      const path = l.pipeline === "telemetry" ? "telemetry" : "mirror-rows";
+      const path = l.pipeline === Pipeline.TELEMETRY ? "telemetry" : "mirror-rows";
       const doc = await get(`/edge/lineages/${l.id}/${path}?limit=${ROWS}`);
       body = [h("p", { class: "muted", id: "rows-source" },
-        `source: written ${l.pipeline === "telemetry" ? "telemetry" : "state mirror"} ${l.target_table} (${num(doc.meta.total)})`),
+        `source: written ${l.pipeline === Pipeline.TELEMETRY ? "telemetry" : "state mirror"} ${l.target_table} (${num(doc.meta.total)})`),
         rowTable("Written rows", doc.data)];
     }
   } catch (e) {

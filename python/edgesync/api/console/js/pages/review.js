@@ -7,7 +7,7 @@
 
 import { ApiError, get, post } from "../api.js";
 import { busy, clear, confirmDialog, facts, h, link, pill, say, table, when, words } from "../ui.js";
-import { ApiErrorCode, ColumnActionKind, ReviewStatus, SyncAuthority } from "../vocabulary.js";
+import { ApiErrorCode, ColumnActionKind, Pipeline, ReviewStatus, SyncAuthority } from "../vocabulary.js";
 
 // What a 409 said, shown again once the review is reloaded (the page is drawn anew).
 let notice = null;
@@ -88,7 +88,7 @@ export async function render(main, { args: [kind, id] }) {
     approveButton.title = ok ? "" : "fix the refused columns first (see the preview)";
   }
 
-  const authority = kind === "schema" && lineage.pipeline === "rows" && open
+  const authority = kind === "schema" && lineage.pipeline === Pipeline.ROWS && open
     ? h("div", { class: "filters" }, h("label", {}, "Sync authority", h("select", { id: "sync-authority" },
       h("option", { value: "" }, "device authoritative (default)"),
       h("option", { value: SyncAuthority.CLOUD }, "cloud authoritative (allows write-back)"))))
