@@ -61,8 +61,8 @@ class Lineage:
     device_id: uuid.UUID
     source_table: str
     pipeline: Pipeline
-    status: str
-    pause_reason: str | None
+    status: LineageStatus
+    pause_reason: PauseReason | None
     approved_schema_hash: str | None
     target_table: str | None
     sync_authority: SyncAuthority = SyncAuthority.DEVICE
@@ -71,8 +71,9 @@ class Lineage:
     @classmethod
     def from_record(cls, r: asyncpg.Record) -> Lineage:
         return cls(r["id"], r["project_id"], r["device_id"], r["source_table"],
-                   Pipeline(r["pipeline"]),
-                   r["status"], r["pause_reason"], r["approved_schema_hash"], r["target_table"],
+                   Pipeline(r["pipeline"]), LineageStatus(r["status"]),
+                   None if r["pause_reason"] is None else PauseReason(r["pause_reason"]),
+                   r["approved_schema_hash"], r["target_table"],
                    SyncAuthority(r.get("sync_authority") or SyncAuthority.DEVICE),
                    bool(r.get("paused_by_control")))
 
