@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from edgesync import control, governance, quarantine, store
+from edgesync import control, governance, ingest, protocol, quarantine, store
 
 _MIGRATIONS = Path(store.__file__).resolve().parent / "migrations"
 
@@ -39,6 +39,9 @@ def _checked_values(table: str, column: str) -> set[str]:
     (governance.ReviewStatus, "edge_registry_reviews", "status"),
     (governance.SchemaStatus, "edge_schema_registry", "status"),
     (governance.Classification, "edge_schema_versions", "classification"),
+    (ingest.LedgerOutcome, "edge_export_segments", "outcome"),
+    (protocol.Pipeline, "edge_table_lineages", "pipeline"),
+    (protocol.Pipeline, "edge_quarantined_rows", "pipeline"),
     (control.ResnapshotStatus, "edge_resnapshots", "status"),
     (control.VerificationStatus, "edge_verifications", "status"),
 ])

@@ -135,7 +135,7 @@ async def accept_group(conn: Conn, works: list[Work], tail: CommitTail | None = 
     if not claimed:
         return
     admissions = await _admit(conn, claimed)
-    staged: list[tuple[Work, str]] = []
+    staged: list[tuple[Work, StagingReason]] = []
     materialized = await _materialize(conn, claimed, admissions, staged, tail)
     for w, error in [(w, w.write_error) for w, _ in staged if w.write_error]:
         await record_materialization_failure(conn, _lineage(w).id, error)
@@ -213,7 +213,8 @@ async def _seq_rules(conn: Conn, works: list[Work]) -> list[Work]:
         rej = BatchRejected(RejectionCode.DUPLICATE_BATCH_SEQ, f"batch_seq {b.batch_seq} was "
                             "already accepted with another batch_id", "batch_seq")
         await record_rejection(conn, w.scope.device_id, w.kind.value, w.payload, rej)
-        w.outcome = IngestOutcome(OutcomeStatus.REJECTED, rej.code, rej.detail, _lineage(w).id)
+        w.outcome = IngestOutcome(OutcomeStatus.REJECTED, RejectionCode(rej.code), rej.detail,
+                                  _lineage(w).id)
     return live
 
 
@@ -267,7 +268,8 @@ async def _admit(conn: Conn, works: list[Work]) -> dict[tuple[uuid.UUID, str], A
 
 async def _materialize(conn: Conn, works: list[Work],
                        admissions: dict[tuple[uuid.UUID, str], Admission],
-                       staged: list[tuple[Work, str]], tail: CommitTail | None) -> list[Work]:
+                       staged: list[tuple[Work, StagingReason]], tail: CommitTail | None
+                       ) -> list[Work]:
     """Write what can be written; append the rest to ``staged`` with its reason."""
     items: list[tuple[Work, WriteItem]] = []
     apart: list[tuple[Work, WriteItem]] = []

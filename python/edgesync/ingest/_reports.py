@@ -36,7 +36,7 @@ from edgesync.ingest._ledger import (
     ledger_text,
     record_rejection,
 )
-from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
+from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus, UploadCode
 from edgesync.protocol import (
     STATUS_REQUEST_KIND,
     RejectionCode,
@@ -242,4 +242,4 @@ async def _finalize(pool: asyncpg.Pool, scope: DeviceScope, doc: dict[str, Any]
     if status == "granted":
         return _reject(RejectionCode.UPLOAD_INCOMPLETE,
                        "finalize arrived before the object was uploaded")
-    return IngestOutcome(OutcomeStatus.STAGED, "upload_finalized", str(upload_id))
+    return IngestOutcome(OutcomeStatus.STAGED, UploadCode.UPLOAD_FINALIZED, str(upload_id))
