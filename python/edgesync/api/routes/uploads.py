@@ -13,7 +13,12 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from edgesync.control import ObjectStore
-from edgesync.control._uploads import UPLOAD_PATH, note_uploaded, verify_upload_url
+from edgesync.control._uploads import (
+    UPLOAD_PATH,
+    UploadStatus,
+    note_uploaded,
+    verify_upload_url,
+)
 from edgesync.errors import ApiErrorCode, ConflictError, InvalidRequestError, NotFoundError
 
 __all__ = ["upload_router"]
@@ -34,7 +39,7 @@ def upload_router(pool: Callable[[], asyncpg.Pool], store: ObjectStore) -> APIRo
         try:
             async with pool().acquire() as conn:
                 upload = await verify_upload_url(conn, upload_id, expires, signature)
-            if upload.status != "granted":
+            if upload.status != UploadStatus.GRANTED:
                 raise ConflictError(f"upload {upload_id} is already {upload.status}")
 
             async def body() -> AsyncIterator[bytes]:
