@@ -126,6 +126,7 @@ class Word:
 VOCABULARY = (
     Word(errors.ApiErrorCode, "errors.py", frozenset({"code"}), client_side=True),
     Word(protocol.Pipeline, "protocol/_pipeline.py", frozenset({"pipeline"})),
+    Word(protocol.StrategyKind, "protocol/_strategy_kind.py", frozenset({"strategy"})),
     Word(governance.SyncAuthority, "governance/_lineages.py",
          frozenset({"sync_authority", "authority"})),
     Word(governance.LineageStatus, "governance/_lineages.py", frozenset({"status"})),
@@ -286,7 +287,7 @@ def test_the_rule_flags_comparisons_and_copies_not_documents() -> None:
         'doc = {"action": "mirror", "pipeline": "rows"}\n'
         'sql = "SELECT 1 WHERE action = \'mirror\'"\n'
         'log.info("pipeline %s", "rows")\n'
-        'if ts.strategy == "ignore": pass\n'
+        'if row.kind == "ignore": pass\n'
         'if status == "running": pass\n'
         'f(kind="rows")\n',
         "governance/_example.py") == []

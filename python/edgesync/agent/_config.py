@@ -20,14 +20,14 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_type_hints
+from typing import Annotated, Any, get_type_hints
 
 import platformdirs
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from edgesync.errors import ConfigError
-from edgesync.protocol import BrokerUrl, TlsFiles, parse_broker_url
+from edgesync.protocol import BrokerUrl, StrategyKind, TlsFiles, parse_broker_url
 
 __all__ = [
     "AgentConfig",
@@ -44,8 +44,6 @@ __all__ = [
     "summarize_config",
     "table_strategies_doc",
 ]
-
-Strategy = Literal["rows", "telemetry", "ignore"]
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -111,11 +109,12 @@ def default_state_db_path() -> Path:
 
 @dataclass(frozen=True, slots=True)
 class TableStrategy:
-    strategy: Strategy = "rows"
+    strategy: StrategyKind = StrategyKind.ROWS
     ts_column: str | None = None
     include_columns: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "strategy", StrategyKind(self.strategy))
         if self.include_columns is not None and not isinstance(self.include_columns, tuple):
             object.__setattr__(self, "include_columns", tuple(self.include_columns))
 
@@ -386,7 +385,7 @@ class _FileSecurity:
 
 @dataclass(slots=True)
 class _FileTable:
-    strategy: Annotated[Strategy, _scalar(_choice("rows", "telemetry", "ignore"))]
+    strategy: Annotated[StrategyKind, _scalar(_choice(*(s.value for s in StrategyKind)))]
     ts_column: _OptStr = None
     include_columns: Annotated[list[str] | None, _OPT_STR_LIST] = None
 
@@ -493,12 +492,12 @@ def _check_tables(tables: Mapping[str, _FileTable], base: str, errors: list[Conf
             continue
         if table.startswith(("sqlite_", "__edgesync_")):
             # Internal tables never replicate: "ignore" is harmless, anything else a mistake.
-            if ts.strategy != "ignore":
+            if ts.strategy != StrategyKind.IGNORE:
                 errors.append(ConfigError(f"{at}.strategy", "internal tables cannot be replicated"))
             continue
-        if ts.strategy == "telemetry" and not ts.ts_column:
+        if ts.strategy == StrategyKind.TELEMETRY and not ts.ts_column:
             errors.append(ConfigError(f"{at}.ts_column", "required for strategy telemetry"))
-        if ts.strategy != "telemetry":
+        if ts.strategy != StrategyKind.TELEMETRY:
             for key in ("ts_column", "include_columns"):
                 if getattr(ts, key) is not None:
                     errors.append(ConfigError(f"{at}.{key}", "only valid with strategy telemetry"))
@@ -513,8 +512,9 @@ def _check_tables(tables: Mapping[str, _FileTable], base: str, errors: list[Conf
 
 
 def table_strategies_doc(strategies: Mapping[str, TableStrategy]) -> dict[str, dict[str, Any]]:
-    """``table_strategies`` as the YAML (and a sync policy) spells them: unset keys left out."""
-    return {table: {k: list(v) if isinstance(v, tuple) else v
+    """``table_strategies`` as the YAML (and a sync policy) spells them: unset keys left out,
+    plain strings (YAML's safe dumper represents no enum)."""
+    return {table: {k: list(v) if isinstance(v, tuple) else str(v) if k == "strategy" else v
                     for k, v in asdict(ts).items() if v is not None}
             for table, ts in strategies.items()}
 

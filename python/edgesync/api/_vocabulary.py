@@ -23,7 +23,7 @@ from edgesync.governance import (
     SchemaStatus,
     SyncAuthority,
 )
-from edgesync.protocol import Pipeline
+from edgesync.protocol import Pipeline, StrategyKind
 from edgesync.quarantine import QuarantineStatus
 
 __all__ = ["VOCABULARY", "VOCABULARY_JS", "render"]
@@ -33,7 +33,7 @@ VOCABULARY_JS = ASSETS / "js" / "vocabulary.js"
 # The enums the console uses, under the names it imports them by.
 VOCABULARY: tuple[type[enum.StrEnum], ...] = (
     ApiErrorCode, Pipeline, LineageStatus, PauseReason, SyncAuthority, ReviewStatus, SchemaStatus,
-    ColumnActionKind, ResnapshotStatus, VerificationStatus, QuarantineStatus,
+    ColumnActionKind, StrategyKind, ResnapshotStatus, VerificationStatus, QuarantineStatus,
 )
 
 

@@ -31,6 +31,7 @@ from edgesync.protocol._status import (
     StatusReport,
     parse_status,
 )
+from edgesync.protocol._strategy_kind import StrategyKind
 from edgesync.protocol._table_digest import (
     DIGEST_VERSION,
     MAX_PREFIX,
@@ -72,6 +73,7 @@ __all__ = [
     "RejectionCode",
     "SnapshotFilter",
     "StatusReport",
+    "StrategyKind",
     "TableDigest",
     "TlsFiles",
     "TopicKind",

@@ -95,6 +95,12 @@ export const ColumnActionKind = Object.freeze({
   AUTO_CREATE_AND_MAP: "auto_create_and_map",
 });
 
+export const StrategyKind = Object.freeze({
+  ROWS: "rows",
+  TELEMETRY: "telemetry",
+  IGNORE: "ignore",
+});
+
 export const ResnapshotStatus = Object.freeze({
   REQUESTED: "requested",
   RUNNING: "running",
