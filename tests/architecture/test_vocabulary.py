@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from edgesync import control, errors, governance, ingest, protocol, quarantine, store
+from edgesync import control, errors, governance, ingest, protocol, quarantine, registry, store
 from edgesync.agent._uploads import UploadStatus, UploadStep
 from edgesync.governance._registry import RegistryRoute
 
@@ -135,6 +135,8 @@ VOCABULARY = (
     Word(governance.Classification, "governance/_classify.py",
          frozenset({"classification"})),
     Word(RegistryRoute, "governance/_registry.py", frozenset({"outcome"})),
+    Word(registry.CoalescingMode, "registry/_policy.py",
+         frozenset({"mode", "scope", "schema_coalescing_mode"})),
     # observe is below ingest (ingest reports to it): its ``outcome`` is a metrics label,
     # OutcomeStatus's words and its own ``failed``/``abandoned``.
     Word(ingest.LedgerOutcome, "ingest/_outcome.py", frozenset({"outcome"}),

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from edgesync.api._review_models import ColumnActionIn, SuggestedAction, _Body
 from edgesync.governance import ReviewStatus, SchemaStatus
 from edgesync.protocol import Pipeline
+from edgesync.registry import CoalescingMode
 
 __all__ = ["CoalescedMirrorOut", "ConsolidatedLineageOut", "ConsolidationOut", "DataPointIn",
            "DataPointOut", "DataPointValueOut",
@@ -18,7 +19,7 @@ __all__ = ["CoalescedMirrorOut", "ConsolidatedLineageOut", "ConsolidationOut", "
            "RegistryReasonBody", "RegistryReviewDetail", "RegistryReviewOut",
            "SkippedLineageOut"]
 
-Scope = Literal["project", "fleet"]
+Scope = Literal[CoalescingMode.PROJECT, CoalescingMode.FLEET]
 PipelineWord = Literal[Pipeline.ROWS, Pipeline.TELEMETRY]
 ValueType = Literal["integer", "real", "numeric", "text", "boolean", "blob", "json"]
 
@@ -137,7 +138,7 @@ class SkippedLineageOut(BaseModel):
 
 class ConsolidationOut(BaseModel):
     source_table: str
-    mode: Literal["project", "fleet"] = Field(description="the project's coalescing mode")
+    mode: Scope = Field(description="the project's coalescing mode")
     fleet_id: uuid.UUID | None = Field(description="the fleet consolidated (fleet route), "
                                                    "or null: the whole project")
     consolidated: list[ConsolidatedLineageOut] = Field(

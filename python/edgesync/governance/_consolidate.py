@@ -37,7 +37,7 @@ from edgesync.governance._statuses import SchemaStatus
 from edgesync.governance._versions import set_registry_id
 from edgesync.materialize import MirrorColumn, copy_state_rows, copy_ts_rows
 from edgesync.protocol import Pipeline
-from edgesync.registry import ProjectPolicy
+from edgesync.registry import CoalescingMode, ProjectPolicy
 from edgesync.store import Conn, from_record
 
 __all__ = ["CONSOLIDATED_EVENT", "ConsolidatedLineage", "Consolidation", "SkippedLineage",
@@ -116,7 +116,7 @@ async def consolidate(conn: Conn, project_id: uuid.UUID, source_table: str, *,
     for the table in scope. Lineages already in their coalesced target are in neither of
     the answer's lists."""
     mode = await _mode(conn, project_id)
-    if mode not in ("project", "fleet"):
+    if mode not in (CoalescingMode.PROJECT, CoalescingMode.FLEET):
         raise ConflictError(f"project schema_coalescing_mode is {mode!r}: consolidation needs "
                             "'project' or 'fleet' (PATCH /edge/policy first)")
     if fleet_id is not None and not await conn.fetchval(
@@ -159,14 +159,14 @@ async def _skipped(conn: Conn, lineage_id: uuid.UUID, reason: str,
 
 
 def _key(mode: str, lineage: Lineage, device_fleet_id: uuid.UUID | None) -> RegistryKey:
-    if mode == "project":
-        return RegistryKey(lineage.project_id, None, "project", lineage.pipeline,
-                           lineage.source_table)
+    if mode == CoalescingMode.PROJECT:
+        return RegistryKey(lineage.project_id, None, CoalescingMode.PROJECT,
+                           lineage.pipeline, lineage.source_table)
     if device_fleet_id is None:
         raise _Skip("device_in_no_fleet", "coalescing mode is fleet and the device is in no "
                                           "fleet: it keeps device reviews")
-    return RegistryKey(lineage.project_id, device_fleet_id, "fleet", lineage.pipeline,
-                       lineage.source_table)
+    return RegistryKey(lineage.project_id, device_fleet_id, CoalescingMode.FLEET,
+                       lineage.pipeline, lineage.source_table)
 
 
 async def _consolidate_one(conn: Conn, lineage_id: uuid.UUID, mode: str,

@@ -57,7 +57,7 @@ class RegistryRoute(enum.StrEnum):
 class RegistryKey:
     project_id: uuid.UUID
     fleet_id: uuid.UUID | None
-    scope: str  # project | fleet
+    scope: CoalescingMode  # project | fleet
     pipeline: Pipeline
     source_table: str
 
@@ -81,12 +81,12 @@ def registry_key(scope: DeviceScope, lineage: Lineage) -> RegistryKey | None:
     ``none``, ``fleet`` for a device in no fleet, or a lineage that already writes to a
     device-scoped target (until ``consolidate`` moves it, ``_consolidate``)."""
     mode = scope.policy.schema_coalescing_mode
-    if mode == "project":
-        key = RegistryKey(scope.project_id, None, "project", lineage.pipeline,
-                          lineage.source_table)
-    elif mode == "fleet" and scope.fleet_id is not None:
-        key = RegistryKey(scope.project_id, scope.fleet_id, "fleet", lineage.pipeline,
-                          lineage.source_table)
+    if mode == CoalescingMode.PROJECT:
+        key = RegistryKey(scope.project_id, None, CoalescingMode.PROJECT,
+                          lineage.pipeline, lineage.source_table)
+    elif mode == CoalescingMode.FLEET and scope.fleet_id is not None:
+        key = RegistryKey(scope.project_id, scope.fleet_id, CoalescingMode.FLEET,
+                          lineage.pipeline, lineage.source_table)
     else:
         return None
     if lineage.target_table not in (None, key.target_table):
