@@ -43,6 +43,8 @@ request is answered (HTTP 422) and the service goes on.
 
 from __future__ import annotations
 
+import enum
+
 __all__ = [
     "AgentLifecycleError",
     "ApiClientError",
@@ -152,6 +154,74 @@ class StateWriteError(RequestError):
 
 
 # --- HTTP answers --------------------------------------------------------------------
+
+class ApiErrorCode(enum.StrEnum):
+    """Every ``code`` the HTTP API answers with (``{"error": {"code": …}}``).
+
+    The API raises them (``ApiError``, ``StateWriteError``); its clients (the CLI's client,
+    the TUI) compare ``ApiClientError.code`` with them, and the web console reads them from
+    ``api/console/js/vocabulary.js``, written from this enum (``edgesync.api._vocabulary``).
+    Here, beside the errors that carry them, because the TUI loads nothing of the server
+    (tests/tui/test_tui_boundary.py); not in ``__all__``, which lists the exceptions.
+    ``CONNECTION_FAILED``, ``HTTP_ERROR`` and ``PROJECT_AMBIGUOUS`` are the client's own:
+    the API could not be reached, answered without an error envelope, or a project name
+    matched several projects. The write-back codes keep the reference's lower case
+    (docs/api.md, "Write-back")."""
+
+    # The request as a whole (400, 401, 403, 405, 413, 415, 422, 500).
+    BAD_REQUEST = "BAD_REQUEST"
+    MALFORMED_JSON = "MALFORMED_JSON"
+    VALIDATION_FAILED = "VALIDATION_FAILED"
+    INVALID_REQUEST = "INVALID_REQUEST"
+    INVALID_IDENTIFIER = "INVALID_IDENTIFIER"
+    IDEMPOTENCY_KEY_REQUIRED = "IDEMPOTENCY_KEY_REQUIRED"
+    IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
+    UNAUTHENTICATED = "UNAUTHENTICATED"
+    ORG_ID_REQUIRED = "ORG_ID_REQUIRED"
+    INVALID_ORG_ID = "INVALID_ORG_ID"
+    ORG_MISMATCH = "ORG_MISMATCH"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
+    PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
+    UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"
+    INTERNAL_ERROR = "INTERNAL_ERROR"
+    # 404: an object that does not exist, or the token may not see.
+    NOT_FOUND = "NOT_FOUND"
+    PROJECT_NOT_FOUND = "PROJECT_NOT_FOUND"
+    DEVICE_NOT_FOUND = "DEVICE_NOT_FOUND"
+    FLEET_NOT_FOUND = "FLEET_NOT_FOUND"
+    LINEAGE_NOT_FOUND = "LINEAGE_NOT_FOUND"
+    REVIEW_NOT_FOUND = "REVIEW_NOT_FOUND"
+    REGISTRY_ENTRY_NOT_FOUND = "REGISTRY_ENTRY_NOT_FOUND"
+    REGISTRY_REVIEW_NOT_FOUND = "REGISTRY_REVIEW_NOT_FOUND"
+    COALESCED_MIRROR_NOT_FOUND = "COALESCED_MIRROR_NOT_FOUND"
+    DATA_POINT_NOT_FOUND = "DATA_POINT_NOT_FOUND"
+    SYNC_POLICY_NOT_FOUND = "SYNC_POLICY_NOT_FOUND"
+    ATTACHMENT_NOT_FOUND = "ATTACHMENT_NOT_FOUND"
+    MIRROR_NOT_PROVISIONED = "MIRROR_NOT_PROVISIONED"
+    TELEMETRY_NOT_PROVISIONED = "TELEMETRY_NOT_PROVISIONED"
+    # 409: the object changed meanwhile, or is in the wrong state.
+    CONFLICT = "CONFLICT"
+    ACTION_VERSION_CONFLICT = "ACTION_VERSION_CONFLICT"
+    DEVICE_NAME_ALREADY_IN_USE = "DEVICE_NAME_ALREADY_IN_USE"
+    DATA_POINT_NAME_ALREADY_IN_USE = "DATA_POINT_NAME_ALREADY_IN_USE"
+    SYNC_POLICY_NAME_IN_USE = "SYNC_POLICY_NAME_IN_USE"
+    DEVICE_REVOKED = "DEVICE_REVOKED"
+    # A device's presigned upload (``PUT /uploads/{id}``).
+    UPLOAD_NOT_FOUND = "UPLOAD_NOT_FOUND"
+    UPLOAD_ALREADY_RECEIVED = "UPLOAD_ALREADY_RECEIVED"
+    UPLOAD_URL_EXPIRED = "UPLOAD_URL_EXPIRED"
+    UPLOAD_TOO_LARGE = "UPLOAD_TOO_LARGE"
+    # Cloud write-back to a device's state table.
+    STATE_NOT_CLOUD_AUTHORITATIVE = "edge_state_not_cloud_authoritative"
+    STATE_MIRROR_NOT_PROVISIONED = "edge_state_mirror_not_provisioned"
+    STATE_WRITE_FAILED = "edge_state_write_failed"
+    # The client's own.
+    CONNECTION_FAILED = "CONNECTION_FAILED"
+    HTTP_ERROR = "HTTP_ERROR"
+    PROJECT_AMBIGUOUS = "PROJECT_AMBIGUOUS"
+
+
 
 class HttpError(EdgesyncError):
     """An HTTP error answer: ``status``, a stable ``code``, a ``message`` and the

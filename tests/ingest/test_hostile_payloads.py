@@ -23,7 +23,7 @@ from kits.telemetry_payloads import T0, Telemetry
 
 from edgesync import _core, fleet
 from edgesync.ingest import IngestPipeline, OutcomeStatus
-from edgesync.protocol import DEVICE_TO_CLOUD, TopicKind, topic_for
+from edgesync.protocol import DEVICE_TO_CLOUD, TopicKind, topic_for, uuid7
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
@@ -34,13 +34,18 @@ json_values = st.recursive(
 
 
 def _valid_docs() -> list[dict[str, Any]]:
-    from conftest import BatchFactory
-
-    f = BatchFactory()
-    rows = orjson.loads(f.payload(f.rows(("insert", {"id": 1, "mode": "a", "setpoint": 1.5}),
-                                         ("delete", {"id": 2, "mode": None, "setpoint": None}))))
-    t = Telemetry()
-    tele = orjson.loads(t.samples((T0, 20.5), (T0, None)))
+    """A valid row batch (as the agent sends one) and a valid telemetry batch."""
+    columns = [("id", "INTEGER", 1, True), ("mode", "TEXT", 0, True),
+               ("setpoint", "REAL", 0, False)]
+    schema_hash, canonical = _core.schema_fingerprint("device_state", columns)
+    rows = {"format_version": 1, "capture_strategy": "sqlite_row_batch_v1",
+            "batch_id": uuid7(), "journal_epoch": uuid7(), "source_table": "device_state",
+            "schema_hash": schema_hash, "schema_columns": orjson.loads(canonical),
+            "first_commit_seq": 1, "last_commit_seq": 2,
+            "rows": [{"commit_seq": 1, "op": "insert", "pk": {"id": 1},
+                      "row": {"id": 1, "mode": "a", "setpoint": 1.5}},
+                     {"commit_seq": 2, "op": "delete", "pk": {"id": 2}, "row": None}]}
+    tele = orjson.loads(Telemetry().samples((T0, 20.5), (T0, None)))
     return [rows, tele]
 
 

@@ -37,7 +37,7 @@ from edgesync.agent.capture._telemetry_state import OutboxBatch, TelemetryState
 from edgesync.agent.capture._triggers import JOURNAL_TABLE, install_triggers, quote_ident
 from edgesync.agent.config import AgentConfig
 from edgesync.agent.jobs._resnapshot import Resnapshots
-from edgesync.agent.jobs._uploads import Upload, Uploads
+from edgesync.agent.jobs._uploads import Upload, Uploads, UploadStatus, UploadStep
 from edgesync.agent.jobs._verify import Verifications
 from edgesync.agent.jobs._writeback import CloudVersions
 from edgesync.agent.link._downlink import execute_control
@@ -270,18 +270,19 @@ class DeviceDatabase:
 
     # ------------------------------------------------------------------ uploads
 
-    def uploads_in(self, status: str) -> list[Upload]:
+    def uploads_in(self, status: UploadStatus) -> list[Upload]:
         return self.uploads.with_status(status)
 
-    def upload_step(self, step: str, key: int, why: str = "") -> None:
-        if step == "requested":
-            self.uploads.requested(key)
-        elif step == "regrant":
-            self.uploads.regrant(key, why)
-        elif step == "uploaded":
-            self.uploads.uploaded(key)
-        else:
-            self.uploads.finalized(key)
+    def upload_step(self, step: UploadStep, key: int, why: str = "") -> None:
+        match step:
+            case UploadStep.REQUESTED:
+                self.uploads.requested(key)
+            case UploadStep.REGRANT:
+                self.uploads.regrant(key, why)
+            case UploadStep.UPLOADED:
+                self.uploads.uploaded(key)
+            case UploadStep.FINALIZED:
+                self.uploads.finalized(key)
 
     def build_upload(self, up: Upload) -> Path | None:
         info, ts = self.batcher.table_info(up.source_table), self.state.table(up.source_table)

@@ -34,6 +34,7 @@ from edgesync.agent.capture._source import check_source
 from edgesync.agent.capture._telemetry_state import OutboxBatch
 from edgesync.agent.config import AgentConfig
 from edgesync.agent.jobs._http_put import put_file
+from edgesync.agent.jobs._uploads import UploadStatus, UploadStep
 from edgesync.agent.link._inbox import Accepted
 from edgesync.agent.link._publisher import MqttLink
 from edgesync.agent.link._status import will_payload
@@ -218,10 +219,10 @@ class Agent:
         """Move every upload on: PUT granted objects (or ask again when a grant is no
         good), request URLs, finalize what was uploaded."""
         request = self._topics[TopicKind.INGEST_REQUEST]
-        for up in await self._db(DeviceDatabase.uploads_in, "granted"):
+        for up in await self._db(DeviceDatabase.uploads_in, UploadStatus.GRANTED):
             url = up.presigned_url
             if url is None or up.expired(datetime.now(UTC)):
-                await self._db(DeviceDatabase.upload_step, "regrant", up.upload_key,
+                await self._db(DeviceDatabase.upload_step, UploadStep.REGRANT, up.upload_key,
                                "URL expired")
                 continue
             path = await self._db(DeviceDatabase.build_upload, up)
@@ -234,19 +235,19 @@ class Agent:
                             up.batch_id, exc)
                 continue
             if result.status in (200, 201, 204, 409):  # 409: an earlier attempt got there
-                await self._db(DeviceDatabase.upload_step, "uploaded", up.upload_key)
+                await self._db(DeviceDatabase.upload_step, UploadStep.UPLOADED, up.upload_key)
             elif result.status in (403, 404):
-                await self._db(DeviceDatabase.upload_step, "regrant", up.upload_key,
+                await self._db(DeviceDatabase.upload_step, UploadStep.REGRANT, up.upload_key,
                                f"PUT refused: {result!r}")
             else:
                 log.error("upload %s: PUT answered %r; retrying at the next flush",
                           up.batch_id, result)
-        for up in await self._db(DeviceDatabase.uploads_in, "wanted"):
+        for up in await self._db(DeviceDatabase.uploads_in, UploadStatus.WANTED):
             await self._link.publish(request, up.request())
-            await self._db(DeviceDatabase.upload_step, "requested", up.upload_key)
-        for up in await self._db(DeviceDatabase.uploads_in, "uploaded"):
+            await self._db(DeviceDatabase.upload_step, UploadStep.REQUESTED, up.upload_key)
+        for up in await self._db(DeviceDatabase.uploads_in, UploadStatus.UPLOADED):
             await self._link.publish(request, up.finalize())
-            await self._db(DeviceDatabase.upload_step, "finalized", up.upload_key)
+            await self._db(DeviceDatabase.upload_step, UploadStep.FINALIZED, up.upload_key)
 
     async def _flush_rows(self, table: str, upto: int) -> int:
         sent = 0

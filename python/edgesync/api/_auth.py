@@ -18,6 +18,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from edgesync.api._db import pool_of
 from edgesync.api._errors import ApiError
+from edgesync.errors import ApiErrorCode
 from edgesync.identity import MANAGE_DEVICES, READ, Principal, authenticate
 
 __all__ = ["Access", "CanManage", "CanRead", "Member", "resolve_access", "resolve_principal"]
@@ -38,31 +39,33 @@ class Access:
 
 
 def _not_found() -> ApiError:
-    return ApiError(404, "PROJECT_NOT_FOUND", "project not found")
+    return ApiError(404, ApiErrorCode.PROJECT_NOT_FOUND, "project not found")
 
 
 async def resolve_principal(request: Request, token: str | None, org_header: str | None
                             ) -> tuple[Principal, uuid.UUID]:
     """The token's principal and the ``ORG-ID`` organization, which must be its own."""
     if not token:
-        raise ApiError(401, "UNAUTHENTICATED", "an Authorization: Bearer token is required",
+        raise ApiError(401, ApiErrorCode.UNAUTHENTICATED,
+                       "an Authorization: Bearer token is required",
                        headers={"WWW-Authenticate": "Bearer"})
     if not org_header:
-        raise ApiError(400, "ORG_ID_REQUIRED", "the ORG-ID header is required", "ORG-ID")
+        raise ApiError(400, ApiErrorCode.ORG_ID_REQUIRED, "the ORG-ID header is required", "ORG-ID")
     try:
         org_id = uuid.UUID(org_header)
     except ValueError:
-        raise ApiError(400, "INVALID_ORG_ID", "the ORG-ID header must be a UUID",
+        raise ApiError(400, ApiErrorCode.INVALID_ORG_ID, "the ORG-ID header must be a UUID",
                        "ORG-ID") from None
     async with pool_of(request).acquire() as conn:
         principal = await authenticate(conn, token)
     if principal is None:
-        raise ApiError(401, "UNAUTHENTICATED", "the token is unknown, expired or revoked",
+        raise ApiError(401, ApiErrorCode.UNAUTHENTICATED,
+                       "the token is unknown, expired or revoked",
                        headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
     if principal.org_id != org_id:
         # The token's own organization is no other tenant's secret, and "project not
         # found" sent operators looking for a project that was there (issue 27).
-        raise ApiError(403, "ORG_MISMATCH", f"this token belongs to organization "
+        raise ApiError(403, ApiErrorCode.ORG_MISMATCH, f"this token belongs to organization "
                        f"{principal.org_id}, not {org_id}; send that id as ORG-ID "
                        "(--org-id, env EDGESYNC_ORG_ID)", "ORG-ID")
     return principal, org_id
@@ -80,7 +83,8 @@ async def resolve_access(request: Request, token: str | None, org_header: str | 
     if not in_org:
         raise _not_found()
     if not principal.can(project_id, permission):
-        raise ApiError(403, "PERMISSION_DENIED", f"this needs {permission} on the project")
+        raise ApiError(403, ApiErrorCode.PERMISSION_DENIED,
+                       f"this needs {permission} on the project")
     return Access(principal, org_id, project_id)
 
 

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from edgesync.api._envelopes import ErrorDetail, ErrorEnvelope, RefusalOut, RefusedDetail
 from edgesync.errors import (
     ApiError,
+    ApiErrorCode,
     ConfigError,
     ConflictError,
     EdgesyncError,
@@ -35,9 +36,9 @@ _log = logging.getLogger(__name__)
 
 
 # Write-back refusals keep the reference's lower-case codes (docs/api.md, "Write-back").
-_STATE_WRITE_STATUS = {"edge_state_not_cloud_authoritative": 403,
-                       "edge_state_mirror_not_provisioned": 404,
-                       "edge_state_write_failed": 500}
+_STATE_WRITE_STATUS: dict[str, int] = {ApiErrorCode.STATE_NOT_CLOUD_AUTHORITATIVE: 403,
+                                        ApiErrorCode.STATE_MIRROR_NOT_PROVISIONED: 404,
+                                        ApiErrorCode.STATE_WRITE_FAILED: 500}
 
 
 def _envelope(code: str, message: str, field: str | None = None) -> ErrorEnvelope:
@@ -63,14 +64,14 @@ def _describe_plain(exc: EdgesyncError) -> tuple[int, ErrorEnvelope]:
     if isinstance(exc, StateWriteError):
         return _STATE_WRITE_STATUS.get(exc.code, 500), _envelope(exc.code, exc.message)
     if isinstance(exc, NotFoundError):
-        return 404, _envelope("NOT_FOUND", str(exc))
+        return 404, _envelope(ApiErrorCode.NOT_FOUND, str(exc))
     if isinstance(exc, ConflictError):
-        return 409, _envelope("CONFLICT", str(exc))
+        return 409, _envelope(ApiErrorCode.CONFLICT, str(exc))
     if isinstance(exc, InvalidRequestError | ConfigError):
-        return 422, _envelope("INVALID_REQUEST", exc.reason, exc.field)
+        return 422, _envelope(ApiErrorCode.INVALID_REQUEST, exc.reason, exc.field)
     if isinstance(exc, IdentifierError):
-        return 422, _envelope("INVALID_IDENTIFIER", str(exc))
-    return 500, _envelope("INTERNAL_ERROR", "the server could not complete the request")
+        return 422, _envelope(ApiErrorCode.INVALID_IDENTIFIER, str(exc))
+    return 500, _envelope(ApiErrorCode.INTERNAL_ERROR, "the server could not complete the request")
 
 
 def _json(status: int, body: ErrorEnvelope, headers: dict[str, str] | None = None
@@ -78,9 +79,10 @@ def _json(status: int, body: ErrorEnvelope, headers: dict[str, str] | None = Non
     return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
 
 
-_STATUS_CODES = {400: "BAD_REQUEST", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
-                 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 409: "CONFLICT",
-                 413: "PAYLOAD_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE"}
+_STATUS_CODES = {400: ApiErrorCode.BAD_REQUEST, 401: ApiErrorCode.UNAUTHENTICATED,
+                 403: ApiErrorCode.PERMISSION_DENIED, 404: ApiErrorCode.NOT_FOUND,
+                 405: ApiErrorCode.METHOD_NOT_ALLOWED, 409: ApiErrorCode.CONFLICT,
+                 413: ApiErrorCode.PAYLOAD_TOO_LARGE, 415: ApiErrorCode.UNSUPPORTED_MEDIA_TYPE}
 
 
 def _field(loc: tuple[Any, ...]) -> str:
@@ -122,23 +124,25 @@ def install_error_handlers(app: FastAPI) -> None:
         errors = list(exc.errors())
         first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
         if first.get("type") == "json_invalid":
-            return _json(400, _envelope("MALFORMED_JSON", "the request body is not valid JSON"))
+            return _json(400, _envelope(ApiErrorCode.MALFORMED_JSON,
+                                        "the request body is not valid JSON"))
         loc = tuple(first.get("loc", ()))
         message = str(first.get("msg"))
         if first.get("type") == "extra_forbidden" and (known := _body_fields(request, loc)):
             # pydantic says only "Extra inputs are not permitted": name the fields there are.
             message = f"no field {str(loc[-1])!r} here; the fields are: {', '.join(known)}"
-        return _json(422, _envelope("VALIDATION_FAILED", message, _field(loc) or None))
+        return _json(422, _envelope(ApiErrorCode.VALIDATION_FAILED, message, _field(loc) or None))
 
     async def on_http(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        code = _STATUS_CODES.get(exc.status_code, "HTTP_ERROR")
+        code = _STATUS_CODES.get(exc.status_code, ApiErrorCode.HTTP_ERROR)
         return _json(exc.status_code, _envelope(code, str(exc.detail)),
                      dict(exc.headers) if exc.headers else None)
 
     async def on_unexpected(_: Request, exc: Exception) -> JSONResponse:
         _log.error("unexpected error", exc_info=exc)
-        return _json(500, _envelope("INTERNAL_ERROR", "the server could not complete the request"))
+        return _json(500, _envelope(ApiErrorCode.INTERNAL_ERROR,
+                                    "the server could not complete the request"))
 
     app.add_exception_handler(ApiError, on_api_error)
     app.add_exception_handler(EdgesyncError, on_domain_error)

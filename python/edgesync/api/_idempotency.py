@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from edgesync.api._auth import Access
 from edgesync.api._errors import ApiError, describe
-from edgesync.errors import EdgesyncError
+from edgesync.errors import ApiErrorCode, EdgesyncError
 from edgesync.store import Conn
 
 __all__ = ["RETENTION", "IdempotencyKey", "Work", "idempotent"]
@@ -67,7 +67,7 @@ async def idempotent(conn: Conn, access: Access, request: Request, key: str | No
     """Run ``work`` once per key. ``redact`` gives the body to store for replays when the
     first answer carries secrets shown once (a retry then gets it without them)."""
     if not key:
-        raise ApiError(400, "IDEMPOTENCY_KEY_REQUIRED",
+        raise ApiError(400, ApiErrorCode.IDEMPOTENCY_KEY_REQUIRED,
                        "mutations need an Idempotency-Key header", "Idempotency-Key")
     fingerprint = await _fingerprint(request)
     principal_id = access.principal.id
@@ -81,7 +81,7 @@ async def idempotent(conn: Conn, access: Access, request: Request, key: str | No
             principal_id, key, RETENTION)
         if stored is not None:
             if bytes(stored["request_hash"]) != fingerprint:
-                raise ApiError(422, "IDEMPOTENCY_KEY_REUSED",
+                raise ApiError(422, ApiErrorCode.IDEMPOTENCY_KEY_REUSED,
                                "this Idempotency-Key was used for a different request",
                                "Idempotency-Key")
             return _response(stored["status_code"], bytes(stored["response_body"]),

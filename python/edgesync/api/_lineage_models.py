@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from edgesync import control
 from edgesync.api._recovery_models import RecoveryOfferOut, RecoveryState
-from edgesync.governance import LineageStatus
+from edgesync.governance import LineageStatus, SyncAuthority
+from edgesync.protocol import Pipeline
 
 __all__ = ["Binding", "DeletedLineage", "LineageDetail", "LineageOut",
            "MaterializationState", "NextStep", "ReplayIntent", "ReplayProgress", "ResetResult",
@@ -24,10 +25,10 @@ class LineageOut(BaseModel):
     device_name: str
     fleet_id: uuid.UUID | None
     source_table: str
-    pipeline: Literal["rows", "telemetry"]
+    pipeline: Literal[Pipeline.ROWS, Pipeline.TELEMETRY]
     status: LineageStatus
     pause_reason: str | None
-    sync_authority: Literal["device_authoritative", "cloud_authoritative"]
+    sync_authority: Literal[SyncAuthority.DEVICE, SyncAuthority.CLOUD]
     current_schema_hash: str | None
     approved_schema_hash: str | None
     target_table: str | None

@@ -33,9 +33,11 @@ from edgesync.control import (
     recovery_jobs,
     recovery_offers,
 )
+from edgesync.errors import ApiErrorCode
 from edgesync.governance import list_retired
 from edgesync.materialize import PLATFORM_COLUMNS, quote_ident, table_columns
 from edgesync.operations import LineageDeletion
+from edgesync.protocol import Pipeline
 from edgesync.store import Conn
 
 __all__ = ["deleted_out", "get_lineage", "lineage_detail", "lineage_not_found", "list_lineages",
@@ -62,7 +64,7 @@ WHERE l.project_id = $1 AND ($2::uuid IS NULL OR l.device_id = $2)
 
 
 def lineage_not_found() -> ApiError:
-    return ApiError(404, "LINEAGE_NOT_FOUND", "lineage not found")
+    return ApiError(404, ApiErrorCode.LINEAGE_NOT_FOUND, "lineage not found")
 
 
 async def list_lineages(conn: Conn, project_id: uuid.UUID, *, device_id: uuid.UUID | None,
@@ -142,15 +144,15 @@ async def mirror_rows(conn: Conn, lineage: LineageOut, *, offset: int, limit: in
     JSON (``json_value``), the table's own columns first and edgesync's bookkeeping
     (``device_id``, ``_edge_*``) after them: their names and types are the approved
     schema's, known only at run time, so a row stays a JSON object."""
-    if lineage.pipeline != "rows":
-        raise ApiError(404, "MIRROR_NOT_PROVISIONED",
+    if lineage.pipeline != Pipeline.ROWS:
+        raise ApiError(404, ApiErrorCode.MIRROR_NOT_PROVISIONED,
                        f"lineage {lineage.id} is a {lineage.pipeline} lineage: it has no state "
                        "table; read its rows with GET …/lineages/{id}/telemetry "
                        "(edgesync lineages telemetry ID)")
     columns = list(await table_columns(conn, lineage.target_table)
                    if lineage.target_table is not None else [])
     if not columns:
-        raise ApiError(404, "MIRROR_NOT_PROVISIONED",
+        raise ApiError(404, ApiErrorCode.MIRROR_NOT_PROVISIONED,
                        "this lineage has no state table yet: approve its schema review first")
     assert lineage.target_table is not None
     q = quote_ident(lineage.target_table)
@@ -208,7 +210,7 @@ def deleted_out(deleted: LineageDeletion) -> DeletedLineage:
         action=RecoveryAction.VERIFY, reason=OfferReason.RECREATED_AFTER_DELETE,
         detail="Once the table is back (a new lineage of this device and table, approved), "
                "verify it: its state table kept the earlier rows, and the new lineage's "
-               "detail offers the verification.") if lineage.pipeline == "rows" else None
+               "detail offers the verification.") if lineage.pipeline == Pipeline.ROWS else None
     return DeletedLineage(
         id=lineage.id, device_id=lineage.device_id, source_table=lineage.source_table,
         forget_control_id=deleted.forget_control_id, device_will=AfterForget.RESEND_TABLE,

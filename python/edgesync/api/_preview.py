@@ -19,9 +19,10 @@ from edgesync.errors import ConflictError
 from edgesync.governance import RegistryReview, Review, check_approval
 from edgesync.governance._approval_check import ApprovalCheck
 from edgesync.governance._bindings import state_prefix
-from edgesync.governance._column_actions import MAP_ACTIONS
+from edgesync.governance._column_actions import MAP_ACTIONS, ColumnActionKind
 from edgesync.governance._registry import coalesced_table_name, registry_columns
 from edgesync.materialize import target_table_name, ts_table_name
+from edgesync.protocol import Pipeline
 from edgesync.store import Conn
 
 __all__ = ["ApprovalPreview", "PreviewColumn", "preview_registry_review", "preview_review"]
@@ -70,7 +71,7 @@ async def preview_review(conn: Conn, project_id: uuid.UUID, review: Review,
     lineage = await get_lineage(conn, project_id, review.lineage_id)
     if lineage.target_table is not None:
         table = lineage.target_table
-    elif lineage.pipeline == "telemetry":
+    elif lineage.pipeline == Pipeline.TELEMETRY:
         table = ts_table_name(project_id, lineage.source_table)
     else:
         table = target_table_name(state_prefix(lineage.device_id), lineage.source_table)
@@ -115,11 +116,12 @@ def _describe(columns: list[dict[str, Any]], checked: ApprovalCheck, pipeline: s
                                       device_data_point_id=a.device_data_point_id,
                                       data_point_name=(a.data_point_name
                                                        or a.source_column_name
-                                                       if a.action == "auto_create_and_map"
+                                                       if a.action
+                                                       == ColumnActionKind.AUTO_CREATE_AND_MAP
                                                        else None))
                      for a in actions if a.action in MAP_ACTIONS],
-        ignored=[a.source_column_name for a in actions if a.action == "ignore"],
-        deferred=[a.source_column_name for a in actions if a.action == "defer"],
+        ignored=[a.source_column_name for a in actions if a.action == ColumnActionKind.IGNORE],
+        deferred=[a.source_column_name for a in actions if a.action == ColumnActionKind.DEFER],
         retired_columns=[PreviewRetired(name=r.name, pg_type=r.pg_type,
                                         source_column_name=r.source_column_name)
                          for r in checked.retired],

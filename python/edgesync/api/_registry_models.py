@@ -9,7 +9,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from edgesync.api._review_models import ColumnActionIn, SuggestedAction, _Body
+from edgesync.fleet import CoalescingMode
 from edgesync.governance import ReviewStatus, SchemaStatus
+from edgesync.protocol import Pipeline
 
 __all__ = ["CoalescedMirrorOut", "ConsolidatedLineageOut", "ConsolidationOut", "DataPointIn",
            "DataPointOut", "DataPointValueOut",
@@ -17,8 +19,8 @@ __all__ = ["CoalescedMirrorOut", "ConsolidatedLineageOut", "ConsolidationOut", "
            "RegistryReasonBody", "RegistryReviewDetail", "RegistryReviewOut",
            "SkippedLineageOut"]
 
-Scope = Literal["project", "fleet"]
-Pipeline = Literal["rows", "telemetry"]
+Scope = Literal[CoalescingMode.PROJECT, CoalescingMode.FLEET]
+PipelineWord = Literal[Pipeline.ROWS, Pipeline.TELEMETRY]
 ValueType = Literal["integer", "real", "numeric", "text", "boolean", "blob", "json"]
 
 
@@ -33,7 +35,7 @@ class RegistryEntryOut(BaseModel):
     project_id: uuid.UUID
     fleet_id: uuid.UUID | None = Field(description="set for fleet scope")
     scope: Scope
-    pipeline: Pipeline
+    pipeline: PipelineWord
     source_table: str
     schema_hash: str
     classification: str
@@ -56,7 +58,7 @@ class RegistryReviewOut(BaseModel):
     project_id: uuid.UUID
     fleet_id: uuid.UUID | None
     scope: Scope
-    pipeline: Pipeline
+    pipeline: PipelineWord
     source_table: str
     schema_hash: str
     classification: str
@@ -98,7 +100,7 @@ class CoalescedMirrorOut(BaseModel):
     target_table: str
     scope: Scope
     fleet_id: uuid.UUID | None
-    pipeline: Pipeline
+    pipeline: PipelineWord
     source_table: str
     schema_hashes: list[str] = Field(description="approved schema hashes writing to it")
     device_count: int = Field(description="device lineages writing to it")
@@ -108,7 +110,7 @@ class CoalescedMirrorOut(BaseModel):
 class ConsolidatedLineageOut(BaseModel):
     lineage_id: uuid.UUID
     device_id: uuid.UUID
-    pipeline: Pipeline
+    pipeline: PipelineWord
     schema_hash: str = Field(description="the lineage's approved schema, now bound to the "
                                          "registry entry's column actions")
     registry_id: uuid.UUID
@@ -125,7 +127,7 @@ class ConsolidatedLineageOut(BaseModel):
 class SkippedLineageOut(BaseModel):
     lineage_id: uuid.UUID
     device_id: uuid.UUID
-    pipeline: Pipeline
+    pipeline: PipelineWord
     schema_hash: str | None = Field(description="the lineage's approved schema")
     target_table: str | None = Field(description="where it still writes")
     reason: Literal["schema_not_in_registry", "schema_review_open", "deferred_columns",
@@ -136,7 +138,7 @@ class SkippedLineageOut(BaseModel):
 
 class ConsolidationOut(BaseModel):
     source_table: str
-    mode: Literal["project", "fleet"] = Field(description="the project's coalescing mode")
+    mode: Scope = Field(description="the project's coalescing mode")
     fleet_id: uuid.UUID | None = Field(description="the fleet consolidated (fleet route), "
                                                    "or null: the whole project")
     consolidated: list[ConsolidatedLineageOut] = Field(

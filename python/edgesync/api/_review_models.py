@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from edgesync.governance import ReviewStatus, SuggestionKind
+from edgesync.governance import ColumnActionKind, ReviewStatus, SuggestionKind, SyncAuthority
 
 __all__ = ["ApproveBody", "ClaimBody", "ColumnActionIn", "PreviewBody", "RejectBody",
            "ReviewOut", "SuggestedAction"]
@@ -74,7 +74,8 @@ class ColumnActionIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     source_column_name: str = Field(min_length=1, max_length=1000)
-    action: Literal["mirror", "map", "ignore", "defer", "auto_create_and_map"]
+    action: Literal[ColumnActionKind.MIRROR, ColumnActionKind.MAP, ColumnActionKind.IGNORE,
+                    ColumnActionKind.DEFER, ColumnActionKind.AUTO_CREATE_AND_MAP]
     mirror_column_name: str | None = Field(None, min_length=1, max_length=1000)
     target_type: Literal["bigint", "double precision", "numeric", "text", "bytea", "boolean",
                          "jsonb"] | None = None
@@ -90,7 +91,7 @@ class ApproveBody(_Body):
     column_actions: list[ColumnActionIn] | None = Field(
         None, max_length=2000,
         description="one action per source column; omitted: mirror every column")
-    sync_authority: Literal["device_authoritative", "cloud_authoritative"] | None = Field(
+    sync_authority: Literal[SyncAuthority.DEVICE, SyncAuthority.CLOUD] | None = Field(
         None, description="cloud_authoritative lets the cloud write rows back to this state "
                           "table; omitted: unchanged (device_authoritative by default)")
 

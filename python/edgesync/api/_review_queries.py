@@ -8,7 +8,7 @@ from edgesync import governance
 from edgesync.api._domain import model_of
 from edgesync.api._errors import ApiError
 from edgesync.api._review_models import ReviewOut
-from edgesync.errors import NotFoundError
+from edgesync.errors import ApiErrorCode, NotFoundError
 from edgesync.store import Conn
 
 __all__ = ["OPEN", "OPEN_STATUSES", "check_action_version", "get_review", "list_reviews",
@@ -48,7 +48,7 @@ async def review_detail(conn: Conn, review: governance.Review) -> ReviewOut:
 
 
 def review_not_found() -> ApiError:
-    return ApiError(404, "REVIEW_NOT_FOUND", "schema review not found")
+    return ApiError(404, ApiErrorCode.REVIEW_NOT_FOUND, "schema review not found")
 
 
 # ``status=open``: what waits for an operator (the console's and the TUI's default).
@@ -87,6 +87,6 @@ def check_action_version(review: governance.Review | governance.RegistryReview,
     """Answer a stale action_version with its own code before governance re-checks it
     under the row lock (where a lost race is still a 409)."""
     if review.action_version != action_version:
-        raise ApiError(409, "ACTION_VERSION_CONFLICT",
+        raise ApiError(409, ApiErrorCode.ACTION_VERSION_CONFLICT,
                        f"the review is at action_version {review.action_version}, not "
                        f"{action_version}: reload it and try again", "action_version")

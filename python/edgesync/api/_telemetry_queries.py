@@ -14,7 +14,9 @@ from typing import Any
 from edgesync.api._errors import ApiError
 from edgesync.api._lineage_models import LineageOut
 from edgesync.api._values import json_value
+from edgesync.errors import ApiErrorCode
 from edgesync.materialize import TS_PLATFORM_COLUMNS, quote_ident
+from edgesync.protocol import Pipeline
 from edgesync.store import Conn
 
 __all__ = ["MAX_TELEMETRY_LIMIT", "TelemetryQuery", "telemetry_rows"]
@@ -39,7 +41,7 @@ def _utc(t: datetime | None) -> datetime | None:
 
 
 def _invalid(field: str, message: str) -> ApiError:
-    return ApiError(422, "INVALID_REQUEST", message, field)
+    return ApiError(422, ApiErrorCode.INVALID_REQUEST, message, field)
 
 
 async def _target_columns(conn: Conn, table: str) -> list[str]:
@@ -68,9 +70,9 @@ async def telemetry_rows(conn: Conn, lineage: LineageOut, q: TelemetryQuery
     exclusive; the platform columns always, the data columns named (default: all)."""
     table = lineage.target_table
     existing = await _target_columns(conn, table) if (
-        table is not None and lineage.pipeline == "telemetry") else []
+        table is not None and lineage.pipeline == Pipeline.TELEMETRY) else []
     if not existing:
-        raise ApiError(404, "TELEMETRY_NOT_PROVISIONED",
+        raise ApiError(404, ApiErrorCode.TELEMETRY_NOT_PROVISIONED,
                        "this lineage has no telemetry table: it is a state-table lineage, "
                        "or its schema review is not approved yet")
     assert table is not None

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from edgesync._defaults import DEFAULT_API_URL
-from edgesync.errors import ApiClientError
+from edgesync.errors import ApiClientError, ApiErrorCode
 
 __all__ = ["DEFAULT_API_URL", "ApiClient", "ApiClientError"]
 
@@ -29,8 +29,8 @@ def _error(response: httpx.Response, base_url: str) -> ApiClientError:
         code, message = str(detail["code"]), str(detail.get("message", ""))
     except (ValueError, KeyError, TypeError):
         text = response.text.strip()[:200] or response.reason_phrase
-        return ApiClientError(response.status_code, "HTTP_ERROR", text)
-    if response.status_code == 404 and code == "NOT_FOUND" and message == "Not Found":
+        return ApiClientError(response.status_code, ApiErrorCode.HTTP_ERROR, text)
+    if response.status_code == 404 and code == ApiErrorCode.NOT_FOUND and message == "Not Found":
         # No such route at all (the API's own 404s name what is missing): the base URL
         # is wrong, most often the console's address given for the API's.
         hint = (" (drop the trailing /console: that is the web console's address)"
@@ -81,7 +81,7 @@ class ApiClient:
             response = self._http.request(method, path, json=json, params=query,
                                           headers=headers, content=content)
         except httpx.HTTPError as exc:
-            raise ApiClientError(0, "CONNECTION_FAILED",
+            raise ApiClientError(0, ApiErrorCode.CONNECTION_FAILED,
                                  f"{self.base_url}: {exc or type(exc).__name__}") from exc
         if response.status_code >= 400:
             raise _error(response, self.base_url)
@@ -107,7 +107,7 @@ class ApiClient:
                     opened(response)
                 yield from response.iter_lines()
         except httpx.HTTPError as exc:
-            raise ApiClientError(0, "CONNECTION_FAILED",
+            raise ApiClientError(0, ApiErrorCode.CONNECTION_FAILED,
                                  f"{self.base_url}: {exc or type(exc).__name__}") from exc
 
     def post(self, path: str, body: Any = None, *, idempotency_key: str | None = None) -> Any:
@@ -148,10 +148,12 @@ class ApiClient:
         if found:
             ids = ", ".join(f"{p['id']} ({p['name']}, topic slug {p['topic_slug']!r})"
                             for p in found)
-            raise ApiClientError(409, "PROJECT_AMBIGUOUS", f"{ref!r} names several projects: "
-                                 f"{ids}; give --project the id", "project")
+            raise ApiClientError(409, ApiErrorCode.PROJECT_AMBIGUOUS,
+                                 f"{ref!r} names several projects: {ids}; give --project the id",
+                                 "project")
         known = ", ".join(f"{p['name']} (topic slug {p['topic_slug']!r})" for p in projects)
-        raise ApiClientError(404, "PROJECT_NOT_FOUND", f"no project named {ref!r} (by name or "
+        raise ApiClientError(404, ApiErrorCode.PROJECT_NOT_FOUND,
+                             f"no project named {ref!r} (by name or "
                              "topic slug) that this token may read; "
                              + (f"there are: {known}" if known else "it may read none"),
                              "project")

@@ -26,14 +26,20 @@ import uuid
 from dataclasses import dataclass
 
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
-from edgesync.governance import EventType, emit, get_lineage_for_update, set_sync_authority
+from edgesync.governance import (
+    EventType,
+    SyncAuthority,
+    emit,
+    get_lineage_for_update,
+    set_sync_authority,
+)
 from edgesync.materialize import StateTarget
-from edgesync.protocol import ControlKind
+from edgesync.protocol import ControlKind, Pipeline
 from edgesync.store import Conn
 
 __all__ = ["SYNC_AUTHORITIES", "SyncAuthorityChange", "change_sync_authority"]
 
-SYNC_AUTHORITIES = ("device_authoritative", "cloud_authoritative")
+SYNC_AUTHORITIES = tuple(SyncAuthority)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,19 +47,21 @@ class SyncAuthorityChange:
     """What ``change_sync_authority`` did (``changed`` False: it was that already)."""
 
     lineage_id: uuid.UUID
-    sync_authority: str
-    previous: str
+    sync_authority: SyncAuthority
+    previous: SyncAuthority
     changed: bool
     pending_state_writes: int = 0  # cloud → device: state_write controls not yet acked
     cloud_versions_cleared: int = 0  # cloud → device: mirror rows whose version was forgotten
 
 
-async def change_sync_authority(conn: Conn, lineage_id: uuid.UUID, sync_authority: str, *,
+async def change_sync_authority(conn: Conn, lineage_id: uuid.UUID,
+                                sync_authority: SyncAuthority | str, *,
                                 actor: str, force: bool = False) -> SyncAuthorityChange:
     """Set the lineage's ``sync_authority`` (in the caller's transaction)."""
     if sync_authority not in SYNC_AUTHORITIES:
         raise InvalidRequestError("sync_authority",
                                   "must be device_authoritative or cloud_authoritative")
+    sync_authority = SyncAuthority(sync_authority)
     lineage = await get_lineage_for_update(conn, lineage_id)
     if lineage is None:
         raise NotFoundError(f"lineage {lineage_id} not found")
@@ -66,8 +74,8 @@ async def change_sync_authority(conn: Conn, lineage_id: uuid.UUID, sync_authorit
     if sync_authority == previous:
         return out
     target = StateTarget(lineage.target_table, [])
-    if sync_authority == "cloud_authoritative":
-        if lineage.pipeline != "rows":
+    if sync_authority == SyncAuthority.CLOUD:
+        if lineage.pipeline != Pipeline.ROWS:
             raise InvalidRequestError("sync_authority",
                                       "only state (rows) tables can be cloud-authoritative")
         shared = await conn.fetchval(

@@ -29,7 +29,7 @@ from edgesync.governance import (
     resume_lineage,
     schedule_replay,
 )
-from edgesync.protocol import ControlKind
+from edgesync.protocol import ControlKind, Pipeline
 from edgesync.store import Conn
 
 __all__ = ["MaterializationReset", "check_backpressure", "record_materialization_failure",
@@ -44,7 +44,7 @@ WHERE l.id = $1 FOR UPDATE OF l
 
 
 async def _watermark(conn: Conn, lineage: asyncpg.Record) -> int:
-    column = "batch_seq" if lineage["pipeline"] == "telemetry" else "last_commit_seq"
+    column = "batch_seq" if lineage["pipeline"] == Pipeline.TELEMETRY else "last_commit_seq"
     value = await conn.fetchval(
         f"SELECT max({column}) FROM edge_export_segments WHERE device_id = $1 "
         "AND source_table = $2 AND outcome <> 'rejected'",

@@ -26,7 +26,7 @@ from edgesync.control._outbox import enqueue_control
 from edgesync.errors import InvalidRequestError, NotFoundError
 from edgesync.governance import EventType, Lineage, emit, get_lineage_for_update
 from edgesync.materialize import sweep_state_rows
-from edgesync.protocol import ControlKind, SnapshotFilter, parse_filter, uuid7
+from edgesync.protocol import ControlKind, Pipeline, SnapshotFilter, parse_filter, uuid7
 from edgesync.store import Conn
 
 __all__ = ["lineage_columns", "record_resnapshot_status", "request_resnapshot"]
@@ -57,7 +57,7 @@ async def _rows_lineage(conn: Conn, project_id: uuid.UUID, lineage_id: uuid.UUID
     lineage = await get_lineage_for_update(conn, lineage_id)
     if lineage is None or lineage.project_id != project_id:
         raise NotFoundError(f"no lineage {lineage_id}")
-    if lineage.pipeline != "rows":
+    if lineage.pipeline != Pipeline.ROWS:
         raise InvalidRequestError(
             "lineage_id", f"lineage {lineage_id} is a {lineage.pipeline} lineage: re-snapshot "
             "and verification are offered for state (rows) lineages only")

@@ -7,6 +7,7 @@ worker can check it and nothing else can forge one; it expires after 15 minutes.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import hmac
 import os
@@ -26,12 +27,21 @@ from edgesync.store import Conn, from_record
 # The upload statements run on a connection or straight on the pool.
 _Db: TypeAlias = "Conn | asyncpg.Pool[asyncpg.Record]"
 
-__all__ = ["GRANT_TTL", "UPLOAD_PATH", "Upload", "UploadGrant", "finalize_upload", "grant_upload",
-           "note_ingested", "note_uploaded", "upload_secret", "verify_upload_url"]
+__all__ = ["GRANT_TTL", "UPLOAD_PATH", "Upload", "UploadGrant", "UploadStatus", "finalize_upload",
+           "grant_upload", "note_ingested", "note_uploaded", "upload_secret", "verify_upload_url"]
 
 GRANT_TTL = timedelta(minutes=15)
 UPLOAD_PATH = "/core/api/v1/edge/uploads"
 SEGMENT_KINDS = ("bootstrap_snapshot", "payload_spill")
+
+
+class UploadStatus(enum.StrEnum):
+    """A device upload in the cloud (``edge_uploads.status``)."""
+
+    GRANTED = "granted"  # a presigned URL is out; the object has not arrived
+    UPLOADED = "uploaded"  # the object is stored
+    INGESTED = "ingested"  # its rows went through ingest
+    FAILED = "failed"  # ingest could not take it (last_error says why)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +64,7 @@ class Upload:
     device_id: uuid.UUID
     source_table: str
     segment_kind: str
-    status: str  # granted, uploaded, ingested, failed
+    status: UploadStatus
     expires_at: datetime
     byte_count: int | None
     rows_ingested: int
@@ -109,7 +119,7 @@ async def verify_upload_url(conn: Conn, upload_id: uuid.UUID, expires: int,
     row = await conn.fetchrow("SELECT * FROM edge_uploads WHERE id = $1", upload_id)
     if row is None:
         raise NotFoundError("no such upload")
-    return from_record(Upload, row)
+    return from_record(Upload, row, status=UploadStatus(row["status"]))
 
 
 async def note_uploaded(db: _Db, upload_id: uuid.UUID, size: int) -> None:
@@ -129,7 +139,7 @@ async def finalize_upload(db: _Db, upload_id: uuid.UUID, device_id: uuid.UUID,
         "RETURNING status", upload_id, device_id, source_table)
     if row is None:
         return None
-    if row["status"] == "granted":
+    if row["status"] == UploadStatus.GRANTED:
         await db.execute("UPDATE edge_uploads SET finalized_at = NULL WHERE id = $1",
                          upload_id)
     return str(row["status"])
@@ -140,4 +150,4 @@ async def note_ingested(db: _Db, upload_id: uuid.UUID, rows: int, error: str | N
     await db.execute(
         "UPDATE edge_uploads SET status = $2, rows_ingested = $3, last_error = $4, "
         "updated_at = now() WHERE id = $1",
-        upload_id, "failed" if error else "ingested", rows, error)
+        upload_id, UploadStatus.FAILED if error else UploadStatus.INGESTED, rows, error)

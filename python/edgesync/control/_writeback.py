@@ -18,10 +18,15 @@ import orjson
 
 from edgesync import _core
 from edgesync.control._outbox import enqueue_control
-from edgesync.errors import InvalidRequestError, NotFoundError, StateWriteError
-from edgesync.governance import bump_cloud_version, get_lineage_for_update, load_state_target
+from edgesync.errors import ApiErrorCode, InvalidRequestError, NotFoundError, StateWriteError
+from edgesync.governance import (
+    SyncAuthority,
+    bump_cloud_version,
+    get_lineage_for_update,
+    load_state_target,
+)
 from edgesync.materialize import MirrorColumn, quote_ident, upsert_cloud_row
-from edgesync.protocol import ControlKind
+from edgesync.protocol import ControlKind, Pipeline
 from edgesync.store import Conn
 
 __all__ = ["MAX_WRITE_ROWS", "StateWrite", "resend_cloud_rows", "write_state_rows"]
@@ -109,8 +114,8 @@ async def write_state_rows(conn: Conn, *, project_id: uuid.UUID, device_id: uuid
             "LEFT JOIN edge_schema_versions v ON v.lineage_id = l.id "
             "AND v.schema_hash = l.approved_schema_hash WHERE l.id = $1", lineage_id)
         assert info is not None
-        if lineage.pipeline != "rows":
-            raise StateWriteError("edge_state_not_cloud_authoritative",
+        if lineage.pipeline != Pipeline.ROWS:
+            raise StateWriteError(ApiErrorCode.STATE_NOT_CLOUD_AUTHORITATIVE,
                                   f"lineage {lineage_id} is a telemetry lineage")
         # Not approved yet comes first (the reference's order): its authority is only
         # chosen at approval, so "device-authoritative" would send the operator astray.
@@ -118,10 +123,10 @@ async def write_state_rows(conn: Conn, *, project_id: uuid.UUID, device_id: uuid
         if lineage.approved_schema_hash:
             target = await load_state_target(conn, lineage, lineage.approved_schema_hash)
         if target is None or not info["schema_columns"]:
-            raise StateWriteError("edge_state_mirror_not_provisioned",
+            raise StateWriteError(ApiErrorCode.STATE_MIRROR_NOT_PROVISIONED,
                                   "approve the schema review before writing back")
-        if info["sync_authority"] != "cloud_authoritative":
-            raise StateWriteError("edge_state_not_cloud_authoritative",
+        if info["sync_authority"] != SyncAuthority.CLOUD:
+            raise StateWriteError(ApiErrorCode.STATE_NOT_CLOUD_AUTHORITATIVE,
                                   f"lineage {lineage_id} is device-authoritative")
         pk_names = {str(c["name"]) for c in info["schema_columns"]["columns"]
                     if c["pk_ordinal"]}

@@ -212,7 +212,8 @@ async def _replayed(pool: asyncpg.Pool, lineage_id: Any) -> str | None:
     pending = await pool.fetchval(
         "SELECT count(*) FROM edge_replay_intents WHERE lineage_id = $1 AND status = 'pending'",
         lineage_id)
-    if row and row["status"] == "active" and row["staged_rows"] == 0 and pending == 0:
+    if (row and row["status"] == governance.LineageStatus.ACTIVE and row["staged_rows"] == 0
+            and pending == 0):
         return str(row["target_table"])
     return None
 

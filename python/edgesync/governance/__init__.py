@@ -9,7 +9,7 @@ from edgesync.governance._approval_check import (
 )
 from edgesync.governance._arrivals import Arrival, admit_arrivals
 from edgesync.governance._bindings import load_state_target, load_state_targets
-from edgesync.governance._classify import SchemaDiff, classify
+from edgesync.governance._classify import Classification, SchemaDiff, classify
 from edgesync.governance._coalesced import (
     CoalescedMirror,
     RegistryDevice,
@@ -20,6 +20,7 @@ from edgesync.governance._coalesced import (
     list_coalesced_mirrors,
     list_registry_entries,
 )
+from edgesync.governance._column_actions import ColumnActionKind
 from edgesync.governance._consolidate import (
     CONSOLIDATED_EVENT,
     ConsolidatedLineage,
@@ -40,6 +41,7 @@ from edgesync.governance._lineages import (
     Lineage,
     LineageStatus,
     PauseReason,
+    SyncAuthority,
     add_staged,
     bump_cloud_version,
     count_materialized,
@@ -102,7 +104,9 @@ __all__ = [
     "REPLAY_CHANNEL",
     "Admission",
     "Arrival",
+    "Classification",
     "CoalescedMirror",
+    "ColumnActionKind",
     "ConsolidatedLineage",
     "Consolidation",
     "DataPoint",
@@ -128,6 +132,7 @@ __all__ = [
     "StagingReason",
     "Suggestion",
     "SuggestionKind",
+    "SyncAuthority",
     "abandon_registry_review",
     "add_staged",
     "admit",

@@ -18,8 +18,8 @@ import orjson
 
 from edgesync.fleet import DeviceScope
 from edgesync.governance._bindings import approve_schema, load_state_target
-from edgesync.governance._classify import classify
-from edgesync.governance._column_actions import ColumnAction
+from edgesync.governance._classify import Classification, classify
+from edgesync.governance._column_actions import ColumnAction, ColumnActionKind
 from edgesync.governance._lineages import (
     Lineage,
     LineageStatus,
@@ -28,7 +28,7 @@ from edgesync.governance._lineages import (
     note_schema_hash,
     pause_lineage,
 )
-from edgesync.governance._registry import registry_key, route_version
+from edgesync.governance._registry import RegistryRoute, registry_key, route_version
 from edgesync.governance._review_queue import open_device_review
 from edgesync.governance._statuses import SchemaStatus
 from edgesync.governance._versions import fill_columns, insert_version
@@ -72,9 +72,10 @@ async def _additive_actions(conn: Conn, lineage: Lineage, added: list[str]
         "device_data_point_id FROM edge_column_bindings "
         "WHERE lineage_id = $1 AND schema_hash = $2",
         lineage.id, lineage.approved_schema_hash)
-    kept = [ColumnAction(r["source_column_name"], r["action"], r["mirror_column_name"],
-                         r["target_type"], r["device_data_point_id"]) for r in rows]
-    return kept + [ColumnAction(name, "mirror") for name in added]
+    kept = [ColumnAction(r["source_column_name"], ColumnActionKind(r["action"]),
+                         r["mirror_column_name"], r["target_type"], r["device_data_point_id"])
+            for r in rows]
+    return kept + [ColumnAction(name, ColumnActionKind.MIRROR) for name in added]
 
 
 async def _by_registry(conn: Conn, scope: DeviceScope, lineage: Lineage,
@@ -84,13 +85,13 @@ async def _by_registry(conn: Conn, scope: DeviceScope, lineage: Lineage,
     """Let the registry decide (project/fleet coalescing): the approved lineage, or None
     when it must wait (paused, staging; a registry or device review is open)."""
     key = registry_key(scope, lineage)
-    outcome = "device_review" if key is None else await route_version(
+    outcome = RegistryRoute.DEVICE_REVIEW if key is None else await route_version(
         conn, key, lineage, version_id, schema_hash, columns, classification)
-    if outcome == "approved":
+    if outcome == RegistryRoute.APPROVED:
         fresh = await get_lineage_for_update(conn, lineage.id)
         assert fresh is not None
         return fresh
-    if outcome == "device_review":
+    if outcome == RegistryRoute.DEVICE_REVIEW:
         await open_device_review(conn, lineage.project_id, lineage.id, version_id, schema_hash,
                                  classification)
     await pause_lineage(conn, lineage, PauseReason.SCHEMA_REVIEW)
@@ -124,8 +125,8 @@ async def admit(conn: Conn, scope: DeviceScope, lineage: Lineage,
             classification, diff.as_json())
         coalesced = registry_key(scope, lineage) is not None
         auto = (not coalesced and lineage.target_table is not None and new_cols is not None
-                and (classification == "compatible_mapped"
-                     or (classification == "compatible_additive"
+                and (classification == Classification.COMPATIBLE_MAPPED
+                     or (classification == Classification.COMPATIBLE_ADDITIVE
                          and scope.policy.allow_additive_continue)))
         if coalesced:
             decided = await _by_registry(conn, scope, lineage, version_id, schema_hash,

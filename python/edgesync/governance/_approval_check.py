@@ -18,11 +18,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 from edgesync.errors import ConflictError, IdentifierError, InvalidRequestError, RequestError
 from edgesync.fleet import ProjectPolicy
-from edgesync.governance._column_actions import ColumnAction
+from edgesync.governance._column_actions import ColumnAction, ColumnActionKind
 from edgesync.governance._mapping import value_type_for
 from edgesync.materialize import (
     TS_PLATFORM_COLUMNS,
@@ -30,12 +30,17 @@ from edgesync.materialize import (
     check_column_name,
     pg_type_for,
 )
+from edgesync.protocol import Pipeline
 from edgesync.store import Conn
 
 __all__ = ["ApprovalCheck", "Refusal", "RefusalCode", "RetiredColumn", "check_approval",
            "free_name", "plan_actions", "previous_mirrors", "refusals_of", "refused",
            "target_types",
            "type_suffix"]
+
+# The action of an entry that could not be parsed (refused): it holds the entry's place
+# in column_actions, and is no ColumnActionKind, so no step takes it for one.
+_INVALID = cast(ColumnActionKind, "invalid")
 
 
 class RefusalCode(StrEnum):
@@ -174,7 +179,7 @@ def _parse(raw_actions: list[dict[str, Any]], refusals: list[Refusal]) -> list[C
             refusals.append(Refusal(name if isinstance(name, str) else None,
                                     RefusalCode.INVALID_ACTION, exc.reason,
                                     f"correct {exc.field}", exc.field))
-            out.append(ColumnAction("", "invalid"))  # keeps positions: column_actions[i]
+            out.append(ColumnAction("", _INVALID))  # keeps positions: column_actions[i]
     return out
 
 
@@ -193,7 +198,7 @@ def plan_actions(columns: list[dict[str, Any]], actions: list[ColumnAction], *,
     for i, act in enumerate(actions):
         where = f"column_actions[{i}]"
         name = act.source_column_name
-        if act.action == "invalid":  # refused when parsed
+        if act.action == _INVALID:  # refused when parsed
             continue
 
         def refuse(code: RefusalCode, detail: str, fix: str, part: str,
@@ -209,10 +214,10 @@ def plan_actions(columns: list[dict[str, Any]], actions: list[ColumnAction], *,
                    "keep one action for the column", ".source_column_name")
             continue
         seen.add(name)
-        if act.action == "defer" and registry:
+        if act.action == ColumnActionKind.DEFER and registry:
             refuse(RefusalCode.DEFER_NOT_ALLOWED, "defer is for device reviews; a registry "
                    "decision binds every column", "mirror, map or ignore it", ".action")
-        if act.action != "mirror":
+        if act.action != ColumnActionKind.MIRROR:
             continue
         try:
             target = check_column_name(act.mirror_column_name or name,
@@ -228,7 +233,7 @@ def plan_actions(columns: list[dict[str, Any]], actions: list[ColumnAction], *,
                    ".mirror_column_name")
             continue
         targets[target] = name
-        if pipeline == "telemetry" and target in TS_PLATFORM_COLUMNS:
+        if pipeline == Pipeline.TELEMETRY and target in TS_PLATFORM_COLUMNS:
             refuse(RefusalCode.RESERVED_NAME, f"column {target!r} is reserved in "
                    "telemetry targets", f"give it a mirror_column_name (e.g. {name}_value)",
                    ".mirror_column_name")
@@ -254,7 +259,7 @@ async def _data_point_refusals(conn: Conn, project_id: uuid.UUID,
         name, where = act.source_column_name, f"column_actions[{i}]"
         if name not in affinity:
             continue
-        if act.action == "map":
+        if act.action == ColumnActionKind.MAP:
             vt = await conn.fetchval(
                 "SELECT value_type FROM edge_device_data_points WHERE id = $1 "
                 "AND project_id = $2", act.device_data_point_id, project_id)
@@ -264,7 +269,7 @@ async def _data_point_refusals(conn: Conn, project_id: uuid.UUID,
                     f"no data point {act.device_data_point_id} in this project",
                     "choose a data point of this project (GET …/edge/data-points)",
                     f"{where}.device_data_point_id"))
-        elif act.action == "auto_create_and_map":
+        elif act.action == ColumnActionKind.AUTO_CREATE_AND_MAP:
             if allowed is None:
                 policy = await conn.fetchval("SELECT policy FROM edge_projects WHERE id = $1",
                                              project_id)
@@ -297,7 +302,7 @@ async def check_approval(conn: Conn, *, project_id: uuid.UUID, pipeline: str, ta
     written. ``lineage_ids``: the lineages the approval re-binds (for ``retired``)."""
     refusals: list[Refusal] = []
     if column_actions is None:
-        parsed = [ColumnAction(str(c["name"]), "mirror") for c in columns]
+        parsed = [ColumnAction(str(c["name"]), ColumnActionKind.MIRROR) for c in columns]
     else:
         parsed = _parse(column_actions, refusals)
     mirrors, planned = plan_actions(columns, parsed, pipeline=pipeline, registry=registry)
@@ -321,5 +326,5 @@ async def check_approval(conn: Conn, *, project_id: uuid.UUID, pipeline: str, ta
     retired = [RetiredColumn(t, existing.get(t, typ), src)
                for t, typ, src in await previous_mirrors(conn, lineage_ids, table)
                if t not in new_targets]
-    return ApprovalCheck([a for a in parsed if a.action != "invalid"], mirrors, refusals,
+    return ApprovalCheck([a for a in parsed if a.action != _INVALID], mirrors, refusals,
                          retired)

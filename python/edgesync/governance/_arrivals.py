@@ -25,7 +25,7 @@ import orjson
 from edgesync.fleet import DeviceScope
 from edgesync.governance._bindings import _plan, insert_bindings_many, provision_target
 from edgesync.governance._classify import classify
-from edgesync.governance._column_actions import ColumnAction
+from edgesync.governance._column_actions import ColumnAction, ColumnActionKind
 from edgesync.governance._lineages import Lineage, LineageStatus, set_approved_many
 from edgesync.governance._registry import registry_columns, registry_key
 from edgesync.governance._versions import insert_approved_many
@@ -33,7 +33,7 @@ from edgesync.store import Conn
 
 __all__ = ["Arrival", "admit_arrivals"]
 
-_PLAIN_ACTIONS = frozenset({"mirror", "ignore"})
+_PLAIN_ACTIONS = frozenset({ColumnActionKind.MIRROR, ColumnActionKind.IGNORE})
 
 
 @dataclass(frozen=True, slots=True)

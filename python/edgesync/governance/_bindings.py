@@ -24,11 +24,12 @@ from edgesync.governance._approval_check import (
     previous_mirrors,
     refused,
 )
-from edgesync.governance._column_actions import ColumnAction
+from edgesync.governance._column_actions import ColumnAction, ColumnActionKind
 from edgesync.governance._lineages import (
     Lineage,
     LineageStatus,
     PauseReason,
+    SyncAuthority,
     pause_lineage,
     resume_lineage,
     set_approved,
@@ -50,6 +51,7 @@ from edgesync.materialize import (
     target_table_name,
     ts_table_name,
 )
+from edgesync.protocol import Pipeline
 from edgesync.store import Conn, any_of
 
 __all__ = ["approve_schema", "device_target", "insert_bindings_many", "load_state_target",
@@ -141,16 +143,16 @@ async def load_state_targets(conn: Conn, wanted: list[tuple[Lineage, str]], *,
 def _columns(rows: list[asyncpg.Record]) -> TargetColumns:
     cols = [MirrorColumn(r["source_column_name"], r["mirror_column_name"], r["target_type"],
                          r["stored_type"])
-            for r in rows if r["action"] == "mirror"]
+            for r in rows if r["action"] == ColumnActionKind.MIRROR]
     mapped = [MappedColumn(r["source_column_name"], r["target_type"], r["device_data_point_id"])
-              for r in rows if r["action"] != "mirror"]
+              for r in rows if r["action"] != ColumnActionKind.MIRROR]
     return cols, mapped
 
 
 def _target_of(lineage: Lineage, columns: TargetColumns) -> StateTarget:
     assert lineage.target_table is not None
     return StateTarget(lineage.target_table, list(columns[0]),
-                       cloud_authoritative=lineage.sync_authority == "cloud_authoritative",
+                       cloud_authoritative=lineage.sync_authority == SyncAuthority.CLOUD,
                        mapped=list(columns[1]))
 
 
@@ -158,7 +160,7 @@ def device_target(lineage: Lineage) -> str:
     """The lineage's target, or the one its first approval creates."""
     if lineage.target_table is not None:
         return lineage.target_table
-    if lineage.pipeline == "telemetry":
+    if lineage.pipeline == Pipeline.TELEMETRY:
         return ts_table_name(lineage.project_id, lineage.source_table)
     return target_table_name(state_prefix(lineage.device_id), lineage.source_table)
 
@@ -190,7 +192,7 @@ async def provision_target(conn: Conn, pipeline: str, table: str,
     that exists with another type. A target that has every column already is left
     alone: no DDL, so no exclusive lock on a table many devices write (a coalesced
     target, each new device's approval)."""
-    if pipeline == "telemetry":
+    if pipeline == Pipeline.TELEMETRY:
         for mc in mirrors:
             if mc.target in TS_PLATFORM_COLUMNS:
                 raise InvalidRequestError("column_actions", f"column {mc.target!r} is reserved "
@@ -205,7 +207,7 @@ async def provision_target(conn: Conn, pipeline: str, table: str,
     existing = await _check_existing_types(conn, table, mirrors)
     if existing and all(m.target in existing for m in mirrors):
         return
-    if pipeline == "telemetry":
+    if pipeline == Pipeline.TELEMETRY:
         await TsTarget(table, mirrors).provision(conn)
     else:
         await StateTarget(table, mirrors).provision(conn)
@@ -245,7 +247,7 @@ async def approve_schema(conn: Conn, lineage: Lineage, version_id: uuid.UUID,
     mirrors, _ = _plan(columns, actions)
     actions = await resolve_mapped(conn, lineage.project_id, columns, actions)
     table = coalesced_target or device_target(lineage)
-    if lineage.pipeline != "telemetry":
+    if lineage.pipeline != Pipeline.TELEMETRY:
         # Telemetry targets are coalesced per project: shared by design, no owner check.
         owner = None if coalesced_target else await conn.fetchval(
             "SELECT id FROM edge_table_lineages WHERE target_table = $1 AND id <> $2",
@@ -278,7 +280,7 @@ async def approve_schema(conn: Conn, lineage: Lineage, version_id: uuid.UUID,
         if rows else ([], [], [], [], [], []))
     await set_status(conn, version_id, SchemaStatus.APPROVED)
     await set_approved(conn, lineage.id, schema_hash, table)
-    if any(a.action == "defer" for a in actions):
+    if any(a.action == ColumnActionKind.DEFER for a in actions):
         # Undecided columns: nothing is materialized until a reopened review decides them.
         await pause_lineage(conn, lineage, PauseReason.DEFERRED_COLUMNS)
         return False

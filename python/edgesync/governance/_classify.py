@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SchemaDiff", "classify"]
+__all__ = ["Classification", "SchemaDiff", "classify"]
 
 Columns = list[dict[str, Any]]
+
+
+class Classification(enum.StrEnum):
+    """A new schema against the approved one (``edge_schema_versions.classification``)."""
+
+    UNKNOWN = "unknown"  # no columns sent yet
+    AMBIGUOUS = "ambiguous"  # first sight, or nothing simpler fits: a human decides
+    BREAKING = "breaking"  # columns dropped, types or the primary key changed
+    COMPATIBLE_ADDITIVE = "compatible_additive"  # only new nullable columns
+    COMPATIBLE_MAPPED = "compatible_mapped"  # only NOT NULL flags changed
 
 
 @dataclass(slots=True)
@@ -26,7 +37,8 @@ def _by_name(columns: Columns) -> dict[str, dict[str, Any]]:
     return {str(c["name"]): c for c in columns}
 
 
-def classify(approved: Columns | None, new: Columns | None) -> tuple[str, SchemaDiff]:
+def classify(approved: Columns | None, new: Columns | None
+             ) -> tuple[Classification, SchemaDiff]:
     """Return ``(classification, diff)``.
 
     No approved schema yet → ``ambiguous`` (first sight always needs a human).
@@ -37,10 +49,10 @@ def classify(approved: Columns | None, new: Columns | None) -> tuple[str, Schema
     """
     diff = SchemaDiff()
     if new is None:
-        return "unknown", diff
+        return Classification.UNKNOWN, diff
     if approved is None:
         diff.added = sorted(_by_name(new))
-        return "ambiguous", diff
+        return Classification.AMBIGUOUS, diff
     old_cols, new_cols = _by_name(approved), _by_name(new)
     diff.added = sorted(set(new_cols) - set(old_cols))
     diff.dropped = sorted(set(old_cols) - set(new_cols))
@@ -55,13 +67,13 @@ def classify(approved: Columns | None, new: Columns | None) -> tuple[str, Schema
     if any(new_cols[c]["pk_ordinal"] for c in diff.added):
         diff.pk_changed.extend(c for c in diff.added if new_cols[c]["pk_ordinal"])
     if diff.dropped or diff.type_changed or diff.pk_changed:
-        return "breaking", diff
+        return Classification.BREAKING, diff
     if diff.added and not diff.nullability_changed and not any(
         new_cols[c]["not_null"] for c in diff.added
     ):
-        return "compatible_additive", diff
+        return Classification.COMPATIBLE_ADDITIVE, diff
     if not diff.added and diff.nullability_changed:
         # Same columns, types and key; only NOT NULL flags moved. The cloud's columns are
         # nullable anyway, so the existing bindings carry the new schema as they are.
-        return "compatible_mapped", diff
-    return "ambiguous", diff
+        return Classification.COMPATIBLE_MAPPED, diff
+    return Classification.AMBIGUOUS, diff

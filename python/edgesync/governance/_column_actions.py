@@ -7,6 +7,7 @@ both work on it: kept in either, the two imported each other.
 
 from __future__ import annotations
 
+import enum
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -14,16 +15,27 @@ from typing import Any
 from edgesync.errors import InvalidRequestError
 from edgesync.materialize import PG_TYPES
 
-__all__ = ["ACTIONS", "MAP_ACTIONS", "ColumnAction", "mirror_all_actions"]
+__all__ = ["ACTIONS", "MAP_ACTIONS", "ColumnAction", "ColumnActionKind", "mirror_all_actions"]
 
-ACTIONS = ("mirror", "map", "ignore", "defer", "auto_create_and_map")
-MAP_ACTIONS = ("map", "auto_create_and_map")
+
+class ColumnActionKind(enum.StrEnum):
+    """What is done with a column (``edge_bindings.action``, ``column_actions[].action``)."""
+
+    MIRROR = "mirror"  # a column of the target table (mirror_column_name renames it)
+    MAP = "map"  # values to an existing data point (device_data_point_id)
+    IGNORE = "ignore"  # dropped
+    DEFER = "defer"  # decided later: the lineage stays paused (deferred_columns)
+    AUTO_CREATE_AND_MAP = "auto_create_and_map"  # a data point created at approval
+
+
+ACTIONS = tuple(ColumnActionKind)
+MAP_ACTIONS = (ColumnActionKind.MAP, ColumnActionKind.AUTO_CREATE_AND_MAP)
 
 
 @dataclass(frozen=True, slots=True)
 class ColumnAction:
     source_column_name: str
-    action: str
+    action: ColumnActionKind
     mirror_column_name: str | None = None
     target_type: str | None = None
     # map: the data point (required); auto_create_and_map: set once the data point is
@@ -47,10 +59,11 @@ class ColumnAction:
         mirror = raw.get("mirror_column_name")
         if mirror is not None and not isinstance(mirror, str):
             raise InvalidRequestError(f"{where}.mirror_column_name", "must be a string")
-        if mirror is not None and action != "mirror":
+        if mirror is not None and action != ColumnActionKind.MIRROR:
             raise InvalidRequestError(f"{where}.mirror_column_name", "only for action mirror")
-        return cls(name, action, mirror, target_type, _data_point_id(raw, where, action),
-                   _data_point_name(raw, where, action))
+        kind = ColumnActionKind(action)
+        return cls(name, kind, mirror, target_type, _data_point_id(raw, where, kind),
+                   _data_point_name(raw, where, kind))
 
     def as_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"source_column_name": self.source_column_name,
@@ -67,14 +80,15 @@ class ColumnAction:
     def from_json(cls, doc: dict[str, Any]) -> ColumnAction:
         """A stored decision (``as_json``), trusted: no policy check again."""
         dp = doc.get("device_data_point_id")
-        return cls(doc["source_column_name"], doc["action"], doc.get("mirror_column_name"),
+        return cls(doc["source_column_name"], ColumnActionKind(doc["action"]),
+                   doc.get("mirror_column_name"),
                    doc.get("target_type"), uuid.UUID(dp) if dp else None,
                    doc.get("data_point_name"))
 
 
 def _data_point_id(raw: dict[str, Any], where: str, action: str) -> uuid.UUID | None:
     value = raw.get("device_data_point_id")
-    if action != "map":
+    if action != ColumnActionKind.MAP:
         if value is not None:
             raise InvalidRequestError(f"{where}.device_data_point_id", "only for action map")
         return None
@@ -90,7 +104,7 @@ def _data_point_name(raw: dict[str, Any], where: str, action: str) -> str | None
     value = raw.get("data_point_name")
     if value is None:
         return None
-    if action != "auto_create_and_map":
+    if action != ColumnActionKind.AUTO_CREATE_AND_MAP:
         raise InvalidRequestError(f"{where}.data_point_name", "only for auto_create_and_map")
     if not isinstance(value, str) or not 1 <= len(value) <= 200:
         raise InvalidRequestError(f"{where}.data_point_name", "a string of 1 to 200 characters")
@@ -98,4 +112,4 @@ def _data_point_name(raw: dict[str, Any], where: str, action: str) -> str | None
 
 
 def mirror_all_actions(columns: list[dict[str, Any]]) -> list[ColumnAction]:
-    return [ColumnAction(str(c["name"]), "mirror") for c in columns]
+    return [ColumnAction(str(c["name"]), ColumnActionKind.MIRROR) for c in columns]

@@ -28,15 +28,16 @@ from dataclasses import dataclass
 import asyncpg
 
 from edgesync.errors import ConflictError, EdgesyncError, NotFoundError
-from edgesync.fleet import ProjectPolicy
+from edgesync.fleet import CoalescingMode, ProjectPolicy
 from edgesync.governance._bindings import approve_schema, plan_columns
 from edgesync.governance._column_actions import ColumnAction
 from edgesync.governance._events import EventType, emit
-from edgesync.governance._lineages import Lineage, PauseReason
+from edgesync.governance._lineages import Lineage, PauseReason, SyncAuthority
 from edgesync.governance._registry import RegistryKey, registry_columns
 from edgesync.governance._statuses import SchemaStatus
 from edgesync.governance._versions import set_registry_id
 from edgesync.materialize import MirrorColumn, copy_state_rows, copy_ts_rows
+from edgesync.protocol import Pipeline
 from edgesync.store import Conn, from_record
 
 __all__ = ["CONSOLIDATED_EVENT", "ConsolidatedLineage", "Consolidation", "SkippedLineage",
@@ -115,7 +116,7 @@ async def consolidate(conn: Conn, project_id: uuid.UUID, source_table: str, *,
     for the table in scope. Lineages already in their coalesced target are in neither of
     the answer's lists."""
     mode = await _mode(conn, project_id)
-    if mode not in ("project", "fleet"):
+    if mode not in (CoalescingMode.PROJECT, CoalescingMode.FLEET):
         raise ConflictError(f"project schema_coalescing_mode is {mode!r}: consolidation needs "
                             "'project' or 'fleet' (PATCH /edge/policy first)")
     if fleet_id is not None and not await conn.fetchval(
@@ -158,14 +159,14 @@ async def _skipped(conn: Conn, lineage_id: uuid.UUID, reason: str,
 
 
 def _key(mode: str, lineage: Lineage, device_fleet_id: uuid.UUID | None) -> RegistryKey:
-    if mode == "project":
-        return RegistryKey(lineage.project_id, None, "project", lineage.pipeline,
-                           lineage.source_table)
+    if mode == CoalescingMode.PROJECT:
+        return RegistryKey(lineage.project_id, None, CoalescingMode.PROJECT,
+                           lineage.pipeline, lineage.source_table)
     if device_fleet_id is None:
         raise _Skip("device_in_no_fleet", "coalescing mode is fleet and the device is in no "
                                           "fleet: it keeps device reviews")
-    return RegistryKey(lineage.project_id, device_fleet_id, "fleet", lineage.pipeline,
-                       lineage.source_table)
+    return RegistryKey(lineage.project_id, device_fleet_id, CoalescingMode.FLEET,
+                       lineage.pipeline, lineage.source_table)
 
 
 async def _consolidate_one(conn: Conn, lineage_id: uuid.UUID, mode: str,
@@ -188,7 +189,7 @@ async def _consolidate_one(conn: Conn, lineage_id: uuid.UUID, mode: str,
     assert version is not None
     if lineage.target_table == key.target_table and version["registry_id"] is not None:
         return None  # already coalesced (a second call, or a device approved by the registry)
-    if lineage.sync_authority == "cloud_authoritative":
+    if lineage.sync_authority == SyncAuthority.CLOUD:
         raise _Skip("cloud_authoritative", "coalesced targets are device-authoritative; set "
                                            "the lineage back to device_authoritative first")
     if lineage.pause_reason == PauseReason.DEFERRED_COLUMNS:
@@ -228,7 +229,7 @@ async def _consolidate_one(conn: Conn, lineage_id: uuid.UUID, mode: str,
     await set_registry_id(conn, version["id"], entry["id"])
     live = tombstones = 0
     if old_table != new_table:
-        if lineage.pipeline == "telemetry":
+        if lineage.pipeline == Pipeline.TELEMETRY:
             live = await copy_ts_rows(conn, lineage.device_id, old_table, new_table,
                                       mirrors, copy_map)
         else:

@@ -17,10 +17,11 @@ import asyncpg
 
 from edgesync.fleet import DeviceScope
 from edgesync.governance._events import EventType, emit
+from edgesync.protocol import Pipeline
 from edgesync.store import Conn, any_of
 
-__all__ = ["Lineage", "LineageStatus", "PauseReason", "add_staged", "bump_cloud_version",
-           "count_materialized", "count_rejected", "delete_lineage_row",
+__all__ = ["Lineage", "LineageStatus", "PauseReason", "SyncAuthority", "add_staged",
+           "bump_cloud_version", "count_materialized", "count_rejected", "delete_lineage_row",
            "get_lineage_for_update", "lock_lineages", "note_materialization_error",
            "note_schema_hash", "pause_lineage", "reset_materialization_errors",
            "resume_lineage", "set_approved", "set_approved_many", "set_sync_authority",
@@ -41,6 +42,14 @@ class PauseReason(enum.StrEnum):
     CIRCUIT_BREAKER = "circuit_breaker"  # batches keep failing to materialize
 
 
+class SyncAuthority(enum.StrEnum):
+    """Who wins for a state table (``edge_table_lineages.sync_authority``): the device
+    (the default), or the cloud, which may then write rows back (docs/recovery.md)."""
+
+    DEVICE = "device_authoritative"
+    CLOUD = "cloud_authoritative"
+
+
 # Pauses the device hears about (``pause_lineage`` control through the outbox).
 DEVICE_PAUSES = frozenset({PauseReason.BACKPRESSURE, PauseReason.CIRCUIT_BREAKER})
 
@@ -51,19 +60,21 @@ class Lineage:
     project_id: uuid.UUID
     device_id: uuid.UUID
     source_table: str
-    pipeline: str
-    status: str
-    pause_reason: str | None
+    pipeline: Pipeline
+    status: LineageStatus
+    pause_reason: PauseReason | None
     approved_schema_hash: str | None
     target_table: str | None
-    sync_authority: str = "device_authoritative"
+    sync_authority: SyncAuthority = SyncAuthority.DEVICE
     paused_by_control: bool = False
 
     @classmethod
     def from_record(cls, r: asyncpg.Record) -> Lineage:
-        return cls(r["id"], r["project_id"], r["device_id"], r["source_table"], r["pipeline"],
-                   r["status"], r["pause_reason"], r["approved_schema_hash"], r["target_table"],
-                   r.get("sync_authority") or "device_authoritative",
+        return cls(r["id"], r["project_id"], r["device_id"], r["source_table"],
+                   Pipeline(r["pipeline"]), LineageStatus(r["status"]),
+                   None if r["pause_reason"] is None else PauseReason(r["pause_reason"]),
+                   r["approved_schema_hash"], r["target_table"],
+                   SyncAuthority(r.get("sync_authority") or SyncAuthority.DEVICE),
                    bool(r.get("paused_by_control")))
 
 
@@ -166,7 +177,8 @@ async def set_approved_many(conn: Conn, approved: list[tuple[uuid.UUID, str, str
     return {r["id"]: Lineage.from_record(r) for r in rows}
 
 
-async def set_sync_authority(conn: Conn, lineage_id: uuid.UUID, sync_authority: str) -> None:
+async def set_sync_authority(conn: Conn, lineage_id: uuid.UUID,
+                             sync_authority: SyncAuthority) -> None:
     await conn.execute("UPDATE edge_table_lineages SET sync_authority = $2, updated_at = now() "
                        "WHERE id = $1", lineage_id, sync_authority)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from edgesync.errors import ConflictError, InvalidRequestError
 from edgesync.fleet import ProjectPolicy
-from edgesync.governance._column_actions import ColumnAction
+from edgesync.governance._column_actions import ColumnAction, ColumnActionKind
 from edgesync.governance._data_points import ensure_data_point
 from edgesync.materialize import DATA_POINT_TYPES, pg_type_for
 from edgesync.store import Conn
@@ -58,7 +58,7 @@ async def resolve_mapped(conn: Conn, project_id: uuid.UUID, columns: list[dict[s
     allowed: bool | None = None
     for i, act in enumerate(actions):
         where = f"column_actions[{i}]"
-        if act.action == "map" or (act.action == "auto_create_and_map"
+        if act.action == ColumnActionKind.MAP or (act.action == ColumnActionKind.AUTO_CREATE_AND_MAP
                                    and act.device_data_point_id is not None):
             vt = await conn.fetchval(
                 "SELECT value_type FROM edge_device_data_points WHERE id = $1 AND project_id = $2",
@@ -68,7 +68,7 @@ async def resolve_mapped(conn: Conn, project_id: uuid.UUID, columns: list[dict[s
                                           f"no data point {act.device_data_point_id} "
                                           "in this project")
             out.append(dataclasses.replace(act, target_type=DATA_POINT_TYPES[vt]))
-        elif act.action == "auto_create_and_map":
+        elif act.action == ColumnActionKind.AUTO_CREATE_AND_MAP:
             if allowed is None:
                 allowed = await _policy_allows_auto_create(conn, project_id)
             if not allowed:

@@ -20,6 +20,7 @@ skip is held by an admission that will read the decided entry and approve itself
 
 from __future__ import annotations
 
+import enum
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -34,20 +35,30 @@ from edgesync.governance._review_queue import open_registry_review
 from edgesync.governance._statuses import SchemaStatus
 from edgesync.governance._versions import set_registry_id, set_status
 from edgesync.materialize import target_table_name
+from edgesync.protocol import Pipeline
 from edgesync.store import Conn
 
-__all__ = ["COALESCING_MODES", "RegistryKey", "coalesced_table_name", "registry_columns",
-           "registry_key", "route_version", "set_entry_decision", "set_entry_status"]
+__all__ = ["COALESCING_MODES", "RegistryKey", "RegistryRoute", "coalesced_table_name",
+           "registry_columns", "registry_key", "route_version", "set_entry_decision",
+           "set_entry_status"]
 
 COALESCING_MODES = tuple(CoalescingMode)
+
+
+class RegistryRoute(enum.StrEnum):
+    """What the registry made of a pending device schema version (``route_version``)."""
+
+    APPROVED = "approved"  # its entry is approved: bindings, target and replay in place
+    WAITING = "waiting"  # a registry review is open, or the hash was rejected
+    DEVICE_REVIEW = "device_review"  # the registry review was abandoned: a device review
 
 
 @dataclass(frozen=True, slots=True)
 class RegistryKey:
     project_id: uuid.UUID
     fleet_id: uuid.UUID | None
-    scope: str  # project | fleet
-    pipeline: str
+    scope: CoalescingMode  # project | fleet
+    pipeline: Pipeline
     source_table: str
 
     @property
@@ -61,7 +72,7 @@ class RegistryKey:
 
 def coalesced_table_name(pipeline: str, scope: str, scope_id: uuid.UUID,
                          source_table: str) -> str:
-    kind = "ts" if pipeline == "telemetry" else "state"
+    kind = "ts" if pipeline == Pipeline.TELEMETRY else "state"
     return target_table_name(f"edge_{kind}_{scope[0]}{scope_id.hex[:8]}_", source_table)
 
 
@@ -70,12 +81,12 @@ def registry_key(scope: DeviceScope, lineage: Lineage) -> RegistryKey | None:
     ``none``, ``fleet`` for a device in no fleet, or a lineage that already writes to a
     device-scoped target (until ``consolidate`` moves it, ``_consolidate``)."""
     mode = scope.policy.schema_coalescing_mode
-    if mode == "project":
-        key = RegistryKey(scope.project_id, None, "project", lineage.pipeline,
-                          lineage.source_table)
-    elif mode == "fleet" and scope.fleet_id is not None:
-        key = RegistryKey(scope.project_id, scope.fleet_id, "fleet", lineage.pipeline,
-                          lineage.source_table)
+    if mode == CoalescingMode.PROJECT:
+        key = RegistryKey(scope.project_id, None, CoalescingMode.PROJECT,
+                          lineage.pipeline, lineage.source_table)
+    elif mode == CoalescingMode.FLEET and scope.fleet_id is not None:
+        key = RegistryKey(scope.project_id, scope.fleet_id, CoalescingMode.FLEET,
+                          lineage.pipeline, lineage.source_table)
     else:
         return None
     if lineage.target_table not in (None, key.target_table):
@@ -117,7 +128,8 @@ async def _entry_for_share(conn: Conn, key: RegistryKey, schema_hash: str,
 
 async def route_version(conn: Conn, key: RegistryKey, lineage: Lineage,
                         version_id: uuid.UUID, schema_hash: str,
-                        columns: list[dict[str, Any]] | None, classification: str) -> str:
+                        columns: list[dict[str, Any]] | None, classification: str
+                        ) -> RegistryRoute:
     """Let the registry decide a pending device schema version. Returns ``approved``
     (bindings, target and replay intent are in place), ``waiting`` (a registry review
     is open, or the hash was rejected) or ``device_review`` (the registry review was
@@ -125,7 +137,7 @@ async def route_version(conn: Conn, key: RegistryKey, lineage: Lineage,
     entry = await _entry_for_share(conn, key, schema_hash, columns, classification)
     if entry["status"] == SchemaStatus.ABANDONED:
         await set_registry_id(conn, version_id, None)
-        return "device_review"
+        return RegistryRoute.DEVICE_REVIEW
     await set_registry_id(conn, version_id, entry["id"])
     if entry["status"] == SchemaStatus.APPROVED:
         cols = await registry_columns(conn, entry["id"])
@@ -133,12 +145,12 @@ async def route_version(conn: Conn, key: RegistryKey, lineage: Lineage,
         actions = [ColumnAction.from_json(a) for a in entry["column_actions"]]
         await approve_schema(conn, lineage, version_id, schema_hash, cols, actions, None,
                              coalesced_target=entry["target_table"])
-        return "approved"
+        return RegistryRoute.APPROVED
     if entry["status"] == SchemaStatus.REJECTED:
         await set_status(conn, version_id, SchemaStatus.REJECTED)
-        return "waiting"
+        return RegistryRoute.WAITING
     await open_registry_review(conn, entry)
-    return "waiting"
+    return RegistryRoute.WAITING
 
 
 async def set_entry_status(conn: Conn, registry_id: uuid.UUID, status: str) -> None:

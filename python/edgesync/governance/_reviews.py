@@ -19,6 +19,7 @@ from edgesync.governance._bindings import approve_schema, device_target
 from edgesync.governance._events import EventType, emit
 from edgesync.governance._lineages import (
     PauseReason,
+    SyncAuthority,
     get_lineage_for_update,
     set_sync_authority,
 )
@@ -26,6 +27,7 @@ from edgesync.governance._review_queue import record_transition, reopen_device_r
 from edgesync.governance._statuses import ReviewStatus, SchemaStatus
 from edgesync.governance._versions import set_status
 from edgesync.materialize import StateTarget
+from edgesync.protocol import Pipeline
 from edgesync.store import Conn, from_record
 
 __all__ = ["Review", "approve_review", "claim_review", "get_review", "list_reviews",
@@ -122,7 +124,7 @@ async def claim_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
 
 async def approve_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
                          action_version: int, column_actions: list[dict[str, Any]] | None,
-                         sync_authority: str | None = None) -> Review:
+                         sync_authority: SyncAuthority | str | None = None) -> Review:
     """Approve with per-column actions (``None`` mirrors every column). ``sync_authority``
     ``cloud_authoritative`` lets the cloud write rows back to a state table.
 
@@ -130,9 +132,10 @@ async def approve_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
     transaction (the reference's claim-then-approve still works): a refused approval
     (``ApprovalRefused``, every refusal of ``check_approval``) leaves it exactly as it was,
     where a separate claim would have moved it to ``in_review`` for nothing."""
-    if sync_authority not in (None, "device_authoritative", "cloud_authoritative"):
+    if sync_authority is not None and sync_authority not in tuple(SyncAuthority):
         raise InvalidRequestError(
             "sync_authority", "must be device_authoritative or cloud_authoritative")
+    authority = None if sync_authority is None else SyncAuthority(sync_authority)
     if column_actions is not None and not isinstance(column_actions, list):
         raise InvalidRequestError("column_actions", "must be a list")
     async with conn.transaction():
@@ -145,7 +148,7 @@ async def approve_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
         columns = list(review.schema_columns["columns"])
         lineage = await get_lineage_for_update(conn, review.lineage_id)
         assert lineage is not None
-        if sync_authority == "cloud_authoritative" and lineage.pipeline != "rows":
+        if authority == SyncAuthority.CLOUD and lineage.pipeline != Pipeline.ROWS:
             raise InvalidRequestError("sync_authority",
                                       "only state (rows) tables can be cloud-authoritative")
         checked = await check_approval(
@@ -160,9 +163,9 @@ async def approve_review(conn: Conn, review_id: uuid.UUID, *, actor: str,
                                     claimed_by=actor)
         await approve_schema(conn, lineage, review.schema_version_id, review.schema_hash,
                              columns, actions, review.id)
-        if sync_authority is not None:
-            await set_sync_authority(conn, lineage.id, sync_authority)
-            if sync_authority == "cloud_authoritative":
+        if authority is not None:
+            await set_sync_authority(conn, lineage.id, authority)
+            if authority == SyncAuthority.CLOUD:
                 table = await conn.fetchval(
                     "SELECT target_table FROM edge_table_lineages WHERE id = $1", lineage.id)
                 await StateTarget(table, []).provision_cloud_authority(conn)

@@ -21,7 +21,7 @@ from typing import Any
 
 from edgesync.governance._approval_check import free_name, target_types, type_suffix
 from edgesync.governance._bindings import device_target
-from edgesync.governance._column_actions import ColumnAction
+from edgesync.governance._column_actions import MAP_ACTIONS, ColumnAction, ColumnActionKind
 from edgesync.governance._lineages import Lineage
 from edgesync.governance._registry import coalesced_table_name, registry_columns
 from edgesync.materialize import pg_type_for
@@ -45,9 +45,9 @@ class Suggestion:
 
     def as_json(self) -> dict[str, Any]:
         doc = self.action.as_json()
-        if doc["action"] in ("map", "auto_create_and_map") and doc.get("device_data_point_id"):
+        if doc["action"] in MAP_ACTIONS and doc.get("device_data_point_id"):
             doc.pop("data_point_name", None)  # the point exists: map it, do not create it
-            doc["action"] = "map"
+            doc["action"] = ColumnActionKind.MAP
         return {**doc, "suggestion": str(self.kind), "reason": self.reason}
 
 
@@ -73,17 +73,18 @@ def suggest(columns: list[dict[str, Any]], previous_columns: list[dict[str, Any]
             out.append(_new(name, pg_type, existing, taken, first=previous is None))
             continue
         same = _affinity(old_cols.get(name)) in (None, _affinity(c))
-        if prev.action == "ignore":
-            out.append(Suggestion(ColumnAction(name, "ignore"), SuggestionKind.CARRIED,
+        if prev.action == ColumnActionKind.IGNORE:
+            out.append(Suggestion(ColumnAction(name, ColumnActionKind.IGNORE),
+                                  SuggestionKind.CARRIED,
                                   "ignored at the last approval: still ignored"))
-        elif prev.action == "defer":
+        elif prev.action == ColumnActionKind.DEFER:
             target = free_name(name, taken) if existing.get(name, pg_type) != pg_type else name
             taken.add(target)
-            out.append(Suggestion(ColumnAction(name, "mirror",
+            out.append(Suggestion(ColumnAction(name, ColumnActionKind.MIRROR,
                                                None if target == name else target),
                                   SuggestionKind.NEEDS_DECISION,
                                   "deferred at the last approval: decide it now"))
-        elif prev.action != "mirror":
+        elif prev.action != ColumnActionKind.MIRROR:
             out.append(Suggestion(
                 prev, SuggestionKind.CARRIED if same else SuggestionKind.NEEDS_DECISION,
                 "mapped to the same data point as at the last approval" if same else
@@ -99,12 +100,13 @@ def _new(name: str, pg_type: str, existing: dict[str, str], taken: set[str], *,
          first: bool) -> Suggestion:
     if existing.get(name, pg_type) == pg_type:
         taken.add(name)
-        return Suggestion(ColumnAction(name, "mirror"), SuggestionKind.NEW,
+        return Suggestion(ColumnAction(name, ColumnActionKind.MIRROR), SuggestionKind.NEW,
                           "first review: mirrored under its own name" if first
                           else "new column: mirrored under its own name")
     target = free_name(f"{name}_{type_suffix(pg_type)}", taken)
     taken.add(target)
-    return Suggestion(ColumnAction(name, "mirror", target), SuggestionKind.NEEDS_DECISION,
+    return Suggestion(ColumnAction(name, ColumnActionKind.MIRROR, target),
+                      SuggestionKind.NEEDS_DECISION,
                       f"new column, but the target's {name} is {existing[name]}, not "
                       f"{pg_type}: proposed {target}")
 
@@ -117,18 +119,21 @@ def _mirror(name: str, prev: ColumnAction, pg_type: str, same: bool, old: str | 
         # The stored binding names the type it chose; only a type the operator picked
         # (not the affinity's own) is sent again.
         kept = prev.target_type if prev.target_type not in (None, pg_type) else None
-        return Suggestion(ColumnAction(name, "mirror", None if target == name else target,
-                                       kept), SuggestionKind.CARRIED,
+        return Suggestion(ColumnAction(name, ColumnActionKind.MIRROR,
+                                       None if target == name else target, kept),
+                          SuggestionKind.CARRIED,
                           f"mirrored as {target} at the last approval" if target != name
                           else "mirrored at the last approval")
     if existing.get(target, pg_type) == pg_type:
         taken.add(target)
-        return Suggestion(ColumnAction(name, "mirror", None if target == name else target),
+        return Suggestion(ColumnAction(name, ColumnActionKind.MIRROR,
+                                       None if target == name else target),
                           SuggestionKind.NEEDS_DECISION,
                           f"type changed from {old} to {new}; {target} can hold it")
     other = free_name(f"{target}_{type_suffix(pg_type)}", taken)
     taken.add(other)
-    return Suggestion(ColumnAction(name, "mirror", other), SuggestionKind.NEEDS_DECISION,
+    return Suggestion(ColumnAction(name, ColumnActionKind.MIRROR, other),
+                      SuggestionKind.NEEDS_DECISION,
                       f"type changed from {old} to {new}: {target} holds "
                       f"{existing[target]}, so it goes to {other} (or ignore it, or choose "
                       "another name)")
@@ -145,8 +150,9 @@ async def _approved_version(conn: Conn, lineage: Lineage
         "SELECT source_column_name, action, mirror_column_name, target_type, "
         "device_data_point_id FROM edge_column_bindings WHERE lineage_id = $1 "
         "AND schema_hash = $2 ORDER BY id", lineage.id, lineage.approved_schema_hash)
-    actions = [ColumnAction(r["source_column_name"], r["action"], r["mirror_column_name"],
-                            r["target_type"], r["device_data_point_id"]) for r in rows]
+    actions = [ColumnAction(r["source_column_name"], ColumnActionKind(r["action"]),
+                            r["mirror_column_name"], r["target_type"], r["device_data_point_id"])
+               for r in rows]
     return (cols or {}).get("columns"), actions
 
 

@@ -5,10 +5,11 @@ from edgesync.ingest._amqp_keys import amqp_binding_keys, routing_key_of, topic_
 from edgesync.ingest._consumer import MqttIngest
 from edgesync.ingest._group import GroupWriter
 from edgesync.ingest._objects import ObjectIngester
-from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
+from edgesync.ingest._outcome import IngestOutcome, LedgerOutcome, OutcomeStatus
 from edgesync.ingest._pipeline import IngestPipeline
 from edgesync.ingest._replay import Replayer
 
-__all__ = ["AmqpIngest", "GroupWriter", "IngestOutcome", "IngestPipeline", "MqttIngest",
-           "ObjectIngester", "OutcomeStatus", "Replayer", "amqp_binding_keys", "check_amqp_url",
+__all__ = ["AmqpIngest", "GroupWriter", "IngestOutcome", "IngestPipeline", "LedgerOutcome",
+           "MqttIngest", "ObjectIngester", "OutcomeStatus", "Replayer", "amqp_binding_keys",
+           "check_amqp_url",
            "routing_key_of", "topic_candidates"]

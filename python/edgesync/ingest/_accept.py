@@ -63,7 +63,7 @@ from edgesync.ingest._ledger import (
 )
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.ingest._write import Claimed, Written, write_claimed
-from edgesync.protocol import RejectionCode, TopicKind
+from edgesync.protocol import Pipeline, RejectionCode, TopicKind
 from edgesync.staging import StagedBatch, stage_many
 from edgesync.store import CommitTail, Conn
 
@@ -95,7 +95,7 @@ class Work:
 
     @property
     def pipeline(self) -> str:
-        return "telemetry" if isinstance(self.batch, TelemetryBatch) else "rows"
+        return Pipeline.TELEMETRY if isinstance(self.batch, TelemetryBatch) else Pipeline.ROWS
 
 
 async def accept_group(conn: Conn, works: list[Work], tail: CommitTail | None = None) -> None:
@@ -121,7 +121,7 @@ async def accept_group(conn: Conn, works: list[Work], tail: CommitTail | None = 
     if not claimed:
         return
     admissions = await _admit(conn, claimed)
-    staged: list[tuple[Work, str]] = []
+    staged: list[tuple[Work, StagingReason]] = []
     writes: list[tuple[Work, Claimed]] = []
     for w in claimed:
         adm = admissions[(_lineage(w).id, w.batch.schema_hash)]
@@ -194,7 +194,8 @@ async def _seq_rules(conn: Conn, works: list[Work]) -> list[Work]:
         rej = BatchRejected(RejectionCode.DUPLICATE_BATCH_SEQ, f"batch_seq {b.batch_seq} was "
                             "already accepted with another batch_id", "batch_seq")
         await record_rejection(conn, w.scope.device_id, w.kind.value, w.payload, rej)
-        w.outcome = IngestOutcome(OutcomeStatus.REJECTED, rej.code, rej.detail, _lineage(w).id)
+        w.outcome = IngestOutcome(OutcomeStatus.REJECTED, RejectionCode(rej.code), rej.detail,
+                                  _lineage(w).id)
     return live
 
 

@@ -349,7 +349,8 @@ class GroupWriter:
         async with self._pool.acquire() as conn:
             lineage_id = await record_rejection(conn, entry.scope.device_id, entry.kind.value,
                                                 entry.payload, rej)
-        entry.resolve(IngestOutcome(OutcomeStatus.REJECTED, rej.code, rej.detail, lineage_id))
+        entry.resolve(IngestOutcome(OutcomeStatus.REJECTED, RejectionCode(rej.code), rej.detail,
+                                    lineage_id))
 
     async def _attempt(self, conn: Conn, group: list[_Entry]) -> None:
         todo = [e for e in group if not e.future.done()]
@@ -368,7 +369,7 @@ class GroupWriter:
                 lineage_id = await record_rejection(conn, e.scope.device_id, e.kind.value,
                                                     e.payload, rej)
                 _log.info("rejected %s from %s: %s", e.kind.value, e.scope.device_name, rej)
-                e.resolve(IngestOutcome(OutcomeStatus.REJECTED, rej.code, rej.detail,
+                e.resolve(IngestOutcome(OutcomeStatus.REJECTED, RejectionCode(rej.code), rej.detail,
                                         lineage_id))
                 continue
             e.work = Work(e.scope, e.kind, e.payload, batch, e.write_error, e.rows_apart)

@@ -6,7 +6,10 @@ import enum
 import uuid
 from dataclasses import dataclass
 
-__all__ = ["IngestOutcome", "OutcomeStatus"]
+from edgesync.governance import StagingReason
+from edgesync.protocol import RejectionCode
+
+__all__ = ["IngestOutcome", "LedgerOutcome", "OutcomeCode", "OutcomeStatus", "UploadCode"]
 
 
 class OutcomeStatus(enum.StrEnum):
@@ -17,10 +20,28 @@ class OutcomeStatus(enum.StrEnum):
     IGNORED = "ignored"
 
 
+class LedgerOutcome(enum.StrEnum):
+    """A received batch's row in the ledger (``edge_export_segments.outcome``)."""
+
+    MATERIALIZED = "materialized"
+    STAGED = "staged"
+    REJECTED = "rejected"
+
+
+class UploadCode(enum.StrEnum):
+    """The code of a staged outcome that is an object upload's finalize."""
+
+    UPLOAD_FINALIZED = "upload_finalized"
+
+
+# Why: a rejection (or an ignored message), a staging reason, or an upload's finalize.
+OutcomeCode = RejectionCode | StagingReason | UploadCode
+
+
 @dataclass(frozen=True, slots=True)
 class IngestOutcome:
     status: OutcomeStatus
-    code: str | None = None
+    code: OutcomeCode | None = None
     detail: str | None = None
     lineage_id: uuid.UUID | None = None
     rows: int = 0

@@ -36,7 +36,7 @@ from edgesync.governance import (
 )
 from edgesync.ingest._write import Claimed, Written, isolate, write_claimed
 from edgesync.materialize import StateTarget
-from edgesync.protocol import Backoff, listen_loop
+from edgesync.protocol import Backoff, Pipeline, listen_loop
 from edgesync.staging import mark_materialization_failed, unstage_many
 from edgesync.store import Conn, collided
 
@@ -155,7 +155,7 @@ class Replayer:
             payload = _core.decompress_blob(rec["blob"])
             try:
                 batch: RowBatch | TelemetryBatch = (
-                    _core.decode_telemetry_batch(payload) if rec["pipeline"] == "telemetry"
+                    _core.decode_telemetry_batch(payload) if rec["pipeline"] == Pipeline.TELEMETRY
                     # Accepted once already; chunks of uploads may be large.
                     else _core.decode_row_batch(payload, 1 << 30))
             except BatchRejected as exc:

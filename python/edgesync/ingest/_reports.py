@@ -23,6 +23,7 @@ import asyncpg
 import orjson
 
 from edgesync.control import (
+    UploadStatus,
     finalize_upload,
     grant_upload,
     record_resnapshot_status,
@@ -37,7 +38,7 @@ from edgesync.ingest._ledger import (
     ledger_text,
     record_rejection,
 )
-from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
+from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus, UploadCode
 from edgesync.protocol import (
     STATUS_REQUEST_KIND,
     RejectionCode,
@@ -239,7 +240,7 @@ async def _finalize(pool: asyncpg.Pool, scope: DeviceScope, doc: dict[str, Any]
     if status is None:
         return _reject(RejectionCode.UNKNOWN_UPLOAD,
                        f"no upload {upload_id} for this device and table")
-    if status == "granted":
+    if status == UploadStatus.GRANTED:
         return _reject(RejectionCode.UPLOAD_INCOMPLETE,
                        "finalize arrived before the object was uploaded")
-    return IngestOutcome(OutcomeStatus.STAGED, "upload_finalized", str(upload_id))
+    return IngestOutcome(OutcomeStatus.STAGED, UploadCode.UPLOAD_FINALIZED, str(upload_id))

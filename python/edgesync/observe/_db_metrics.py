@@ -33,6 +33,8 @@ from prometheus_client.core import (
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from edgesync.protocol import Pipeline
+
 __all__ = ["LAST_SEEN_BUCKETS", "DatabaseCollector"]
 
 PAUSED_EVENT = "integration.edge_table_lineage.ingestion_paused.v1"
@@ -143,7 +145,7 @@ class DatabaseCollector(Collector):
             t = totals.setdefault(r["pipeline"], [0, 0])
             t[0] += int(r["staged_rows"])
             t[1] += int(r["staged_bytes"])
-        for pipeline in ("rows", "telemetry"):
+        for pipeline in Pipeline:
             t = totals.get(pipeline, [0, 0])
             staged_rows.add_metric([pipeline], t[0])
             staged_bytes.add_metric([pipeline], t[1])

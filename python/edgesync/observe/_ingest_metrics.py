@@ -24,7 +24,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from edgesync.protocol import TopicKind
+from edgesync.protocol import Pipeline, TopicKind
 
 __all__ = ["ABANDONED", "FAILED", "UNKNOWN_KIND", "IngestMetrics", "kind_label"]
 
@@ -109,7 +109,7 @@ class IngestMetrics:
         if seconds is not None:
             self._child(self.latency, kind).observe(seconds)
         if rows and outcome in _WRITTEN:
-            pipeline = "telemetry" if kind == _TELEMETRY else "rows"
+            pipeline = Pipeline.TELEMETRY if kind == _TELEMETRY else Pipeline.ROWS
             self._child(self.rows, pipeline, outcome).inc(rows)
 
     def batch_received(self, wire: int, json: int) -> None:

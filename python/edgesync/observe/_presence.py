@@ -27,7 +27,7 @@ from typing import Any, NoReturn, Protocol
 import asyncpg
 from prometheus_client import CollectorRegistry, Histogram
 
-from edgesync.protocol import AgentState, StatusReport, TopicKind, periodic_loop
+from edgesync.protocol import AgentState, Pipeline, StatusReport, TopicKind, periodic_loop
 from edgesync.store import Conn
 
 __all__ = ["FLUSH_INTERVAL_S", "Committed", "Presence"]
@@ -151,7 +151,8 @@ class Presence:
             lin.committed = now
             if seen is not None:
                 lin.seen, lin.lag = seen, now - seen
-                pipeline = "telemetry" if w.kind is TopicKind.TELEMETRY_BATCH else "rows"
+                pipeline = (Pipeline.TELEMETRY if w.kind is TopicKind.TELEMETRY_BATCH
+                            else Pipeline.ROWS)
                 self.freshness.labels(pipeline, out.status).observe(max(0.0, now - seen))
 
     def seen(self, device_id: uuid.UUID, kind: TopicKind) -> None:

@@ -13,6 +13,7 @@ from edgesync.protocol._loop import (
     session_loop,
 )
 from edgesync.protocol._mqtt import TlsFiles, mqtt_client, tls_context
+from edgesync.protocol._pipeline import Pipeline
 from edgesync.protocol._publishing import PublishingClient
 from edgesync.protocol._reconnect import Backoff, raise_if_cancelling
 from edgesync.protocol._rejection import DECODER_CODES, RejectionCode
@@ -30,6 +31,7 @@ from edgesync.protocol._status import (
     StatusReport,
     parse_status,
 )
+from edgesync.protocol._strategy_kind import StrategyKind
 from edgesync.protocol._table_digest import (
     DIGEST_VERSION,
     MAX_PREFIX,
@@ -39,8 +41,6 @@ from edgesync.protocol._table_digest import (
     pk_json,
 )
 from edgesync.protocol._table_strategies import (
-    STRATEGIES,
-    Strategy,
     TableStrategy,
     check_table_strategies,
     parse_table_strategies,
@@ -63,7 +63,6 @@ __all__ = [
     "DIGEST_VERSION",
     "MAX_PREFIX",
     "STATUS_REQUEST_KIND",
-    "STRATEGIES",
     "AgentState",
     "Backoff",
     "BrokerUrl",
@@ -76,11 +75,12 @@ __all__ = [
     "LoopState",
     "LoopStatus",
     "MqttMessage",
+    "Pipeline",
     "PublishingClient",
     "RejectionCode",
     "SnapshotFilter",
     "StatusReport",
-    "Strategy",
+    "StrategyKind",
     "TableDigest",
     "TableStrategy",
     "TlsFiles",

@@ -10,25 +10,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any
 
 from edgesync.errors import ConfigError
+from edgesync.protocol._strategy_kind import StrategyKind
 
-__all__ = ["STRATEGIES", "Strategy", "TableStrategy", "check_table_strategies",
-           "parse_table_strategies", "read_table_strategy", "table_strategies_doc"]
-
-Strategy = Literal["rows", "telemetry", "ignore"]
-STRATEGIES: tuple[Strategy, ...] = ("rows", "telemetry", "ignore")
+__all__ = ["TableStrategy", "check_table_strategies", "parse_table_strategies",
+           "read_table_strategy", "table_strategies_doc"]
 _KEYS = ("strategy", "ts_column", "include_columns")
 
 
 @dataclass(frozen=True, slots=True)
 class TableStrategy:
-    strategy: Strategy = "rows"
+    strategy: StrategyKind = StrategyKind.ROWS
     ts_column: str | None = None
     include_columns: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "strategy", StrategyKind(self.strategy))
         if self.include_columns is not None and not isinstance(self.include_columns, tuple):
             object.__setattr__(self, "include_columns", tuple(self.include_columns))
 
@@ -38,10 +37,10 @@ def read_table_strategy(doc: Mapping[Any, Any], at: str, errors: list[ConfigErro
     """One table's mapping read key by key (its rules are ``check_table_strategies``'s);
     ``None`` with every problem appended to ``errors``."""
     problems = len(errors)
-    strategy: Strategy = doc.get("strategy", "rows")
+    strategy = doc.get("strategy", StrategyKind.ROWS.value)
     if "strategy" not in doc:
         errors.append(ConfigError(f"{at}.strategy", "required section or key is missing"))
-    elif strategy not in STRATEGIES:
+    elif strategy not in {s.value for s in StrategyKind}:
         errors.append(ConfigError(f"{at}.strategy", f"{strategy!r} is not allowed; use "
                                                     "'rows', 'telemetry' or 'ignore'"))
     ts_column = doc.get("ts_column")
@@ -72,12 +71,12 @@ def check_table_strategies(tables: Mapping[str, TableStrategy], base: str,
             continue
         if table.startswith(("sqlite_", "__edgesync_")):
             # Internal tables never replicate: "ignore" is harmless, anything else a mistake.
-            if ts.strategy != "ignore":
+            if ts.strategy != StrategyKind.IGNORE:
                 errors.append(ConfigError(f"{at}.strategy", "internal tables cannot be replicated"))
             continue
-        if ts.strategy == "telemetry" and not ts.ts_column:
+        if ts.strategy == StrategyKind.TELEMETRY and not ts.ts_column:
             errors.append(ConfigError(f"{at}.ts_column", "required for strategy telemetry"))
-        if ts.strategy != "telemetry":
+        if ts.strategy != StrategyKind.TELEMETRY:
             for key in ("ts_column", "include_columns"):
                 if getattr(ts, key) is not None:
                     errors.append(ConfigError(f"{at}.{key}", "only valid with strategy telemetry"))
@@ -89,8 +88,9 @@ def check_table_strategies(tables: Mapping[str, TableStrategy], base: str,
 
 
 def table_strategies_doc(strategies: Mapping[str, TableStrategy]) -> dict[str, dict[str, Any]]:
-    """``table_strategies`` as the YAML (and a sync policy) spells them: unset keys left out."""
-    return {table: {k: list(v) if isinstance(v, tuple) else v
+    """``table_strategies`` as the YAML (and a sync policy) spells them: unset keys left out,
+    plain strings (YAML's safe dumper represents no enum)."""
+    return {table: {k: list(v) if isinstance(v, tuple) else str(v) if k == "strategy" else v
                     for k, v in asdict(ts).items() if v is not None}
             for table, ts in strategies.items()}
 

@@ -30,7 +30,7 @@ from edgesync.governance import (
     load_state_target,
 )
 from edgesync.materialize import WriteItem, write_batches
-from edgesync.protocol import RejectionCode
+from edgesync.protocol import Pipeline, RejectionCode
 from edgesync.quarantine._rows import (
     QuarantinedRow,
     QuarantineStatus,
@@ -71,7 +71,7 @@ def _edited(row: QuarantinedRow, values: dict[str, Any] | None) -> str:
     if values is None:
         return row.row_json
     doc = json.loads(row.row_json)  # stdlib: integers of any size stay exact
-    part = "fields" if row.pipeline == "telemetry" else "row"
+    part = "fields" if row.pipeline == Pipeline.TELEMETRY else "row"
     if doc.get(part) is None:
         raise InvalidRequestError("values", "a quarantined delete has no values to edit; "
                                   "retry it as it is or discard it")
@@ -85,7 +85,7 @@ def _edited(row: QuarantinedRow, values: dict[str, Any] | None) -> str:
 
 def _one_row_batch(row: QuarantinedRow, row_json: str) -> RowBatch | TelemetryBatch:
     """A payload of the one row, decoded as live ingest decodes."""
-    if row.pipeline == "telemetry":
+    if row.pipeline == Pipeline.TELEMETRY:
         ts = json.loads(row_json)["ts"]
         head = {"format_version": 1, "capture_strategy": "sqlite_telemetry_batch_v1",
                 "batch_id": str(row.batch_id), "batch_seq": row.batch_seq,
@@ -100,7 +100,7 @@ def _one_row_batch(row: QuarantinedRow, row_json: str) -> RowBatch | TelemetryBa
     envelope = json.dumps(head, ensure_ascii=False, separators=(",", ":"))
     payload = f'{envelope[:-1]},"rows":[{row_json}]}}'.encode()
     try:
-        if row.pipeline == "telemetry":
+        if row.pipeline == Pipeline.TELEMETRY:
             return _core.decode_telemetry_batch(payload)
         batch = _core.decode_row_batch(payload, 1 << 30)
     except BatchRejected as exc:
@@ -115,7 +115,8 @@ async def retry_row(conn: Conn, lineage: Lineage, row_id: int, *, actor: str,
                     values: dict[str, Any] | None = None) -> RetryOutcome:
     """Write quarantined row ``row_id`` (with ``values`` replaced, when given) through the
     writer, in the caller's transaction."""
-    await sweep(conn, lineage.id, lineage.target_table if lineage.pipeline == "rows" else None)
+    await sweep(conn, lineage.id,
+                lineage.target_table if lineage.pipeline == Pipeline.ROWS else None)
     row = await get_row(conn, lineage.id, row_id, for_update=True)
     if row is None:
         raise NotFoundError(f"quarantined row {row_id} not found in lineage {lineage.id}")
@@ -135,7 +136,7 @@ async def retry_all(conn: Conn, lineage: Lineage, *, actor: str) -> RetryTotals:
     """Retry every open quarantined row of the lineage as it is, oldest first."""
     totals = RetryTotals()
     totals.superseded = await sweep(
-        conn, lineage.id, lineage.target_table if lineage.pipeline == "rows" else None)
+        conn, lineage.id, lineage.target_table if lineage.pipeline == Pipeline.ROWS else None)
     after = 0
     while rows := await open_rows(conn, lineage.id, after=after, limit=_CHUNK):
         for row in rows:

@@ -25,6 +25,7 @@ import asyncpg
 
 from edgesync._core import RowBatch, TelemetryBatch
 from edgesync.materialize import WriteItem, quote_ident
+from edgesync.protocol import Pipeline
 from edgesync.store import Conn
 
 __all__ = ["QuarantineStatus", "QuarantinedRow", "count_open", "discard", "get_row",
@@ -45,7 +46,7 @@ class QuarantinedRow:
     lineage_id: uuid.UUID
     device_id: uuid.UUID
     segment_id: int | None
-    pipeline: str
+    pipeline: Pipeline
     source_table: str
     schema_hash: str
     batch_id: uuid.UUID
@@ -72,6 +73,7 @@ class QuarantinedRow:
     def from_record(cls, r: asyncpg.Record) -> QuarantinedRow:
         values: dict[str, Any] = dict(r)
         values["status"] = QuarantineStatus(values["status"])
+        values["pipeline"] = Pipeline(values["pipeline"])
         return cls(**values)
 
 
@@ -109,7 +111,8 @@ async def quarantine_refused(conn: Conn, *, project_id: uuid.UUID, lineage_id: u
         "$11::text[], $12::text[], $13::bigint[], $14::timestamptz[], $15::uuid[], "
         "$16::text[], $17::text[], $18::text[], $19::text[]) AS x",
         project_id, lineage_id, item.device_id, segment_id,
-        "rows" if isinstance(b, RowBatch) else "telemetry", b.source_table, b.schema_hash,
+        Pipeline.ROWS if isinstance(b, RowBatch) else Pipeline.TELEMETRY, b.source_table,
+        b.schema_hash,
         uuid.UUID(b.batch_id), *[list(c) for c in cols])
     if isinstance(b, RowBatch):
         await sweep(conn, lineage_id, item.target.table)

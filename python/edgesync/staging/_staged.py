@@ -16,6 +16,7 @@ import orjson
 from edgesync import _core
 from edgesync._core import RowBatch, TelemetryBatch
 from edgesync.governance import StagingReason, add_staged, take_staged
+from edgesync.protocol import Pipeline
 from edgesync.store import Conn
 
 __all__ = ["STAGING_REASONS", "StagedBatch", "StagedRow", "discard_staged", "label_schema_rejected",
@@ -155,13 +156,13 @@ async def stage_many(conn: Conn, staged: list[StagedBatch]) -> list[uuid.UUID]:
         b = s.batch
         if isinstance(b, TelemetryBatch):
             rows.append((s.lineage_id, s.device_id, s.segment_id, b.source_table, s.reason,
-                         b.schema_hash, "telemetry", b.batch_seq,
+                         b.schema_hash, Pipeline.TELEMETRY, b.batch_seq,
                          datetime.fromisoformat(b.first_event_ts),
                          datetime.fromisoformat(b.last_event_ts), None, None, None,
                          b.row_count, len(s.payload), _core.compress_blob(s.payload)))
         else:
             rows.append((s.lineage_id, s.device_id, s.segment_id, b.source_table, s.reason,
-                         b.schema_hash, "rows", None, None, None, uuid.UUID(b.journal_epoch),
+                         b.schema_hash, Pipeline.ROWS, None, None, None, uuid.UUID(b.journal_epoch),
                          b.first_commit_seq, b.last_commit_seq, b.row_count, len(s.payload),
                          _core.compress_blob(s.payload)))
     await conn.execute(

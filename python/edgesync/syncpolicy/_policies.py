@@ -19,7 +19,7 @@ import asyncpg
 
 from edgesync.control import send_sync_policy
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
-from edgesync.protocol import parse_table_strategies, table_strategies_doc
+from edgesync.protocol import StrategyKind, parse_table_strategies, table_strategies_doc
 from edgesync.store import Conn, from_record
 
 __all__ = ["AttachedTo", "EffectivePolicy", "ListedAttachment", "PolicyAttachment",
@@ -134,7 +134,7 @@ def _check_strategies(doc: object, sample: dict[str, list[str]] | None) -> Strat
     if errors:
         raise InvalidRequestError(errors[0].field, errors[0].reason)
     for table, ts in strategies.items():
-        if sample is None or ts.strategy == "ignore":
+        if sample is None or ts.strategy == StrategyKind.IGNORE:
             continue
         at = f"table_strategies.{table}"
         if table not in sample:

@@ -14,6 +14,7 @@ from textual.app import App
 from textual.binding import Binding
 
 from edgesync.client import ApiClient, ApiClientError, ProjectApi
+from edgesync.errors import ApiErrorCode
 from edgesync.tui import (
     _approve,
     _devices,
@@ -57,14 +58,16 @@ ModalScreen { align: center middle; }
 ProgressBar { padding: 0 1; }
 """
 
-_PROBLEM_TITLES = {
-    "CONNECTION_FAILED": "Cannot reach the edgesync API",
-    "UNAUTHENTICATED": "The API refused the token (missing, unknown, expired or revoked)",
-    "PROJECT_NOT_FOUND": "Project not found, or not visible to this token in this organization",
-    "ORG_ID_REQUIRED": "The organization id is missing",
-    "INVALID_ORG_ID": "The organization id is not a valid id",
-    "ORG_MISMATCH": "The token belongs to another organization",
-    "PROJECT_AMBIGUOUS": "The project name matches several projects",
+_PROBLEM_TITLES: dict[str, str] = {
+    ApiErrorCode.CONNECTION_FAILED: "Cannot reach the edgesync API",
+    ApiErrorCode.UNAUTHENTICATED:
+        "The API refused the token (missing, unknown, expired or revoked)",
+    ApiErrorCode.PROJECT_NOT_FOUND:
+        "Project not found, or not visible to this token in this organization",
+    ApiErrorCode.ORG_ID_REQUIRED: "The organization id is missing",
+    ApiErrorCode.INVALID_ORG_ID: "The organization id is not a valid id",
+    ApiErrorCode.ORG_MISMATCH: "The token belongs to another organization",
+    ApiErrorCode.PROJECT_AMBIGUOUS: "The project name matches several projects",
 }
 
 

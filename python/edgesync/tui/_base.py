@@ -18,6 +18,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, Header, Static
 
 from edgesync.client import ApiClientError, ProjectApi
+from edgesync.errors import ApiErrorCode
 
 if TYPE_CHECKING:
     from edgesync.tui._app import EdgesyncTui
@@ -28,9 +29,10 @@ T = TypeVar("T")
 
 # Answers that mean the console cannot work at all (wrong token, org or project): shown
 # as a full screen, like missing settings, rather than as one failed action.
-SETUP_CODES = frozenset({"CONNECTION_FAILED", "UNAUTHENTICATED", "PROJECT_NOT_FOUND",
-                         "ORG_ID_REQUIRED", "INVALID_ORG_ID", "ORG_MISMATCH",
-                         "PROJECT_AMBIGUOUS"})
+SETUP_CODES = frozenset({ApiErrorCode.CONNECTION_FAILED, ApiErrorCode.UNAUTHENTICATED,
+                         ApiErrorCode.PROJECT_NOT_FOUND, ApiErrorCode.ORG_ID_REQUIRED,
+                         ApiErrorCode.INVALID_ORG_ID, ApiErrorCode.ORG_MISMATCH,
+                         ApiErrorCode.PROJECT_AMBIGUOUS})
 
 
 class ApiScreen(Screen[None]):

@@ -8,6 +8,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from edgesync.client import ApiClientError
+from edgesync.errors import ApiErrorCode
 from edgesync.tui._confirm import ConfirmScreen
 
 if TYPE_CHECKING:
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = ["change_authority", "replay_rejected", "replay_words"]
 
-_PENDING = frozenset({"CONFLICT"})
+_PENDING = frozenset({ApiErrorCode.CONFLICT})
 _WHAT = {
     "cloud_authoritative": "the cloud may write rows back (w, then e or +); rows written so "
                            "far carry no cloud version, so the device's changes still win "

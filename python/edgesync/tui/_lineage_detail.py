@@ -16,6 +16,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, ProgressBar, Static
 
 from edgesync.client import ApiClientError
+from edgesync.errors import ApiErrorCode
 from edgesync.tui._base import ApiScreen
 from edgesync.tui._confirm import ConfirmScreen
 from edgesync.tui._decisions import change_authority, replay_rejected
@@ -118,7 +119,7 @@ class LineageDetailScreen(ApiScreen):
             try:
                 lineage["coalesced_mirror"] = self.api.coalesced_mirror(lineage["target_table"])
             except ApiClientError as exc:
-                if exc.code != "COALESCED_MIRROR_NOT_FOUND":
+                if exc.code != ApiErrorCode.COALESCED_MIRROR_NOT_FOUND:
                     raise
         return lineage
 

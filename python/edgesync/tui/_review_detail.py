@@ -18,6 +18,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from edgesync.client import ApiClientError
+from edgesync.errors import ApiErrorCode
 from edgesync.tui._base import ApiScreen
 from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell, short_time, text
@@ -31,7 +32,7 @@ __all__ = ["ReviewDetailScreen", "column_changes"]
 
 # The 409 codes of a decision: the review changed meanwhile, or the state or the target
 # does not allow it.
-_CONFLICT = frozenset({"ACTION_VERSION_CONFLICT", "CONFLICT"})
+_CONFLICT = frozenset({ApiErrorCode.ACTION_VERSION_CONFLICT, ApiErrorCode.CONFLICT})
 _CHANGE_WORDS = {"added": "added", "dropped": "dropped", "type_changed": "type changed",
                  "pk_changed": "primary key changed",
                  "nullability_changed": "nullability changed"}
@@ -145,7 +146,8 @@ class ReviewDetailScreen(ApiScreen):
         except ApiClientError as exc:
             why = ("someone acted on this review since you loaded it (your action_version "
                    f"{self.review['action_version']} is stale)"
-                   if exc.code == "ACTION_VERSION_CONFLICT" else "refused, nothing changed")
+                   if exc.code == ApiErrorCode.ACTION_VERSION_CONFLICT
+                   else "refused, nothing changed")
             await self.reload()
             now = (f"reloaded: the review is {self.review['status']} at action_version "
                    f"{self.review['action_version']}")

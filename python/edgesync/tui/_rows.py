@@ -13,6 +13,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from edgesync.client import ApiClientError
+from edgesync.errors import ApiErrorCode
 from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell
 from edgesync.tui._paged import PAGE_SIZE, PagedScreen
@@ -22,7 +23,7 @@ from edgesync.tui._table import Table
 __all__ = ["RowsScreen", "decoded_rows", "source_columns", "writeback_row"]
 
 # Why a written view can be empty: nothing approved (or provisioned) yet.
-_NOT_YET = frozenset({"MIRROR_NOT_PROVISIONED", "TELEMETRY_NOT_PROVISIONED"})
+_NOT_YET = frozenset({ApiErrorCode.MIRROR_NOT_PROVISIONED, ApiErrorCode.TELEMETRY_NOT_PROVISIONED})
 
 
 def decoded_rows(items: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:

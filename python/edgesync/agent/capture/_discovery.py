@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from edgesync import _core
 from edgesync.agent.config import ReplicationConfig
+from edgesync.protocol import StrategyKind
 
 __all__ = ["Column", "Discovery", "TableInfo", "TelemetryTable", "discover", "list_user_tables",
            "read_table", "telemetry_table"]
@@ -121,11 +122,11 @@ def discover(db: sqlite3.Connection, replication: ReplicationConfig) -> Discover
     result = Discovery()
     for name in list_user_tables(db):
         strategy = replication.strategy_for(name).strategy
-        if strategy == "ignore":
+        if strategy == StrategyKind.IGNORE:
             result.skipped[name] = "strategy ignore"
             continue
         info = read_table(db, name)
-        if strategy == "telemetry":
+        if strategy == StrategyKind.TELEMETRY:
             ts = replication.strategy_for(name)
             assert ts.ts_column is not None  # the config refuses telemetry without it
             got = telemetry_table(info, ts.ts_column, ts.include_columns)

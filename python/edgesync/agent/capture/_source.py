@@ -15,6 +15,7 @@ from pathlib import Path
 from edgesync.agent.capture._discovery import list_user_tables, read_table, telemetry_table
 from edgesync.agent.config import AgentConfig, ReplicationConfig, read_config
 from edgesync.errors import ConfigError
+from edgesync.protocol import StrategyKind
 
 __all__ = ["check_source", "check_tables", "open_source", "validate_config"]
 
@@ -60,14 +61,14 @@ def check_tables(db: sqlite3.Connection, rep: ReplicationConfig) -> list[ConfigE
     problems: list[ConfigError] = []
     for name, ts in rep.table_strategies.items():
         base = f"sqlite-replication.table_strategies.{name}"
-        if ts.strategy == "ignore" or name.startswith(("sqlite_", "__edgesync_")):
+        if ts.strategy == StrategyKind.IGNORE or name.startswith(("sqlite_", "__edgesync_")):
             continue
         if name not in present:
             problems.append(ConfigError(base, f"no table {name!r} in the source database"
                                               + _similar(name, present)))
             continue
         info = read_table(db, name)
-        if ts.strategy == "telemetry":
+        if ts.strategy == StrategyKind.TELEMETRY:
             assert ts.ts_column is not None  # the config refuses telemetry without it
             columns = [c.name for c in info.columns]
             if ts.ts_column not in columns:

@@ -26,10 +26,11 @@ The object is zstd-compressed JSON lines (a frame per page of rows): a header (`
 
 from __future__ import annotations
 
+import enum
 import logging
 import sqlite3
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,26 @@ from edgesync.agent.capture._batcher import JournalRow
 from edgesync.agent.capture._discovery import TableInfo
 from edgesync.agent.capture._triggers import JOURNAL_TABLE, quote_ident, snapshot_sql
 
-__all__ = ["BACKLOG_MAX_ROWS", "Upload", "Uploads"]
+__all__ = ["BACKLOG_MAX_ROWS", "Upload", "UploadStatus", "UploadStep", "Uploads"]
+
+
+class UploadStatus(enum.StrEnum):
+    """An upload's row in state.db (``uploads.status``)."""
+
+    WANTED = "wanted"  # the backlog is too big for batches: ask for a URL
+    REQUESTED = "requested"  # url_request sent
+    GRANTED = "granted"  # the cloud answered with a presigned URL: PUT the object
+    UPLOADED = "uploaded"  # PUT done: send finalize
+    FINALIZED = "finalized"  # finalize sent: the rows go once the cloud confirms them
+
+
+class UploadStep(enum.StrEnum):
+    """What happened to an upload, as the runner tells the device database."""
+
+    REQUESTED = "requested"  # its url_request went out
+    REGRANT = "regrant"  # the URL expired or the PUT was refused: ask again
+    UPLOADED = "uploaded"  # the PUT succeeded
+    FINALIZED = "finalized"  # its finalize went out
 
 log = logging.getLogger("edgesync.agent")
 
@@ -63,7 +83,7 @@ class Upload:
     journal_epoch: str
     first_commit_seq: int
     last_commit_seq: int
-    status: str
+    status: UploadStatus
     batch_id: str | None
     presigned_url: str | None
     expires_at: str | None
@@ -103,13 +123,14 @@ class Uploads:
         self.spool = spool
 
     def _rows(self, where: str, args: tuple[Any, ...] = ()) -> list[Upload]:
-        return [Upload(*r) for r in self._db.execute(
+        rows = [Upload(*r) for r in self._db.execute(
             f"SELECT {_COLS} FROM uploads WHERE {where} ORDER BY upload_key", args)]
+        return [replace(up, status=UploadStatus(up.status)) for up in rows]
 
     def all(self) -> list[Upload]:
         return self._rows("1")
 
-    def with_status(self, status: str) -> list[Upload]:
+    def with_status(self, status: UploadStatus) -> list[Upload]:
         return self._rows("status = ?", (status,))
 
     def reserved(self, table: str, epoch: str) -> list[tuple[int, int]]:
@@ -289,7 +310,7 @@ class Uploads:
         """Finish finalized uploads whose rows the cloud confirmed: only rows not in the
         object are left in the range, so the whole range goes. Returns those done."""
         done = []
-        for up in self.with_status("finalized"):
+        for up in self.with_status(UploadStatus.FINALIZED):
             # (the journal's top row always stays, so it is not counted)
             left = int(self._src.execute(
                 f"SELECT count(*) FROM {_J} WHERE table_name = ? AND commit_seq >= ? "

@@ -25,7 +25,7 @@ from edgesync.agent._lock import lock_path
 from edgesync.agent._state import StateStore
 from edgesync.agent.capture._freshness import SeenMarks
 from edgesync.agent.capture._triggers import JOURNAL_TABLE, quote_ident
-from edgesync.protocol import STATUS_REQUEST_KIND, AgentState
+from edgesync.protocol import STATUS_REQUEST_KIND, AgentState, Pipeline
 
 __all__ = ["REPORT_INTERVAL_S", "StatusReporter", "device_status", "will_payload",
            "write_status"]
@@ -123,7 +123,7 @@ def device_status(state_db: Path) -> dict[str, Any]:
                 "SELECT source_table, paused, last_published_commit_seq FROM tables "
                 "ORDER BY source_table"):
             n, oldest = waiting.get(name, (0, now))
-            tables.append({"table": name, "pipeline": "rows", "paused": bool(paused),
+            tables.append({"table": name, "pipeline": Pipeline.ROWS, "paused": bool(paused),
                            "published_commit_seq": int(cursor), "unconfirmed_batches": n,
                            "oldest_unconfirmed_publish_age_s": round(now - oldest, 3)
                            if n else None})
@@ -131,7 +131,7 @@ def device_status(state_db: Path) -> dict[str, Any]:
                 "SELECT t.source_table, t.paused, count(o.batch_seq), min(o.published_at) "
                 "FROM telemetry t LEFT JOIN telemetry_outbox o USING (source_table) "
                 "GROUP BY t.source_table ORDER BY t.source_table"):
-            tables.append({"table": name, "pipeline": "telemetry", "paused": bool(paused),
+            tables.append({"table": name, "pipeline": Pipeline.TELEMETRY, "paused": bool(paused),
                            "published_commit_seq": None, "unconfirmed_batches": int(n),
                            "oldest_unconfirmed_publish_age_s": round(now - oldest, 3)
                            if oldest is not None else None})

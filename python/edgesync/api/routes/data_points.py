@@ -19,7 +19,7 @@ from edgesync.api._idempotency import IdempotencyKey, idempotent
 from edgesync.api._pagination import Pagination, Paging
 from edgesync.api._registry_models import DataPointIn, DataPointOut, DataPointValueOut
 from edgesync.api._values import json_value
-from edgesync.errors import ConflictError, NotFoundError
+from edgesync.errors import ApiErrorCode, ConflictError, NotFoundError
 from edgesync.store import Conn
 
 __all__ = ["MAX_VALUES", "router"]
@@ -32,7 +32,7 @@ _READ_ERRORS = error_responses(400, 401, 404, 422)
 
 
 def data_point_not_found() -> ApiError:
-    return ApiError(404, "DATA_POINT_NOT_FOUND", "data point not found")
+    return ApiError(404, ApiErrorCode.DATA_POINT_NOT_FOUND, "data point not found")
 
 
 async def _get(conn: Conn, project_id: uuid.UUID, data_point_id: uuid.UUID) -> DataPointOut:
@@ -62,7 +62,8 @@ async def create(access: CanManage, conn: Db, request: Request, body: DataPointI
                 tx, access.project_id, name=body.name, value_type=body.value_type,
                 unit=body.unit)
         except ConflictError as exc:
-            raise ApiError(409, "DATA_POINT_NAME_ALREADY_IN_USE", str(exc), "name") from exc
+            raise ApiError(409, ApiErrorCode.DATA_POINT_NAME_ALREADY_IN_USE, str(exc),
+                           "name") from exc
         return 201, Item[DataPointOut](data=model_of(DataPointOut, point))
 
     return await idempotent(conn, access, request, idempotency_key, work)
@@ -94,11 +95,11 @@ async def values(
 ) -> Page[DataPointValueOut]:
     since, until = _utc(from_), _utc(to)
     if since is not None and until is not None and since >= until:
-        raise ApiError(422, "INVALID_REQUEST", "must be later than from", "to")
+        raise ApiError(422, ApiErrorCode.INVALID_REQUEST, "must be later than from", "to")
     paging = Pagination(page, limit)
     if paging.offset + limit > MAX_VALUES:
-        raise ApiError(422, "INVALID_REQUEST", f"page * limit may not exceed {MAX_VALUES}: "
-                                               "narrow from/to instead", "page")
+        raise ApiError(422, ApiErrorCode.INVALID_REQUEST,
+                       f"page * limit may not exceed {MAX_VALUES}: narrow from/to instead", "page")
     await _get(conn, access.project_id, data_point_id)
     total = await conn.fetchval(
         "SELECT count(*) FROM edge_data_point_values WHERE data_point_id = $1 "

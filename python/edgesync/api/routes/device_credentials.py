@@ -25,6 +25,7 @@ from edgesync.api._domain import model_of
 from edgesync.api._envelopes import Item
 from edgesync.api._errors import ApiError, error_responses
 from edgesync.api._idempotency import IdempotencyKey, idempotent
+from edgesync.errors import ApiErrorCode
 from edgesync.fleet import DeviceScope
 from edgesync.store import Conn
 
@@ -45,7 +46,7 @@ async def _scope(conn: Conn, project_id: uuid.UUID, device_id: uuid.UUID) -> Dev
     scope = None if row is None else await fleet.get_device(conn, row["topic_slug"],
                                                             row["name"])
     if scope is None:
-        raise ApiError(404, "DEVICE_NOT_FOUND", f"no device {device_id} in this project",
+        raise ApiError(404, ApiErrorCode.DEVICE_NOT_FOUND, f"no device {device_id} in this project",
                        "device_id")
     return scope
 
@@ -53,8 +54,9 @@ async def _scope(conn: Conn, project_id: uuid.UUID, device_id: uuid.UUID) -> Dev
 async def _live(conn: Conn, scope: DeviceScope) -> None:
     if await conn.fetchval("SELECT revoked_at IS NOT NULL FROM edge_devices WHERE id = $1",
                            scope.device_id):
-        raise ApiError(409, "DEVICE_REVOKED", f"device {scope.device_name!r} is revoked: it "
-                                              "gets no new credentials", "device_id")
+        raise ApiError(409, ApiErrorCode.DEVICE_REVOKED,
+                       f"device {scope.device_name!r} is revoked: it gets no new credentials",
+                       "device_id")
 
 
 class Credential(BaseModel):
@@ -126,7 +128,8 @@ async def issue_credential(access: CanManage, conn: Db, request: Request, device
                            body: CredentialIn, idempotency_key: IdempotencyKey = None
                            ) -> Response:
     if body.kind == "password" and body.csr_pem is not None:
-        raise ApiError(422, "INVALID_REQUEST", "only valid with kind certificate", "csr_pem")
+        raise ApiError(422, ApiErrorCode.INVALID_REQUEST, "only valid with kind certificate",
+                       "csr_pem")
 
     async def work(tx: Conn) -> tuple[int, Item[IssuedCredential]]:
         scope = await _scope(tx, access.project_id, device_id)

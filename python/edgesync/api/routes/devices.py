@@ -16,7 +16,7 @@ from edgesync.api._envelopes import Item, Page
 from edgesync.api._errors import ApiError, error_responses
 from edgesync.api._idempotency import IdempotencyKey, idempotent
 from edgesync.api._pagination import Paging
-from edgesync.errors import ConflictError
+from edgesync.errors import ApiErrorCode, ConflictError
 from edgesync.store import Conn
 
 __all__ = ["DeviceIn", "DeviceOut", "router"]
@@ -118,7 +118,7 @@ async def list_devices(access: CanRead, conn: Db, paging: Paging,
 async def get_device(access: CanRead, conn: Db, device_id: uuid.UUID) -> Item[DeviceOut]:
     row = await conn.fetchrow(_SELECT + " AND d.id = $2", access.project_id, device_id)
     if row is None:
-        raise ApiError(404, "DEVICE_NOT_FOUND", f"no device {device_id} in this project",
+        raise ApiError(404, ApiErrorCode.DEVICE_NOT_FOUND, f"no device {device_id} in this project",
                        "device_id")
     return Item[DeviceOut](data=DeviceOut.model_validate(dict(row)))
 
@@ -136,7 +136,7 @@ async def create_device(access: CanManage, conn: Db, request: Request, body: Dev
             scope = await fleet.add_device(tx, project=project["name"], name=body.name,
                                            topic_slug=project["topic_slug"], fleet=body.fleet)
         except ConflictError as exc:
-            raise ApiError(409, "DEVICE_NAME_ALREADY_IN_USE", str(exc), "name") from exc
+            raise ApiError(409, ApiErrorCode.DEVICE_NAME_ALREADY_IN_USE, str(exc), "name") from exc
         row = await tx.fetchrow(_SELECT + " AND d.id = $2", access.project_id, scope.device_id)
         assert row is not None
         return 201, Item[DeviceOut](data=DeviceOut.model_validate(dict(row)))

@@ -18,6 +18,7 @@ from edgesync.api._envelopes import Item
 from edgesync.api._errors import error_responses
 from edgesync.api._idempotency import IdempotencyKey, idempotent
 from edgesync.api._lineage_queries import get_lineage
+from edgesync.governance import SyncAuthority
 from edgesync.store import Conn
 
 __all__ = ["router"]
@@ -26,7 +27,7 @@ router = APIRouter(prefix="/core/api/v1/projects/{project_id}/edge/lineages",
                    tags=["lineages"])
 LineageId = Annotated[uuid.UUID, Path(description="lineage UUID")]
 _WRITE_ERRORS = error_responses(400, 401, 403, 404, 409, 422)
-Authority = Literal["device_authoritative", "cloud_authoritative"]
+Authority = Literal[SyncAuthority.DEVICE, SyncAuthority.CLOUD]
 
 
 class ReplayRejectedBody(BaseModel):

@@ -21,6 +21,7 @@ from edgesync.api._lineage_queries import get_lineage
 from edgesync.api._pagination import Paging
 from edgesync.api._search import MAX_SEARCH, SearchText
 from edgesync.errors import NotFoundError
+from edgesync.protocol import Pipeline
 from edgesync.store import Conn
 
 __all__ = ["router"]
@@ -40,7 +41,7 @@ class QuarantinedRowOut(BaseModel):
     lineage_id: uuid.UUID
     device_id: uuid.UUID
     segment_id: int | None = Field(description="the batch's ledger row (segments)")
-    pipeline: Literal["rows", "telemetry"]
+    pipeline: Literal[Pipeline.ROWS, Pipeline.TELEMETRY]
     source_table: str
     schema_hash: str
     batch_id: uuid.UUID
@@ -118,7 +119,7 @@ async def list_(access: CanRead, conn: Db, paging: Paging, lineage_id: LineageId
     lineage = await get_lineage(conn, access.project_id, lineage_id)
     # Rows a newer change overtook are marked so before they are shown (docs/recovery.md).
     await quarantine.sweep(conn, lineage_id,
-                           lineage.target_table if lineage.pipeline == "rows" else None)
+                           lineage.target_table if lineage.pipeline == Pipeline.ROWS else None)
     rows, total = await quarantine.list_rows(
         conn, lineage_id, status=quarantine.QuarantineStatus(status) if status else None,
         offset=paging.offset, limit=paging.limit, q=q)
@@ -131,7 +132,7 @@ async def show(access: CanRead, conn: Db, lineage_id: LineageId,
                row_id: RowId) -> Item[QuarantinedRowOut]:
     lineage = await get_lineage(conn, access.project_id, lineage_id)
     await quarantine.sweep(conn, lineage_id,
-                           lineage.target_table if lineage.pipeline == "rows" else None)
+                           lineage.target_table if lineage.pipeline == Pipeline.ROWS else None)
     row = await quarantine.get_row(conn, lineage_id, row_id)
     if row is None:
         raise NotFoundError(f"quarantined row {row_id} not found in lineage {lineage_id}")

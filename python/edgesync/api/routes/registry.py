@@ -33,7 +33,7 @@ from edgesync.api._registry_models import (
 from edgesync.api._review_models import ClaimBody, PreviewBody
 from edgesync.api._review_queries import OPEN, OPEN_STATUSES, check_action_version
 from edgesync.api._search import MAX_SEARCH, SearchText
-from edgesync.errors import NotFoundError
+from edgesync.errors import ApiErrorCode, NotFoundError
 from edgesync.store import Conn
 
 __all__ = ["fleet_router", "router"]
@@ -64,7 +64,7 @@ async def _fleet(conn: Conn, access: Access, fleet_id: uuid.UUID) -> Scope:
     found = await conn.fetchval("SELECT EXISTS (SELECT 1 FROM edge_fleets WHERE id = $1 "
                                 "AND project_id = $2)", fleet_id, access.project_id)
     if not found:
-        raise ApiError(404, "FLEET_NOT_FOUND", "fleet not found")
+        raise ApiError(404, ApiErrorCode.FLEET_NOT_FOUND, "fleet not found")
     return Scope(access, fleet_id)
 
 
@@ -85,15 +85,15 @@ async def _fleet_manage(access: CanManage, conn: Db, fleet_id: FleetId) -> Scope
 
 
 def entry_not_found() -> ApiError:
-    return ApiError(404, "REGISTRY_ENTRY_NOT_FOUND", "registry entry not found")
+    return ApiError(404, ApiErrorCode.REGISTRY_ENTRY_NOT_FOUND, "registry entry not found")
 
 
 def review_not_found() -> ApiError:
-    return ApiError(404, "REGISTRY_REVIEW_NOT_FOUND", "registry review not found")
+    return ApiError(404, ApiErrorCode.REGISTRY_REVIEW_NOT_FOUND, "registry review not found")
 
 
 def mirror_not_found() -> ApiError:
-    return ApiError(404, "COALESCED_MIRROR_NOT_FOUND", "coalesced mirror not found")
+    return ApiError(404, ApiErrorCode.COALESCED_MIRROR_NOT_FOUND, "coalesced mirror not found")
 
 
 async def _review(conn: Conn, scope: Scope, review_id: uuid.UUID

@@ -15,11 +15,15 @@ from edgesync.api._db import Db
 from edgesync.api._envelopes import Page
 from edgesync.api._errors import error_responses
 from edgesync.api._pagination import Paging
+from edgesync.ingest import LedgerOutcome
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/core/api/v1/projects/{project_id}/edge/segments",
                    tags=["segments"])
+
+
+Outcome = Literal[LedgerOutcome.MATERIALIZED, LedgerOutcome.STAGED, LedgerOutcome.REJECTED]
 
 
 class SegmentOut(BaseModel):
@@ -29,7 +33,7 @@ class SegmentOut(BaseModel):
     batch_id: uuid.UUID | None
     topic_kind: str
     source_table: str | None
-    outcome: Literal["materialized", "staged", "rejected"]
+    outcome: Outcome
     rejection_code: str | None
     rejection_field: str | None
     rejection_detail: str | None
@@ -53,7 +57,7 @@ async def list_segments(
     access: CanRead, conn: Db, paging: Paging,
     device_id: Annotated[uuid.UUID | None, Query()] = None,
     lineage_id: Annotated[uuid.UUID | None, Query()] = None,
-    outcome: Annotated[Literal["materialized", "staged", "rejected"] | None, Query()] = None,
+    outcome: Annotated[Outcome | None, Query()] = None,
     rejection_code: Annotated[str | None, Query(max_length=100)] = None,
 ) -> Page[SegmentOut]:
     args = (access.project_id, device_id, lineage_id, outcome, rejection_code)

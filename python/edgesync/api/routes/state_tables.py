@@ -17,6 +17,7 @@ from edgesync.api._envelopes import Item
 from edgesync.api._errors import ApiError, error_responses
 from edgesync.api._idempotency import IdempotencyKey, idempotent
 from edgesync.api._lineage_queries import lineage_not_found
+from edgesync.errors import ApiErrorCode
 from edgesync.store import Conn
 
 __all__ = ["StateRowIn", "StateWriteBody", "StateWriteResult", "router"]
@@ -52,7 +53,7 @@ class StateWriteResult(BaseModel):
 
 
 def device_not_found() -> ApiError:
-    return ApiError(404, "DEVICE_NOT_FOUND", "device not found")
+    return ApiError(404, ApiErrorCode.DEVICE_NOT_FOUND, "device not found")
 
 
 @router.post("/{lineage_id}/rows", response_model=Item[StateWriteResult],

@@ -18,7 +18,7 @@ from edgesync.api._envelopes import Item, Page
 from edgesync.api._errors import ApiError, error_responses
 from edgesync.api._idempotency import IdempotencyKey, idempotent
 from edgesync.api._pagination import Paging
-from edgesync.errors import ConflictError, NotFoundError
+from edgesync.errors import ApiErrorCode, ConflictError, NotFoundError
 from edgesync.store import Conn
 
 __all__ = ["router"]
@@ -134,19 +134,19 @@ class Introspection(BaseModel):
     sample_tables: dict[str, list[str]] = Field(description="table → column names")
 
 
-_NOT_FOUND = {"no sync policy": ("SYNC_POLICY_NOT_FOUND", None),
-              "no device": ("DEVICE_NOT_FOUND", "device_id"),
-              "no fleet": ("FLEET_NOT_FOUND", "fleet_id"),
-              "the policy is not attached": ("ATTACHMENT_NOT_FOUND", None)}
+_NOT_FOUND = {"no sync policy": (ApiErrorCode.SYNC_POLICY_NOT_FOUND, None),
+              "no device": (ApiErrorCode.DEVICE_NOT_FOUND, "device_id"),
+              "no fleet": (ApiErrorCode.FLEET_NOT_FOUND, "fleet_id"),
+              "the policy is not attached": (ApiErrorCode.ATTACHMENT_NOT_FOUND, None)}
 
 
 def _api(exc: NotFoundError | ConflictError) -> ApiError:
     if isinstance(exc, ConflictError):
-        return ApiError(409, "SYNC_POLICY_NAME_IN_USE", str(exc), "name")
+        return ApiError(409, ApiErrorCode.SYNC_POLICY_NAME_IN_USE, str(exc), "name")
     for prefix, (code, field) in _NOT_FOUND.items():
         if str(exc).startswith(prefix):
             return ApiError(404, code, str(exc), field)
-    return ApiError(404, "NOT_FOUND", str(exc))
+    return ApiError(404, ApiErrorCode.NOT_FOUND, str(exc))
 
 
 _READ = error_responses(400, 401, 404, 422)

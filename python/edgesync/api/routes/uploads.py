@@ -13,8 +13,13 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from edgesync.control import ObjectStore
-from edgesync.control._uploads import UPLOAD_PATH, note_uploaded, verify_upload_url
-from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
+from edgesync.control._uploads import (
+    UPLOAD_PATH,
+    UploadStatus,
+    note_uploaded,
+    verify_upload_url,
+)
+from edgesync.errors import ApiErrorCode, ConflictError, InvalidRequestError, NotFoundError
 
 __all__ = ["upload_router"]
 
@@ -34,7 +39,7 @@ def upload_router(pool: Callable[[], asyncpg.Pool], store: ObjectStore) -> APIRo
         try:
             async with pool().acquire() as conn:
                 upload = await verify_upload_url(conn, upload_id, expires, signature)
-            if upload.status != "granted":
+            if upload.status != UploadStatus.GRANTED:
                 raise ConflictError(f"upload {upload_id} is already {upload.status}")
 
             async def body() -> AsyncIterator[bytes]:
@@ -43,11 +48,12 @@ def upload_router(pool: Callable[[], asyncpg.Pool], store: ObjectStore) -> APIRo
 
             size = await store.put(upload_id, body())
         except NotFoundError as exc:
-            return _error(404, "UPLOAD_NOT_FOUND", str(exc))
+            return _error(404, ApiErrorCode.UPLOAD_NOT_FOUND, str(exc))
         except ConflictError as exc:
-            return _error(409, "UPLOAD_ALREADY_RECEIVED", str(exc))
+            return _error(409, ApiErrorCode.UPLOAD_ALREADY_RECEIVED, str(exc))
         except InvalidRequestError as exc:
-            code = "UPLOAD_URL_EXPIRED" if exc.field == "expires" else "UPLOAD_TOO_LARGE"
+            code = (ApiErrorCode.UPLOAD_URL_EXPIRED if exc.field == "expires"
+                    else ApiErrorCode.UPLOAD_TOO_LARGE)
             return _error(403 if exc.field == "expires" else 413, code, exc.reason)
         await note_uploaded(pool(), upload_id, size)
         return JSONResponse({"data": {"batch_id": str(upload_id), "byte_count": size}})

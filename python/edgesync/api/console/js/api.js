@@ -2,6 +2,7 @@
 // this tab's sessionStorage, one request helper adding the headers docs/api.md asks for,
 // and errors as ApiError carrying the envelope's stable code and field.
 
+import { ApiErrorCode } from "./vocabulary.js";
 const KEY = "edgesync.console.session";
 
 export function session() {
@@ -54,7 +55,7 @@ export function postBytes(path, bytes, s = session()) {
 const READ_ONLY = ["/preview", "/introspect"];
 
 async function send(method, path, body, type, s) {
-  if (!s) throw new ApiError(401, "UNAUTHENTICATED", "not logged in");
+  if (!s) throw new ApiError(401, ApiErrorCode.UNAUTHENTICATED, "not logged in");
   const headers = { Authorization: `Bearer ${s.token}`, "ORG-ID": s.org, Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = type;
   if (method !== "GET" && !READ_ONLY.some((end) => path.endsWith(end))) headers["Idempotency-Key"] = newKey();
@@ -64,6 +65,7 @@ async function send(method, path, body, type, s) {
     const url = path.startsWith("/core/") ? path : projectPath(path, s);
     res = await fetch(url, { method, headers, body });
   } catch (e) {
+    // The console's own code (the CLI's is CONNECTION_FAILED), shown in the message.
     throw new ApiError(0, "NETWORK", `the server did not answer (${e.message})`);
   }
   let doc = null;
@@ -98,10 +100,10 @@ export async function findProject(ref, s) {
   const found = doc.data.filter((p) => [p.id, p.name, p.topic_slug].includes(ref));
   if (found.length === 1) return found[0];
   if (found.length > 1) {
-    throw new ApiError(409, "PROJECT_AMBIGUOUS", `"${ref}" names several projects: `
+    throw new ApiError(409, ApiErrorCode.PROJECT_AMBIGUOUS, `"${ref}" names several projects: `
       + found.map((p) => `${p.id} (${p.name})`).join(", ") + "; give the project's ID");
   }
   const known = doc.data.map((p) => p.name).join(", ");
-  throw new ApiError(404, "PROJECT_NOT_FOUND", `no project "${ref}" (by ID, name or topic `
+  throw new ApiError(404, ApiErrorCode.PROJECT_NOT_FOUND, `no project "${ref}" (by ID, name or topic `
     + `slug) for this token${known ? `; there are: ${known}` : ""}`);
 }

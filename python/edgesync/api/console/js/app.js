@@ -3,6 +3,7 @@
 
 import { ApiError, api, clearSession, findProject, saveSession, session } from "./api.js";
 import { clear, h, say, sayNothingOld } from "./ui.js";
+import { ApiErrorCode } from "./vocabulary.js";
 
 const PAGES = [
   [/^\/overview$/, () => import("./pages/overview.js"), "overview"],
@@ -72,10 +73,10 @@ function showLogin(message) {
 
 function loginProblem(e) {
   if (e.status === 401) return "The token is unknown, expired or revoked.";
-  if (e.code === "ORG_MISMATCH") return e.text; // names the token's own organization
-  if (e.code === "PROJECT_NOT_FOUND" || e.code === "PROJECT_AMBIGUOUS") return e.message;
+  if (e.code === ApiErrorCode.ORG_MISMATCH) return e.text; // names the token's own organization
+  if (e.code === ApiErrorCode.PROJECT_NOT_FOUND || e.code === ApiErrorCode.PROJECT_AMBIGUOUS) return e.message;
   if (e.status === 404) return "No such project in that organization for this token.";
-  if (e.code === "INVALID_ORG_ID") return "The organization ID must be a UUID.";
+  if (e.code === ApiErrorCode.INVALID_ORG_ID) return "The organization ID must be a UUID.";
   return e.text;
 }
 

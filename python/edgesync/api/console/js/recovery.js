@@ -6,8 +6,9 @@
 
 import { ApiError, get, post } from "./api.js";
 import { busy, clear, h, num, pill, say, table, when, words } from "./ui.js";
+import { ResnapshotStatus, SchemaStatus, VerificationStatus } from "./vocabulary.js";
 
-const OPEN = new Set(["requested", "running"]);
+const OPEN = new Set([ResnapshotStatus.REQUESTED, ResnapshotStatus.RUNNING, VerificationStatus.REQUESTED]);
 const OPS = [["eq", "="], ["ne", "≠"], ["lt", "<"], ["le", "≤"], ["gt", ">"], ["ge", "≥"],
   ["in", "in (comma-separated)"], ["is_null", "is null"], ["not_null", "is not null"]];
 // Taken as offered (docs/recovery.md): a whole-table re-snapshot, a plain verification.
@@ -22,7 +23,7 @@ export function offersBox(l) {
   // After a verification that found differences, the API's detail says to verify with
   // repair: the button does so.
   const last = (l.recovery || {}).verification;
-  const repair = !!last && last.status === "different";
+  const repair = !!last && last.status === VerificationStatus.DIFFERENT;
   return h("section", { id: "recovery-offers", class: "note", "aria-labelledby": "offers-title" },
     h("h2", { id: "offers-title" }, "Recovery offered"),
     h("p", { class: "muted" }, "What the API says to do now for this table, and why (docs/recovery.md)."),
@@ -82,7 +83,7 @@ export function recoverySection(l, stale) {
 }
 
 function columnsOf(l) {
-  const approved = (l.schema_versions || []).find((v) => v.status === "approved");
+  const approved = (l.schema_versions || []).find((v) => v.status === SchemaStatus.APPROVED);
   const cols = ((approved && approved.schema_columns) || {}).columns || [];
   const names = cols.map((c) => c.name);
   return names.length ? names : [...new Set((l.bindings || []).map((b) => b.source_column_name))];

@@ -4,11 +4,12 @@
 // (docs/agent.md); this only offers what the sample holds.
 
 import { h, num } from "./ui.js";
+import { StrategyKind } from "./vocabulary.js";
 
 export const STRATEGIES = [
-  ["rows", "rows: replicate every change (needs a primary key)"],
-  ["telemetry", "telemetry: append-only readings with a timestamp"],
-  ["ignore", "ignore: not synced"],
+  [StrategyKind.ROWS, "rows: replicate every change (needs a primary key)"],
+  [StrategyKind.TELEMETRY, "telemetry: append-only readings with a timestamp"],
+  [StrategyKind.IGNORE, "ignore: not synced"],
 ];
 
 // tables: [{name, columns: [{name, type?}], row_count?, reason?, complete?}] (the
@@ -18,7 +19,7 @@ export function strategyEditor(tables, current) {
   const readers = [];
   const element = h("div", { class: "strategies", id: "strategies" },
     tables.map((t, i) => {
-      const { box, read } = tableEditor(t, current[t.name] || { strategy: "rows" }, i);
+      const { box, read } = tableEditor(t, current[t.name] || { strategy: StrategyKind.ROWS }, i);
       readers.push([t.name, read]);
       return box;
     }));
@@ -45,7 +46,7 @@ function tableEditor(t, start, i) {
       h("legend", {}, "Columns sent (include_columns; all ticked: every column, also ones added later)"),
       boxes.map((b) => h("label", { class: "inline", "data-for": b.value }, b, h("code", {}, b.value)))));
   const sync = () => {
-    telemetry.hidden = strategy.value !== "telemetry";
+    telemetry.hidden = strategy.value !== StrategyKind.TELEMETRY;
     // The timestamp column always travels: its box is ticked and fixed.
     for (const b of boxes) {
       const isTs = b.value === ts.value;
@@ -66,8 +67,8 @@ function tableEditor(t, start, i) {
     h("label", {}, "Strategy", strategy),
     telemetry);
   const read = () => {
-    if (strategy.value !== "telemetry") return { strategy: strategy.value };
-    const doc = { strategy: "telemetry", ts_column: ts.value };
+    if (strategy.value !== StrategyKind.TELEMETRY) return { strategy: strategy.value };
+    const doc = { strategy: StrategyKind.TELEMETRY, ts_column: ts.value };
     const picked = boxes.filter((b) => b.checked && b.value !== ts.value).map((b) => b.value);
     const others = columns.filter((c) => c !== ts.value).length;
     // Every column ticked means "all, also ones added later" only when the sample lists

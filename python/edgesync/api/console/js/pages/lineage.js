@@ -5,6 +5,7 @@
 import { ApiError, api, get, post } from "../api.js";
 import { offersBox, recoverySection } from "../recovery.js";
 import { busy, clear, confirmDialog, facts, h, link, num, pill, say, table, value, when, words } from "../ui.js";
+import { LineageStatus, PauseReason, Pipeline, ReviewStatus } from "../vocabulary.js";
 
 const ROWS = 100;
 
@@ -17,7 +18,7 @@ export async function render(main, { args: [id], stale }) {
   const reload = () => window.dispatchEvent(new Event("console:reload"));
 
   const actions = [];
-  if (m.error_count > 0 || m.failed_batches > 0 || l.pause_reason === "circuit_breaker") {
+  if (m.error_count > 0 || m.failed_batches > 0 || l.pause_reason === PauseReason.CIRCUIT_BREAKER) {
     actions.push(h("button", { type: "button", id: "reset", onclick: (ev) => busy(ev.target, async () => {
       try {
         const { data } = await post(`/edge/lineages/${id}/reset-materialization`);
@@ -27,7 +28,7 @@ export async function render(main, { args: [id], stale }) {
       } catch (e) { say(e.text || String(e), true); }
     }) }, "Reset materialization"));
   }
-  if (l.pause_reason === "deferred_columns") {
+  if (l.pause_reason === PauseReason.DEFERRED_COLUMNS) {
     actions.push(h("button", { type: "button", class: "secondary", id: "reopen",
       onclick: (ev) => busy(ev.target, async () => {
         try {
@@ -54,7 +55,7 @@ export async function render(main, { args: [id], stale }) {
   } }, "Delete lineage…"));
 
   // Re-snapshot and verification are for state (rows) lineages only (the API says so too).
-  const recovery = l.pipeline === "rows" ? recoverySection(l, stale) : null;
+  const recovery = l.pipeline === Pipeline.ROWS ? recoverySection(l, stale) : null;
   const intents = l.replay.intents;
   const latest = intents[0];
   const replayed = latest ? latest.rows_replayed : 0;
@@ -175,10 +176,10 @@ async function showRows(box, l, view) {
       body = [h("p", { class: "muted", id: "rows-source" }, `source: staged rows (${num(doc.meta.total)})`),
         rowTable("Staged rows", doc.data.map(spreadStaged), ["op", "commit_seq"], ["staging_reason", "staged_id"])];
     } else {
-      const path = l.pipeline === "telemetry" ? "telemetry" : "mirror-rows";
+      const path = l.pipeline === Pipeline.TELEMETRY ? "telemetry" : "mirror-rows";
       const doc = await get(`/edge/lineages/${l.id}/${path}?limit=${ROWS}`);
       body = [h("p", { class: "muted", id: "rows-source" },
-        `source: written ${l.pipeline === "telemetry" ? "telemetry" : "state mirror"} ${l.target_table} (${num(doc.meta.total)})`),
+        `source: written ${l.pipeline === Pipeline.TELEMETRY ? "telemetry" : "state mirror"} ${l.target_table} (${num(doc.meta.total)})`),
         rowTable("Written rows", doc.data)];
     }
   } catch (e) {
@@ -210,21 +211,21 @@ function rowTable(caption, rows, first = [], last = []) {
 // A paused lineage's next step, first on the page (it was a small link beside a red Delete):
 // the review it waits for, or what its pause reason asks of the operator.
 function nextStep(l, reviews) {
-  if (l.status !== "paused") return null;
-  const open = reviews.find((r) => r.status === "queued" || r.status === "in_review");
+  if (l.status !== LineageStatus.PAUSED) return null;
+  const open = reviews.find((r) => r.status === ReviewStatus.QUEUED || r.status === ReviewStatus.IN_REVIEW);
   const staged = `${num(l.staged_rows)} staged row(s) wait`;
   let body;
-  if (l.pause_reason === "schema_review" && open) {
+  if (l.pause_reason === PauseReason.SCHEMA_REVIEW && open) {
     body = [`Waiting for a schema review: ${staged} until it is decided. `,
       h("a", { href: `#/reviews/schema/${open.id}`, class: "button", id: "next-review" }, "Open the review")];
-  } else if (l.pause_reason === "backpressure") {
+  } else if (l.pause_reason === PauseReason.BACKPRESSURE) {
     body = [`Paused by backpressure: ${staged}, over the project's cap. It resumes by itself once `
       + "the backlog drains below the policy's resume threshold; raise the caps on ",
       link("#/policy", "Policy"), " if the backlog is expected."];
-  } else if (l.pause_reason === "circuit_breaker") {
+  } else if (l.pause_reason === PauseReason.CIRCUIT_BREAKER) {
     body = ["Paused by the circuit breaker after repeated write errors: fix the target (see "
       + "Materialization below), then Reset materialization."];
-  } else if (l.pause_reason === "deferred_columns") {
+  } else if (l.pause_reason === PauseReason.DEFERRED_COLUMNS) {
     body = ["Columns were deferred: reopen the review to decide them (Reopen review below)."];
   } else {
     body = [`Paused (${words(l.pause_reason)}): ${staged}.`];

@@ -4,6 +4,7 @@
 import { all, get } from "../api.js";
 import { refreshOnEvents } from "../events.js";
 import { ago, clear, h, link, num, pill, table, words } from "../ui.js";
+import { LineageStatus } from "../vocabulary.js";
 
 const LIMIT = 50;
 
@@ -27,7 +28,7 @@ export async function render(main, { query }) {
     h("label", {}, "Search", h("input", { type: "search", name: "q", id: "filter-q", value: q,
       placeholder: "device, table, target, reason" })),
     h("label", {}, "Status", h("select", { name: "status", id: "filter-status" },
-      [["", "any"], ["active", "active"], ["paused", "paused"]].map(([v, t]) =>
+      [["", "any"], ...Object.values(LineageStatus).map((s) => [s, s])].map(([v, t]) =>
         h("option", { value: v, selected: v === status }, t)))),
     h("label", {}, "Device", h("select", { name: "device_id", id: "filter-device" },
       h("option", { value: "" }, "any"),

@@ -6,6 +6,7 @@
 import { all, get } from "../api.js";
 import { barChart, lineChart } from "../charts.js";
 import { ago, clear, h, link, num, pill, say, table, words } from "../ui.js";
+import { LineageStatus, ReviewStatus } from "../vocabulary.js";
 
 const EVERY_MS = 5000;
 const KEEP = 120; // 10 minutes of samples
@@ -33,7 +34,7 @@ async function draw(box) {
   // What waits for an operator: queued reviews and those claimed but not decided yet.
   const [lineages, devices, ...open] = await Promise.all([
     all("/edge/lineages"), all("/devices"),
-    ...["queued", "in_review"].flatMap((st) => [get(`/edge/schema-reviews?status=${st}&limit=1`),
+    ...[ReviewStatus.QUEUED, ReviewStatus.IN_REVIEW].flatMap((st) => [get(`/edge/schema-reviews?status=${st}&limit=1`),
       get(`/edge/registry-reviews?status=${st}&limit=1`)])]);
   const waiting = open.reduce((n, doc) => n + doc.meta.total, 0);
   const staged = lineages.reduce((n, l) => n + l.staged_rows, 0);
@@ -48,7 +49,7 @@ async function draw(box) {
   }
   const byStatus = {};
   for (const l of lineages) {
-    const key = l.status === "paused" ? `paused: ${words(l.pause_reason)}` : l.status;
+    const key = l.status === LineageStatus.PAUSED ? `paused: ${words(l.pause_reason)}` : l.status;
     byStatus[key] = (byStatus[key] || 0) + 1;
   }
   const lastBatch = {};
@@ -57,7 +58,7 @@ async function draw(box) {
   }
   const hasSeen = devices.some((d) => "last_seen" in d || "last_seen_at" in d);
   const hasOnline = devices.some((d) => "connected" in d || "online" in d);
-  const paused = lineages.filter((l) => l.status === "paused").length;
+  const paused = lineages.filter((l) => l.status === LineageStatus.PAUSED).length;
   clear(box,
     h("div", { class: "cards" },
       card("devices", num(devices.length),

@@ -7,6 +7,7 @@
 
 import { ApiError, get, post } from "../api.js";
 import { busy, clear, confirmDialog, facts, h, link, pill, say, table, when, words } from "../ui.js";
+import { ApiErrorCode, ColumnActionKind, Pipeline, ReviewStatus, SyncAuthority } from "../vocabulary.js";
 
 // What a 409 said, shown again once the review is reloaded (the page is drawn anew).
 let notice = null;
@@ -21,7 +22,7 @@ export async function render(main, { args: [kind, id] }) {
   const lineage = kind === "schema" ? (await get(`/edge/lineages/${r.lineage_id}`)).data : null;
   const columns = (r.schema_columns || {}).columns || [];
   const decided = Object.fromEntries((r.column_actions || []).map((a) => [a.source_column_name, a]));
-  const open = r.status === "queued" || r.status === "in_review";
+  const open = r.status === ReviewStatus.QUEUED || r.status === ReviewStatus.IN_REVIEW;
   const conflict = h("div", { id: "conflict", role: "alert" });
   const reload = () => window.dispatchEvent(new Event("console:reload"));
 
@@ -37,7 +38,7 @@ export async function render(main, { args: [kind, id] }) {
         if (e instanceof ApiError && e.status === 409) {
           // Someone acted meanwhile, or the approval was refused because of what exists:
           // either way what this page shows may be stale. Reload it, and say why.
-          notice = { text: e.text, stale: e.code === "ACTION_VERSION_CONFLICT" };
+          notice = { text: e.text, stale: e.code === ApiErrorCode.ACTION_VERSION_CONFLICT };
           say(e.text, true);
           reload();
         } else {
@@ -87,13 +88,13 @@ export async function render(main, { args: [kind, id] }) {
     approveButton.title = ok ? "" : "fix the refused columns first (see the preview)";
   }
 
-  const authority = kind === "schema" && lineage.pipeline === "rows" && open
+  const authority = kind === "schema" && lineage.pipeline === Pipeline.ROWS && open
     ? h("div", { class: "filters" }, h("label", {}, "Sync authority", h("select", { id: "sync-authority" },
       h("option", { value: "" }, "device authoritative (default)"),
-      h("option", { value: "cloud_authoritative" }, "cloud authoritative (allows write-back)"))))
+      h("option", { value: SyncAuthority.CLOUD }, "cloud authoritative (allows write-back)"))))
     : null;
   const buttons = [];
-  if (r.status === "queued") {
+  if (r.status === ReviewStatus.QUEUED) {
     buttons.push(h("button", { type: "button", class: "secondary", id: "claim", onclick: (ev) =>
       decide(ev.target, "claim", {}, "review claimed") }, "Claim"));
   }
@@ -162,7 +163,7 @@ function diffTable(r, columns, decided) {
 
 function actionWords(a) {
   if (!a) return "-";
-  if (a.action !== "mirror") return a.action.replaceAll("_", " ");
+  if (a.action !== ColumnActionKind.MIRROR) return a.action.replaceAll("_", " ");
   return "mirror" + (a.mirror_column_name && a.mirror_column_name !== a.source_column_name ? ` as ${a.mirror_column_name}` : "")
     + (a.target_type ? ` (${a.target_type})` : "");
 }
@@ -173,7 +174,7 @@ function actionWords(a) {
 const SUGGESTION_WORDS = { carried: "carried", new: "new", needs_decision: "needs decision" };
 
 function actionForm(kind, columns, points, suggestions) {
-  const choices = ["mirror", "ignore", ...(kind === "schema" ? ["defer"] : []), "map", "auto_create_and_map"];
+  const choices = [ColumnActionKind.MIRROR, ColumnActionKind.IGNORE, ...(kind === "schema" ? [ColumnActionKind.DEFER] : []), ColumnActionKind.MAP, ColumnActionKind.AUTO_CREATE_AND_MAP];
   const suggested = Object.fromEntries(suggestions.map((s) => [s.source_column_name, s]));
   const rows = columns.map((c) => {
     const n = c.name;
@@ -196,9 +197,9 @@ function actionForm(kind, columns, points, suggestions) {
     }
     const sync = () => {
       const a = action.value;
-      rename.hidden = type.hidden = a !== "mirror";
-      point.hidden = a !== "map";
-      pointName.hidden = a !== "auto_create_and_map";
+      rename.hidden = type.hidden = a !== ColumnActionKind.MIRROR;
+      point.hidden = a !== ColumnActionKind.MAP;
+      pointName.hidden = a !== ColumnActionKind.AUTO_CREATE_AND_MAP;
     };
     action.addEventListener("change", sync);
     sync();
@@ -210,12 +211,12 @@ function actionForm(kind, columns, points, suggestions) {
       h("td", {}, rename, type, point, pointName), refusal);
     const value = () => {
       const a = { source_column_name: n, action: action.value };
-      if (a.action === "mirror") {
+      if (a.action === ColumnActionKind.MIRROR) {
         if (rename.value.trim() && rename.value.trim() !== n) a.mirror_column_name = rename.value.trim();
         if (type.value) a.target_type = type.value;
-      } else if (a.action === "map") {
+      } else if (a.action === ColumnActionKind.MAP) {
         a.device_data_point_id = point.value || null;
-      } else if (a.action === "auto_create_and_map" && pointName.value.trim()) {
+      } else if (a.action === ColumnActionKind.AUTO_CREATE_AND_MAP && pointName.value.trim()) {
         a.data_point_name = pointName.value.trim();
       }
       return a;

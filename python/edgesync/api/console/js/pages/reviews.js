@@ -4,8 +4,9 @@
 import { get } from "../api.js";
 import { refreshOnEvents } from "../events.js";
 import { clear, h, link, num, pill, table, when, words } from "../ui.js";
+import { ReviewStatus } from "../vocabulary.js";
 
-const STATUSES = ["queued", "in_review", "approved", "rejected", "abandoned"];
+const STATUSES = Object.values(ReviewStatus);
 
 export async function render(main, { query }) {
   const status = query.get("status") ?? "open";
@@ -15,7 +16,7 @@ export async function render(main, { query }) {
     get(`/edge/schema-reviews?limit=200${filter}`),
     get(`/edge/registry-reviews?limit=200${filter}`),
     get("/edge/lineages?limit=500")]);
-  const keep = (r) => !open || r.status === "queued" || r.status === "in_review";
+  const keep = (r) => !open || r.status === ReviewStatus.QUEUED || r.status === ReviewStatus.IN_REVIEW;
   const device = Object.fromEntries(lineages.data.map((l) => [l.id, l.device_name]));
   const select = h("select", { id: "review-status", onchange: (ev) => {
     location.hash = `#/reviews?status=${ev.target.value}`;
