@@ -47,7 +47,7 @@ async def test_slow_link_256kbit_and_1s_each_way(
                    confirm_timeout="15s") as the:
         figures = Figures.start("256 kbit/s + 1 s each way", the.link)
         the.link.delay_up = the.link.delay_down = 1.0
-        writer = Writer(the.device.db, pause=0.1)
+        writer = Writer(the.device.db, pause=0.03)
         writer.start()
         await run_for(the, 20)
         the.link.delay_up = the.link.delay_down = 0.0

@@ -105,6 +105,10 @@ class MqttLink:
             raise BrokerError(f"publish to {topic}: the connection was lost") from None
         except aiomqtt.MqttError as exc:
             raise_if_cancelling()
+            # The connection is gone (or going): what waits for a PUBACK on it never gets
+            # one, even when the session is busy in a control handler and cannot end.
+            for other in self._awaiting - {sending}:
+                other.cancel()
             raise BrokerError(f"publish to {topic} failed: {exc}") from exc
         finally:
             self._awaiting.discard(sending)
