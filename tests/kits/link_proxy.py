@@ -43,7 +43,7 @@ _EOF, _RESET = b"", None
 def mqtt_packets(buffer: bytearray) -> list[bytes]:
     """The complete MQTT packets at the start of ``buffer``, removed from it (a packet
     split across reads stays until its rest arrives)."""
-    packets = []
+    packets: list[bytes] = []
     while len(buffer) >= 2:
         length, shift, at = 0, 0, 1
         while True:

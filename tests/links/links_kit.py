@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import random
 import shutil
@@ -288,7 +289,7 @@ async def rig(pool: asyncpg.Pool, database_url: str, tmp_path: Path, unique: str
 
                 await eventually(ready, 120, "agent installed its triggers")
                 for table in ("st", "tm"):
-                    await eventually(lambda t=table: columns_known(pool, dev, t), 120,  # type: ignore[misc]
+                    await eventually(functools.partial(columns_known, pool, dev, table), 120,
                                      f"{table}: the device sent its columns")
                     await approve(pool, dev, table, limit=120)
                 await the.equal(120)

@@ -58,11 +58,12 @@ async def test_slow_link_256kbit_and_1s_each_way(
 @pytest.mark.once
 async def test_half_open_for_60s_agent_and_worker_reconnect(
         pool: asyncpg.Pool, database_url: str, tmp_path: Path, unique: str) -> None:
-    """Both links (agent ↔ broker and worker ↔ broker) silently stop forwarding for 60 s
-    without closing. The agent (keep-alive 5 s) notices through MQTT keep-alive and is
-    back within twice its keep-alive; the worker (keep-alive 30 s, its clients' own
-    keep-alive) notices and reconnects too, within the 60 s. One window for both: the
-    60 s are the issue's, and CI time is short."""
+    """Both links (agent ↔ broker and worker ↔ broker) silently stop forwarding without
+    closing, for 60 s. The agent (keep-alive 5 s) notices through MQTT keep-alive and is
+    back within twice its keep-alive. The worker's clients (keep-alive 30 s: a broker
+    silent 45 s is gone, checked every 15 s) notice and reconnect too; their old
+    connections stay silent until they do (at most twice 30 s, plus the backoff). One
+    window for both: the 60 s are the issue's, and CI time is short."""
     async with rig(pool, database_url, tmp_path, unique, keep_alive=5) as the:
         figures = Figures.start("half-open 60 s", the.link)
         writer = Writer(the.device.db)
@@ -71,21 +72,24 @@ async def test_half_open_for_60s_agent_and_worker_reconnect(
         start = time.monotonic()
         assert the.link.stall() >= 1 and the.worker_link.stall() >= 2
         agent_back = worker_back = None
-        while time.monotonic() - start < 60:
+        while (elapsed := time.monotonic() - start) < 60 or (worker_back is None
+                                                               and elapsed < 90):
             the.alive()
-            now = time.monotonic() - start
-            if agent_back is None and the.link.accepted_since(start):
-                agent_back = the.link.accepted_since(start)[0] - start
-            if worker_back is None and len(the.worker_link.accepted_since(start)) >= 2:
-                worker_back = the.worker_link.accepted_since(start)[1] - start
-            await asyncio.sleep(0.2 if now < 60 else 0)
+            if agent_back is None and (back := the.link.accepted_since(start)):
+                agent_back = back[0] - start
+            if worker_back is None and len(back := the.worker_link.accepted_since(start)) >= 2:
+                worker_back = back[1] - start  # both clients
+            if elapsed >= 60 and the.link.stalled:
+                the.link.heal()
+            await asyncio.sleep(0.2)
         the.link.heal()
         the.worker_link.heal()
         assert agent_back is not None, "the agent did not reconnect within 60 s"
         assert agent_back <= 2 * the.keep_alive, (
             f"the agent reconnected {agent_back:.1f}s after the link went silent "
             f"(keep-alive {the.keep_alive}s)")
-        assert worker_back is not None, "the worker did not reconnect within 60 s"
+        assert worker_back is not None and worker_back <= 2 * 30 + 5, (
+            f"the worker did not reconnect by itself ({worker_back})")
         figures.extra = {"agent back after": f"{agent_back:.1f}s",
                          "worker back after": f"{worker_back:.1f}s"}
         await heal_and_settle(the, writer, figures)
