@@ -71,6 +71,18 @@ class Namespace:
     inside: list[str]  # the command prefix that runs a program inside
     shaped: list[list[str]]  # the interfaces under tbf, with the prefix that reaches them
 
+    def shaping(self) -> str:
+        """What each token bucket passed and held back (``tc -s``): proof the traffic
+        went through them."""
+        out = []
+        for *prefix, dev in self.shaped:
+            done = subprocess.run([*prefix, "tc", "-s", "qdisc", "show", "dev", dev],
+                                  capture_output=True, text=True, check=True)
+            sent = next((line.strip() for line in done.stdout.splitlines()
+                         if line.strip().startswith("Sent")), "?")
+            out.append(f"{dev}: {sent}")
+        return "; ".join(out)
+
     def unshape(self) -> None:
         """The rate limit lifted on both ends."""
         for *prefix, dev in self.shaped:

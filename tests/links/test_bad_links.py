@@ -55,6 +55,7 @@ async def test_slow_link_256kbit_and_1s_each_way(
         writer.start()
         await run_for(the, 20)
         the.link.delay_up = the.link.delay_down = 0.0
+        figures.extra = {"tbf": the.net.shaping()}
         the.net.unshape()
         await heal_and_settle(the, writer, figures)
 
@@ -102,8 +103,10 @@ async def test_half_open_for_60s_agent_and_worker_reconnect(
 @pytest.mark.once
 async def test_20_resets_in_a_minute(
         pool: asyncpg.Pool, database_url: str, tmp_path: Path, unique: str) -> None:
-    """Every connection of the agent's link reset (RST) every 3 s, 20 times."""
-    async with rig(pool, database_url, tmp_path, unique) as the:
+    """Every connection of the agent's link reset (RST) every 3 s, 20 times. Keep-alive
+    5 s: now and then the agent's MQTT library misses a reset under uvloop (see
+    docs/production.md, *Bad links*) and only keep-alive ends that connection."""
+    async with rig(pool, database_url, tmp_path, unique, keep_alive=5) as the:
         figures = Figures.start("20 resets in a minute", the.link)
         writer = Writer(the.device.db)
         writer.start()
@@ -111,10 +114,10 @@ async def test_20_resets_in_a_minute(
         for _ in range(20):
             await run_for(the, 3)
             resets += the.link.reset()
-        assert resets >= 15, f"only {resets} connections were there to reset"
+        assert resets >= 12, f"only {resets} connections were there to reset"
         figures.extra = {"resets": resets}
         # a publish caught by a reset fails at once, not after the 30 s publish timeout
-        await heal_and_settle(the, writer, figures, within=15)
+        await heal_and_settle(the, writer, figures, within=20)
 
 
 async def test_publish_cut_mid_packet_and_puback_dropped(
@@ -122,7 +125,7 @@ async def test_publish_cut_mid_packet_and_puback_dropped(
     """A row batch's PUBLISH cut in the middle (the broker gets half a packet, then a
     reset), then a PUBACK dropped after the broker took the batch (and a reset): the
     agent publishes the batch again after reconnecting; the cloud has it once."""
-    async with rig(pool, database_url, tmp_path, unique) as the:
+    async with rig(pool, database_url, tmp_path, unique, keep_alive=5) as the:
         figures = Figures.start("PUBLISH cut + PUBACK dropped", the.link)
         writer = Writer(the.device.db)
         writer.start()
@@ -130,6 +133,6 @@ async def test_publish_cut_mid_packet_and_puback_dropped(
         await asyncio.wait_for(cut, 30)
         await run_for(the, 3)
         dropped = the.link.drop_puback("/sync/rows/batch")
-        await asyncio.wait_for(dropped, 15)  # the cut batch was sent again meanwhile
+        await asyncio.wait_for(dropped, 20)  # the cut batch was sent again meanwhile
         await run_for(the, 3)
-        await heal_and_settle(the, writer, figures, within=15)
+        await heal_and_settle(the, writer, figures, within=20)
