@@ -48,6 +48,9 @@ class MqttLink:
         self._backoff = backoff or Backoff()
         self._client: aiomqtt.Client | None = None
         self.connected = asyncio.Event()
+        # Publishes waiting for their PUBACK: aiomqtt leaves them waiting out the timeout
+        # when the connection is lost, so the session's end fails them at once.
+        self._awaiting: set[asyncio.Future[None]] = set()
         self.control_topic = topic_for(conn.root_topic, TopicKind.INGEST_CONTROL)
 
     async def run(self) -> NoReturn:
@@ -82,6 +85,8 @@ class MqttLink:
             finally:
                 self.connected.clear()
                 self._client = None
+                for sending in self._awaiting:
+                    sending.cancel()
 
     async def publish(self, topic: str, payload: bytes) -> None:
         """Publish at QoS 1 and wait for the PUBACK; BrokerError when that fails."""
@@ -90,9 +95,21 @@ class MqttLink:
         client = self._client
         if client is None:
             raise BrokerError("not connected to the MQTT broker")
+        sending = asyncio.ensure_future(
+            client.publish(topic, payload, qos=1, timeout=self._publish_timeout))
+        self._awaiting.add(sending)
         try:
-            await client.publish(topic, payload, qos=1, timeout=self._publish_timeout)
+            await sending
+        except asyncio.CancelledError:
+            raise_if_cancelling()  # ours; otherwise the connection ended under it
+            raise BrokerError(f"publish to {topic}: the connection was lost") from None
         except aiomqtt.MqttError as exc:
             raise_if_cancelling()
+            # The connection is gone (or going): what waits for a PUBACK on it never gets
+            # one, even when the session is busy in a control handler and cannot end.
+            for other in self._awaiting - {sending}:
+                other.cancel()
             raise BrokerError(f"publish to {topic} failed: {exc}") from exc
+        finally:
+            self._awaiting.discard(sending)
         raise_if_cancelling()
