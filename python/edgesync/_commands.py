@@ -37,7 +37,8 @@ async def serve(args: argparse.Namespace) -> None:
         shared_group=args.shared_group, tls=tls, api_host=args.api_host,
         api_port=args.api_port, public_url=args.public_url, amqp_url=args.amqp_url,
         amqp_queue=args.amqp_queue, amqp_prefetch=args.amqp_prefetch,
-        broker_config_out=args.broker_config_out, broker_pid_file=args.broker_pid_file)
+        broker_config_out=args.broker_config_out, broker_pid_file=args.broker_pid_file,
+        confirm_after_replica=args.confirm_after_replica)
     if args.client_id:
         settings.client_id = args.client_id
     async with Server(settings) as server:

@@ -103,6 +103,12 @@ def _parser() -> argparse.ArgumentParser:
                        help="the directory `edgesync broker-config --out` wrote: credentials "
                             "issued or revoked through the API rewrite it (same options) "
                             "(env EDGESYNC_BROKER_CONFIG_OUT; default: not managed)")
+    serve.add_argument("--confirm-after-replica", action="store_true",
+                       default=os.environ.get("EDGESYNC_CONFIRM_AFTER_REPLICA") == "1",
+                       help="confirm batches to devices only once a streaming standby has "
+                            "replayed their commit (needs the pg_monitor role), so a failover "
+                            "under asynchronous replication loses nothing; confirmations wait "
+                            "while no standby keeps up (env EDGESYNC_CONFIRM_AFTER_REPLICA=1)")
     serve.add_argument("--broker-pid-file", type=Path,
                        default=os.environ.get("EDGESYNC_BROKER_PID_FILE"),
                        help="Mosquitto's pid file: sent SIGHUP after a rewrite "

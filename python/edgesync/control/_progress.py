@@ -24,7 +24,7 @@ from edgesync.control._sender import Publisher
 from edgesync.control._signer import sign_for_devices
 from edgesync.errors import ConfigError
 from edgesync.protocol import ControlKind, TopicKind, periodic_loop, topic_for
-from edgesync.store import Conn
+from edgesync.store import Conn, commit_position, wait_replayed
 
 __all__ = ["ProgressReporter"]
 
@@ -41,8 +41,12 @@ _REPLAY_WINDOW = 20_000
 
 class ProgressReporter:
     def __init__(self, pool: asyncpg.Pool, publisher: Publisher, *, interval: float = 1.0,
-                 signature_ttl: timedelta = timedelta(minutes=10)) -> None:
+                 signature_ttl: timedelta = timedelta(minutes=10),
+                 after_replica: bool = False) -> None:
         self._pool = pool
+        # --confirm-after-replica: confirm only what a standby has replayed (see
+        # edgesync.store._replica).
+        self._after_replica = after_replica
         self._publisher = publisher
         self._interval = interval
         self._ttl = signature_ttl
@@ -69,6 +73,9 @@ class ProgressReporter:
                 "ORDER BY s.seen_seq LIMIT 20000", self._after)
             if not seen:
                 return 0
+            if self._after_replica:
+                # Read after the SELECT: at or past the commit of every row it saw.
+                await wait_replayed(conn, await commit_position(conn))
             groups: dict[tuple[Any, ...], list[asyncpg.Record]] = defaultdict(list)
             for rec in seen:
                 groups[(rec["device_id"], rec["name"], rec["topic_slug"], rec["source_table"],
