@@ -37,7 +37,7 @@ import httpx
 import pytest
 from kits.e2e_kit import Device, app, approve, eventually, register, wait_equal
 from kits.fault_kit import Broker, free_port, tail
-from kits.pg_pair import Node, PgPair
+from kits.pg_pair import PgPair
 from kits.write_load import write_load
 
 from edgesync.store import create_pool
@@ -116,14 +116,14 @@ async def journals_drained(devices: list[Device]) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def pair_and_broker(synchronous: bool) -> AsyncIterator[tuple[PgPair, Broker, Path]]:
+async def pair_and_broker(synchronous: bool) -> AsyncIterator[tuple[PgPair, Broker]]:
     root = Path(tempfile.mkdtemp(prefix="edgesync-failover-"))
     os.chmod(root, 0o755)
     pair, broker = PgPair(root, synchronous=synchronous), Broker(root)
     try:
         await pair.start()
         await broker.start()
-        yield pair, broker, root
+        yield pair, broker
     except BaseException:
         print(tail(root / "pg_ctl.log"), tail(root / "primary.log"), tail(root / "standby.log"))
         raise
@@ -139,7 +139,7 @@ async def pair_and_broker(synchronous: bool) -> AsyncIterator[tuple[PgPair, Brok
 ])
 async def test_failover_loses_and_doubles_nothing(tmp_path: Path, unique: str,
                                                   synchronous: bool) -> None:
-    async with pair_and_broker(synchronous) as (pair, broker, root):
+    async with pair_and_broker(synchronous) as (pair, broker):
         ports = [free_port() for _ in range(2)]
         workers = [Process(tmp_path / f"w{n}.log", "serve", "--database-url", pair.url,
                            "--mqtt-url", broker.url, "--client-id", f"w{n}-{unique}",
@@ -203,8 +203,7 @@ async def test_failover_loses_and_doubles_nothing(tmp_path: Path, unique: str,
                 # Nothing confirmed while no standby follows the promoted primary.
                 await asyncio.sleep(3)
                 assert not await journals_drained(devices), "confirmed with no standby"
-                pair.nodes.append(Node(root, "standby2", pair.standby._as))
-                await pair.attach(pair.nodes[-1], pair.standby)
+                await pair.attach(pair.add_node("standby2"), pair.standby)
                 await pair.streaming(pair.standby, "async")
                 resumed = time.monotonic()
                 held = resumed - promoted

@@ -106,6 +106,13 @@ class PgPair:
                   log=self.root / "basebackup.log")
         await node.start(f"cluster_name={node.name}", "max_connections=80")
 
+    def add_node(self, name: str) -> Node:
+        """A new (not yet started) server of the pair, e.g. a standby for the promoted
+        primary; ``stop`` stops it too."""
+        node = Node(self.root, name, self._as)
+        self.nodes.append(node)
+        return node
+
     async def fail_over(self) -> None:
         """The primary crashes; the standby is promoted (and waited for)."""
         await self.primary.crash()
