@@ -35,7 +35,17 @@ from pathlib import Path
 import asyncpg
 import httpx
 import pytest
-from kits.e2e_kit import Device, app, approve, eventually, register, wait_equal
+from kits.e2e_kit import (
+    Device,
+    app,
+    approve,
+    eventually,
+    register,
+    sqlite_table,
+    state_rows,
+    target_of,
+    wait_equal,
+)
 from kits.fault_kit import Broker, free_port, tail
 from kits.pg_pair import PgPair
 from kits.write_load import write_load
@@ -133,19 +143,39 @@ async def pair_and_broker(synchronous: bool) -> AsyncIterator[tuple[PgPair, Brok
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.mark.parametrize("synchronous", [
-    pytest.param(True, id="sync"),
-    pytest.param(False, id="async+confirm-after-replica"),
-])
-async def test_failover_loses_and_doubles_nothing(tmp_path: Path, unique: str,
-                                                  synchronous: bool) -> None:
-    async with pair_and_broker(synchronous) as (pair, broker):
+class Mode:
+    """How the pair replicates, whether the workers wait for the standby before they
+    confirm, and how long the standby lags (receives nothing) before the crash."""
+
+    def __init__(self, name: str, *, synchronous: bool, confirm_after_replica: bool,
+                 lag: float) -> None:
+        self.name, self.synchronous, self.lag = name, synchronous, lag
+        self.confirm_after_replica = confirm_after_replica
+
+    @property
+    def safe(self) -> bool:
+        return self.synchronous or self.confirm_after_replica
+
+
+MODES = [Mode("sync", synchronous=True, confirm_after_replica=False, lag=0),
+         Mode("async+confirm-after-replica", synchronous=False, confirm_after_replica=True,
+              lag=2),
+         Mode("async-unprotected", synchronous=False, confirm_after_replica=False, lag=2)]
+
+
+@pytest.mark.parametrize("mode", [pytest.param(m, id=m.name) for m in MODES])
+async def test_failover(tmp_path: Path, unique: str, mode: Mode) -> None:
+    """``sync`` and ``async+confirm-after-replica``: nothing lost, nothing doubled.
+    ``async-unprotected`` is the hazard the option closes: the batches confirmed from
+    commits that died with the primary are missing from the cloud for good."""
+    async with pair_and_broker(mode.synchronous) as (pair, broker):
         ports = [free_port() for _ in range(2)]
         workers = [Process(tmp_path / f"w{n}.log", "serve", "--database-url", pair.url,
                            "--mqtt-url", broker.url, "--client-id", f"w{n}-{unique}",
                            "--shared-group", f"failover-{unique}", "--api-port", str(port),
                            "--data-dir", str(tmp_path / f"w{n}"),
-                           *([] if synchronous else ["--confirm-after-replica"]))
+                           *(["--confirm-after-replica"] if mode.confirm_after_replica
+                             else []))
                    for n, port in enumerate(ports)]
         watchers = [Readiness(f"w{n}", port) for n, port in enumerate(ports)]
         agents: list[Process] = []
@@ -184,12 +214,26 @@ async def test_failover_loses_and_doubles_nothing(tmp_path: Path, unique: str,
                 await pool.close()
                 pool = None
 
+                # What the primary committed, and what the promoted standby has of it.
+                old = await asyncpg.connect(pair.direct(pair.primary))
+                new = await asyncpg.connect(pair.direct(pair.standby))
+                committed: set[object] = set()
+
+                async def snapshot() -> None:
+                    committed.update(await _batches(old))
+
                 watching = [asyncio.create_task(w.watch(client)) for w in watchers]
-                crash = time.monotonic()
-                await pair.fail_over()
+                crash = time.monotonic() + mode.lag
+                await pair.fail_over(lag=mode.lag, before_crash=snapshot)
                 promoted = time.monotonic()
+                lost = len(committed - await _batches(new))
+                await asyncio.gather(old.close(timeout=1), new.close(), return_exceptions=True)
                 await asyncio.wait_for(asyncio.gather(*watching), 90)
                 back = max(w.up_at or 0 for w in watchers)
+            if mode.lag:
+                assert lost > 0, "nothing died with the primary: the test proves nothing"
+            else:
+                assert lost == 0, f"{lost} batches committed synchronously were lost"
             await asyncio.sleep(2)  # the load goes on against the new primary
             stop.set()
             for thread, done in loads:
@@ -199,7 +243,7 @@ async def test_failover_loses_and_doubles_nothing(tmp_path: Path, unique: str,
             assert errors == [], f"the application saw {errors[:3]}"
 
             held, resumed = 0.0, stopped
-            if not synchronous:
+            if mode.confirm_after_replica:
                 # Nothing confirmed while no standby follows the promoted primary.
                 await asyncio.sleep(3)
                 assert not await journals_drained(devices), "confirmed with no standby"
@@ -209,26 +253,32 @@ async def test_failover_loses_and_doubles_nothing(tmp_path: Path, unique: str,
                 held = resumed - promoted
 
             pool = await create_pool(pair.url, max_size=4)
-            for dev in devices:
-                got = await wait_equal(pool, dev, "t", COLS, limit=90)
-                assert len(got) > 50
+            if mode.safe:
+                for dev in devices:
+                    got = await wait_equal(pool, dev, "t", COLS, limit=90)
+                    assert len(got) > 50
             await eventually(lambda: journals_drained(devices), 90, "journals drained")
             drained = time.monotonic()
+            if not mode.safe:
+                await asyncio.sleep(2)
+                missing = await _missing(pool, devices)
+                assert missing > 0, "the unprotected failover lost nothing"
             twice = await pool.fetchval(
                 "SELECT count(*) FROM (SELECT device_id, batch_id FROM edge_export_segments "
                 "GROUP BY 1, 2 HAVING count(*) > 1) d")
             assert twice == 0
             for w in workers:
                 assert w.running, f"a worker exited:\n{tail(w.log)}"
-            mode = "sync" if synchronous else "async+confirm-after-replica"
-            print(f"\nfailover [{mode}]: promote took {promoted - crash:.2f} s; outage seen "
-                  "by workers (/readyz 503) "
+            print(f"\nfailover [{mode.name}]: standby lagging {mode.lag:g} s; promote took "
+                  f"{promoted - crash:.2f} s; {lost} committed batch(es) died with the "
+                  "primary; outage seen by workers (/readyz 503) "
                   + ", ".join(f"{w.name} {(w.up_at or 0) - (w.down_at or 0):.1f} s"
                               for w in watchers)
                   + f"; all ready {back - crash:.1f} s after the crash; "
                   + (f"confirmations held {held:.1f} s with no standby; " if held else "")
                   + f"journals drained {drained - resumed:.1f} s after "
-                  + ("the load stopped" if synchronous else "a new standby streamed"))
+                  + ("a new standby streamed" if held else "the load stopped")
+                  + ("" if mode.safe else f"; rows the cloud lost for good: {missing}"))
             for w in watchers:
                 assert w.down_at is not None and w.up_at is not None
         finally:
@@ -237,6 +287,20 @@ async def test_failover_loses_and_doubles_nothing(tmp_path: Path, unique: str,
                 await pool.close()
             for p in agents + workers:
                 await p.stop()
+
+
+async def _batches(conn: asyncpg.Connection) -> set[object]:
+    return {r[0] for r in await conn.fetch("SELECT batch_id FROM edge_export_segments")}
+
+
+async def _missing(pool: asyncpg.Pool, devices: list[Device]) -> int:
+    """Rows of SQLite the cloud does not have as they are (absent or stale)."""
+    missing = 0
+    for dev in devices:
+        target = await target_of(pool, dev, "t")
+        cloud = set(await state_rows(pool, target, dev, COLS))
+        missing += sum(1 for row in sqlite_table(dev.db, "t", COLS) if row not in cloud)
+    return missing
 
 
 async def _accepted(pool: asyncpg.Pool, at_least: int) -> bool:

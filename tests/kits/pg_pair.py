@@ -8,9 +8,12 @@ Workers reach the pair through one multi-host URL (``url``) with
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import pwd
+import signal
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import asyncpg
@@ -85,7 +88,7 @@ class PgPair:
     async def streaming(self, node: Node, state: str) -> None:
         """Wait until ``node`` has a standby streaming in ``state`` (sync or async) that
         reported a replayed position."""
-        conn = await asyncpg.connect(f"postgresql://postgres@127.0.0.1:{node.port}/postgres")
+        conn = await asyncpg.connect(self.direct(node))
         try:
             async def up() -> bool:
                 return bool(await conn.fetchval(
@@ -113,10 +116,38 @@ class PgPair:
         self.nodes.append(node)
         return node
 
-    async def fail_over(self) -> None:
-        """The primary crashes; the standby is promoted (and waited for)."""
-        await self.primary.crash()
+    async def fail_over(self, *, lag: float = 0.0,
+                        before_crash: Callable[[], Awaitable[object]] | None = None) -> None:
+        """The primary crashes; the standby is promoted (and waited for).
+
+        ``lag`` seconds before the crash the primary's walsender is frozen (SIGSTOP): the
+        primary goes on committing, asynchronously, what the standby never receives; at
+        the crash it is killed (SIGKILL) instead of sending that WAL on its way out. So
+        the commits of the last ``lag`` seconds surely die with the primary, as they may
+        when a standby lags behind. ``before_crash`` runs just before the crash."""
+        sender = None
+        if lag:
+            assert not self.synchronous, "a frozen walsender stops synchronous commits"
+            conn = await asyncpg.connect(self.direct(self.primary))
+            try:
+                sender = int(await conn.fetchval("SELECT pid FROM pg_stat_replication"))
+            finally:
+                await conn.close()
+            os.kill(sender, signal.SIGSTOP)
+            await asyncio.sleep(lag)
+        if before_crash is not None:
+            await before_crash()
+        crash = asyncio.create_task(self.primary.crash())
+        if sender is not None:
+            await asyncio.sleep(0.3)  # the postmaster's SIGQUIT is pending, never handled
+            os.kill(sender, signal.SIGKILL)
+        await crash
         await self.standby.ctl("promote")
+
+    @staticmethod
+    def direct(node: Node) -> str:
+        """The URL of ``node`` alone."""
+        return f"postgresql://postgres@127.0.0.1:{node.port}/postgres"
 
     async def stop(self) -> None:
         for node in self.nodes:

@@ -24,7 +24,7 @@ from edgesync.control._sender import Publisher
 from edgesync.control._signer import sign_for_devices
 from edgesync.errors import ConfigError
 from edgesync.protocol import ControlKind, TopicKind, periodic_loop, topic_for
-from edgesync.store import Conn, commit_position, wait_replayed
+from edgesync.store import Conn, ReplicaGate
 
 __all__ = ["ProgressReporter"]
 
@@ -46,7 +46,7 @@ class ProgressReporter:
         self._pool = pool
         # --confirm-after-replica: confirm only what a standby has replayed (see
         # edgesync.store._replica).
-        self._after_replica = after_replica
+        self._replica = ReplicaGate(within=interval) if after_replica else None
         self._publisher = publisher
         self._interval = interval
         self._ttl = signature_ttl
@@ -73,9 +73,8 @@ class ProgressReporter:
                 "ORDER BY s.seen_seq LIMIT 20000", self._after)
             if not seen:
                 return 0
-            if self._after_replica:
-                # Read after the SELECT: at or past the commit of every row it saw.
-                await wait_replayed(conn, await commit_position(conn))
+            if self._replica is not None and not await self._replica.passed(conn):
+                return 0  # held: the same rows (and newer ones) next round
             groups: dict[tuple[Any, ...], list[asyncpg.Record]] = defaultdict(list)
             for rec in seen:
                 groups[(rec["device_id"], rec["name"], rec["topic_slug"], rec["source_table"],

@@ -21,12 +21,12 @@ import time
 from edgesync.errors import ConfigError
 from edgesync.store._conn import Conn
 
-__all__ = ["check_replica_visibility", "commit_position", "wait_replayed"]
+__all__ = ["ReplicaGate", "check_replica_visibility"]
 
 _log = logging.getLogger(__name__)
 _OPTION = "--confirm-after-replica"
 # How often a waiting confirmation asks again, and how often it says it still waits.
-_POLL = 0.05
+_POLL = 0.02
 _WARN_EVERY = 30.0
 
 
@@ -40,31 +40,45 @@ async def check_replica_visibility(conn: Conn) -> None:
                                    "replay_lsn: GRANT pg_monitor TO it (or drop the option)")
 
 
-async def commit_position(conn: Conn) -> int:
-    """A WAL position (asyncpg's pg_lsn: an int) at or after every commit this session
-    can already see."""
-    # The insert position, not the flushed one: an asynchronous commit is visible before
-    # its WAL is flushed.
-    return int(await conn.fetchval("SELECT pg_current_wal_insert_lsn()"))
+class ReplicaGate:
+    """Lets a round of confirmations through once a standby has replayed every commit the
+    round saw. With no standby (or none keeping up) the round is held — by design:
+    confirming anyway would let devices forget rows a failover can lose — and the holder
+    tries again next round; a warning says so every ``_WARN_EVERY`` seconds."""
 
+    def __init__(self, *, within: float = 1.0) -> None:
+        self._within = within
+        self._held_since: float | None = None
+        self._warned = 0.0
 
-async def wait_replayed(conn: Conn, lsn: int) -> float:
-    """Wait until a standby streaming from this primary has replayed ``lsn``; returns the
-    seconds waited. With no standby (or none keeping up) it waits as long as that lasts,
-    by design, with a warning every ``_WARN_EVERY`` seconds: confirming anyway would let
-    devices forget rows a failover can lose. A failed query raises (the caller's round
-    fails and is tried again, from the new primary after a failover)."""
-    start = warned = time.monotonic()
-    while not await conn.fetchval(
-            "SELECT coalesce(max(replay_lsn) >= $1::pg_lsn, false) FROM pg_stat_replication",
-            lsn):
-        now = time.monotonic()
-        if now - warned >= _WARN_EVERY:
-            warned = now
-            _log.warning("confirmations held for %.0f s: no standby has replayed WAL %s yet "
-                         "(%s; is the standby down or lagging?)", now - start, _text(lsn), _OPTION)
-        await asyncio.sleep(_POLL)
-    return time.monotonic() - start
+    async def passed(self, conn: Conn) -> bool:
+        """True once a standby streaming from this primary has replayed every commit
+        ``conn`` can already see (waiting up to ``within`` seconds); a failed query raises
+        (the caller's round fails and is tried again, on the new primary after a
+        failover)."""
+        # The insert position, not the flushed one: an asynchronous commit is visible
+        # before its WAL is flushed. asyncpg gives pg_lsn as an int.
+        lsn = int(await conn.fetchval("SELECT pg_current_wal_insert_lsn()"))
+        deadline = time.monotonic() + self._within
+        while not await conn.fetchval("SELECT coalesce(max(replay_lsn) >= $1, false) "
+                                      "FROM pg_stat_replication", lsn):
+            now = time.monotonic()
+            if now < deadline:
+                await asyncio.sleep(_POLL)
+                continue
+            if self._held_since is None:
+                self._held_since = now
+            if now - self._warned >= _WARN_EVERY:
+                self._warned = now
+                _log.warning("confirmations held for %.0f s: no standby has replayed WAL %s "
+                             "yet (%s; is the standby down or lagging?)",
+                             now - self._held_since, _text(lsn), _OPTION)
+            return False
+        if self._held_since is not None:
+            _log.info("confirmations resume: a standby replayed WAL %s after %.0f s",
+                      _text(lsn), time.monotonic() - self._held_since)
+            self._held_since, self._warned = None, 0.0
+        return True
 
 
 def _text(lsn: int) -> str:
