@@ -8,11 +8,15 @@ processes) writing continuously through a private Mosquitto. The primary crashes
   (``synchronous_standby_names``). Every worker finds the new primary by itself,
   ``/readyz`` says 503 while the database is gone, and afterwards the cloud equals SQLite
   (nothing confirmed lost, nothing doubled) and every journal drains.
-- ``async+confirm-after-replica``: commits return before the standby has them, so the
-  newest ones die with the primary; ``--confirm-after-replica`` confirms to devices only
-  what the standby replayed, so those rows stay in the journals and are sent again. The
-  promoted primary has no standby: confirmations wait (by design, docs/production.md)
-  until the test attaches a new one, then the journals drain and the cloud equals SQLite.
+- ``async+confirm-after-replica``: commits return before the standby has them; the
+  standby is made to lag 2 s before the crash (``PgPair.fail_over(lag=…)``), so the newest
+  commits surely die with the primary (the test counts them). ``--confirm-after-replica``
+  confirms to devices only what the standby replayed, so those rows stay in the journals
+  and are sent again. The promoted primary has no standby: confirmations wait (by design,
+  docs/production.md) until the test attaches a new one; then the journals drain and the
+  cloud equals SQLite.
+- ``async-unprotected``: the same without the option, the hazard it closes: the journals
+  drain, and rows are missing from the cloud for good.
 
 Each run prints its figures (outage seen by the workers, time to drain); the last ones
 are in docs/production.md.
