@@ -6,7 +6,9 @@ accepted — or seen again as a duplicate — takes a new ``seen_seq`` in the le
 the same transaction that committed it; this reporter follows that sequence and sends
 each device, per table and at most once per ``interval``, the batches it may forget.
 Progress is idempotent and re-derivable from the ledger, so it does not go through
-the outbox (see docs/protocol.md).
+the outbox (see docs/protocol.md). With ``--confirm-after-replica`` a round goes out only
+once a streaming standby has replayed the commits it saw (``ReplicaGate``), else it is
+held and its batches come again next round (docs/production.md, PostgreSQL failover).
 """
 
 from __future__ import annotations
@@ -44,8 +46,6 @@ class ProgressReporter:
                  signature_ttl: timedelta = timedelta(minutes=10),
                  after_replica: bool = False) -> None:
         self._pool = pool
-        # --confirm-after-replica: confirm only what a standby has replayed (see
-        # edgesync.store._replica).
         self._replica = ReplicaGate(within=interval) if after_replica else None
         self._publisher = publisher
         self._interval = interval
