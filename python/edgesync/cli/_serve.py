@@ -76,6 +76,12 @@ def add_serve_parser(sub: Any) -> None:
                        help="the directory `edgesync broker-config --out` wrote: credentials "
                             "issued or revoked through the API rewrite it (same options) "
                             "(env EDGESYNC_BROKER_CONFIG_OUT; default: not managed)")
+    serve.add_argument("--confirm-after-replica", action="store_true",
+                       default=os.environ.get("EDGESYNC_CONFIRM_AFTER_REPLICA") == "1",
+                       help="confirm batches to devices only once a streaming standby has "
+                            "replayed their commit (needs the pg_monitor role), so a failover "
+                            "under asynchronous replication loses nothing; confirmations wait "
+                            "while no standby keeps up (env EDGESYNC_CONFIRM_AFTER_REPLICA=1)")
     serve.add_argument("--broker-pid-file", type=Path,
                        default=os.environ.get("EDGESYNC_BROKER_PID_FILE"),
                        help="Mosquitto's pid file: sent SIGHUP after a rewrite "
@@ -110,7 +116,8 @@ async def serve(args: argparse.Namespace) -> None:
         shared_group=args.shared_group, tls=tls, api_host=args.api_host,
         api_port=args.api_port, public_url=args.public_url, amqp_url=args.amqp_url,
         amqp_queue=args.amqp_queue, amqp_prefetch=args.amqp_prefetch,
-        broker_config_out=args.broker_config_out, broker_pid_file=args.broker_pid_file)
+        broker_config_out=args.broker_config_out, broker_pid_file=args.broker_pid_file,
+        confirm_after_replica=args.confirm_after_replica)
     if args.client_id:
         settings.client_id = args.client_id
     async with Server(settings) as server:

@@ -6,7 +6,9 @@ accepted — or seen again as a duplicate — takes a new ``seen_seq`` in the le
 the same transaction that committed it; this reporter follows that sequence and sends
 each device, per table and at most once per ``interval``, the batches it may forget.
 Progress is idempotent and re-derivable from the ledger, so it does not go through
-the outbox (see docs/protocol.md).
+the outbox (see docs/protocol.md). With ``--confirm-after-replica`` a round goes out only
+once a streaming standby has replayed the commits it saw (``ReplicaGate``), else it is
+held and its batches come again next round (docs/production.md, PostgreSQL failover).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from edgesync.control._sender import Publisher
 from edgesync.control._signer import sign_for_devices
 from edgesync.errors import ConfigError
 from edgesync.protocol import ControlKind, TopicKind, periodic_loop, topic_for
-from edgesync.store import Conn
+from edgesync.store import Conn, ReplicaGate
 
 __all__ = ["ProgressReporter"]
 
@@ -41,8 +43,10 @@ _REPLAY_WINDOW = 20_000
 
 class ProgressReporter:
     def __init__(self, pool: asyncpg.Pool, publisher: Publisher, *, interval: float = 1.0,
-                 signature_ttl: timedelta = timedelta(minutes=10)) -> None:
+                 signature_ttl: timedelta = timedelta(minutes=10),
+                 after_replica: bool = False) -> None:
         self._pool = pool
+        self._replica = ReplicaGate(within=interval) if after_replica else None
         self._publisher = publisher
         self._interval = interval
         self._ttl = signature_ttl
@@ -69,6 +73,8 @@ class ProgressReporter:
                 "ORDER BY s.seen_seq LIMIT 20000", self._after)
             if not seen:
                 return 0
+            if self._replica is not None and not await self._replica.passed(conn):
+                return 0  # held: the same rows (and newer ones) next round
             groups: dict[tuple[Any, ...], list[asyncpg.Record]] = defaultdict(list)
             for rec in seen:
                 groups[(rec["device_id"], rec["name"], rec["topic_slug"], rec["source_table"],

@@ -48,7 +48,7 @@ from edgesync.observe._summary import ThroughputLog
 from edgesync.protocol import BrokerUrl, LoopStatus, TlsFiles, loop_state
 from edgesync.server._checks import bind_api_socket, check_settings
 from edgesync.server._lifecycle import ServerLifecycle, misuse, require
-from edgesync.store import create_pool, embedded_postgres, migrate
+from edgesync.store import check_replica_visibility, create_pool, embedded_postgres, migrate
 
 __all__ = ["Server", "ServerSettings", "default_data_dir"]
 
@@ -97,6 +97,10 @@ class ServerSettings:
     # the broker through its pid file) when credentials change (docs/security.md).
     broker_config_out: Path | None = None
     broker_pid_file: Path | None = None
+    # Confirm to devices only batches a streaming standby has replayed, so an
+    # asynchronous-replication failover cannot lose rows a device already forgot
+    # (docs/production.md, "PostgreSQL failover").
+    confirm_after_replica: bool = False
 
 
 @dataclass(slots=True)
@@ -187,6 +191,8 @@ class Server:
             self._stack.push_async_callback(_close_pool, pool)
             async with pool.acquire() as conn:
                 ran = await migrate(conn)
+                if s.confirm_after_replica:
+                    await check_replica_visibility(conn)
             _log.info("database ready (%d migration(s) applied)", ran)
             if broker is None:
                 broker = await self._stack.enter_async_context(
@@ -225,7 +231,8 @@ class Server:
                 ingest=ingest, replayer=Replayer(pool),
                 objects=ObjectIngester(pool, pipeline, store), api=api, publisher=publisher,
                 controls=ControlSender(pool, publisher),
-                progress=ProgressReporter(pool, publisher),
+                progress=ProgressReporter(pool, publisher,
+                                          after_replica=s.confirm_after_replica),
                 sweeper=BackpressureSweeper(pool), verifier=VerificationScheduler(pool))
         except BaseException:
             self.lifecycle = ServerLifecycle.CLOSED

@@ -14,11 +14,15 @@ _EXAMPLE = "postgresql://user:password@host:5432/dbname"
 
 def check_database_url(url: str, field: str = "database_url") -> str:
     """``url`` when it is a ``postgresql://`` (or ``postgres://``) URL asyncpg can parse;
-    a ConfigError naming ``field`` and the expected form otherwise."""
+    a ConfigError naming ``field`` and the expected form otherwise. Several hosts
+    (``host1:5432,host2:5432``, for a primary and its standbys with
+    ``target_session_attrs=read-write``) are accepted as asyncpg accepts them; the URL is
+    returned as given, never rewritten."""
     text = url.strip()
     try:
         parts = urlsplit(text)
-        parts.port  # noqa: B018 - raises ValueError for a bad port
+        for host in parts.netloc.rpartition("@")[2].split(","):
+            urlsplit(f"//{host}").port  # noqa: B018 - raises ValueError for a bad port
     except ValueError as exc:
         raise ConfigError(field, f"not a PostgreSQL URL: {text!r} ({exc}); use {_EXAMPLE}"
                           ) from exc
