@@ -6,7 +6,14 @@ from __future__ import annotations
 import re
 
 from edgesync.api._console import ASSETS
-from edgesync.api._vocabulary import VOCABULARY, VOCABULARY_JS, render
+from edgesync.api._vocabulary import (
+    CLIENT_VOCABULARY,
+    VOCABULARY,
+    VOCABULARY_JS,
+    VOCABULARY_PY,
+    render,
+    render_python,
+)
 from edgesync.errors import ApiErrorCode
 
 
@@ -30,3 +37,18 @@ def test_the_console_spells_no_api_error_code() -> None:
              for word in re.findall(r"""["']([A-Za-z_]+)["']""", p.read_text())
              if word in codes]
     assert found == []
+
+
+def test_the_clients_python_vocabulary_is_up_to_date_and_loads_nothing() -> None:
+    """``edgesync/_vocabulary.py`` (the TUI's and the CLI's words) is what the enums write,
+    and it is the same words as the enums, member by member."""
+    import edgesync._vocabulary as mirror
+
+    assert VOCABULARY_PY.read_text() == render_python(), (
+        "run: python -m edgesync.api._vocabulary (and commit edgesync/_vocabulary.py)")
+    for vocabulary in CLIENT_VOCABULARY:
+        copy = getattr(mirror, vocabulary.__name__)
+        assert [(m.name, m.value) for m in copy] == [(m.name, m.value) for m in vocabulary]
+    imports = [line for line in VOCABULARY_PY.read_text().splitlines()
+               if line.startswith(("import ", "from "))]
+    assert imports == ["from __future__ import annotations", "import enum"]

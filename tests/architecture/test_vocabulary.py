@@ -118,20 +118,24 @@ class Word:
     vocabulary: type[enum.StrEnum]
     home: str  # the enum's module, relative to python/edgesync
     subjects: frozenset[str]  # the names a compared or assigned value goes by
-    client_side: bool = False  # the HTTP client and the TUI must use it too
+    # the HTTP client, the TUI and the CLI must use it too (from edgesync._vocabulary)
+    client_side: bool = False
     within: str = ""  # only modules under this path (a word of one side)
     outside: tuple[str, ...] = ()  # not modules under these paths (see VOCABULARY)
 
 
 VOCABULARY = (
     Word(errors.ApiErrorCode, "errors.py", frozenset({"code"}), client_side=True),
-    Word(protocol.Pipeline, "protocol/_pipeline.py", frozenset({"pipeline"})),
+    Word(protocol.Pipeline, "protocol/_pipeline.py", frozenset({"pipeline"}), client_side=True),
     Word(protocol.StrategyKind, "protocol/_strategy_kind.py", frozenset({"strategy"})),
     Word(governance.SyncAuthority, "governance/_lineages.py",
-         frozenset({"sync_authority", "authority"})),
-    Word(governance.LineageStatus, "governance/_lineages.py", frozenset({"status"})),
-    Word(governance.PauseReason, "governance/_lineages.py", frozenset({"pause_reason"})),
-    Word(governance.ColumnActionKind, "governance/_column_actions.py", frozenset({"action"})),
+         frozenset({"sync_authority", "authority"}), client_side=True),
+    Word(governance.LineageStatus, "governance/_lineages.py", frozenset({"status"}),
+         client_side=True),
+    Word(governance.PauseReason, "governance/_lineages.py", frozenset({"pause_reason"}),
+         client_side=True),
+    Word(governance.ColumnActionKind, "governance/_column_actions.py", frozenset({"action"}),
+         client_side=True),
     Word(governance.Classification, "governance/_classify.py",
          frozenset({"classification"})),
     Word(RegistryRoute, "governance/_registry.py", frozenset({"outcome"})),
@@ -175,8 +179,12 @@ def _literals(node: ast.AST) -> list[str] | None:
     return None
 
 
+# The clients' copy of the server's words, written from the enums (api._vocabulary).
+_CLIENT_COPY = "_vocabulary.py"
+
+
 def _applies(word: Word, path: str) -> bool:
-    if path == word.home or not path.startswith(word.within) \
+    if path in (word.home, _CLIENT_COPY) or not path.startswith(word.within) \
             or path.startswith(word.outside):
         return False
     return word.client_side or not path.startswith(_CLIENT_SIDE)
@@ -302,8 +310,11 @@ def test_the_agent_s_words_are_checked_in_the_agent_only() -> None:
         "(UploadStatus)"]  # the cloud's upload status (edgesync.control)
 
 
-def test_the_enum_s_own_module_and_the_client_side_may_spell_them() -> None:
+def test_the_enum_s_own_module_and_the_clients_copy_may_spell_them() -> None:
+    """The TUI and the CLI compare with ``edgesync._vocabulary``'s members, as the server
+    with the enums'; only the two modules that define the words spell them."""
     code = 'if lineage.pipeline == "rows": pass\n'
     assert findings(code, "protocol/_pipeline.py") == []
-    assert findings(code, "tui/_rows.py") == []
+    assert findings(code, "_vocabulary.py") == []
+    assert findings(code, "tui/_rows.py") != []
     assert findings('if exc.code == "CONFLICT": pass\n', "tui/_rows.py") != []

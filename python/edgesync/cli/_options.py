@@ -19,17 +19,16 @@ from typing import Any
 import orjson
 
 from edgesync._defaults import DEFAULT_API_URL
+from edgesync._vocabulary import StagingReason, SyncAuthority
 
 __all__ = ["ACTION_VERSION", "FLEET_ID", "LINEAGE_ID", "MODE_NOTE", "REVIEW_ID", "STAGING_REASONS",
            "SYNC_AUTHORITIES", "Arg", "api_options", "approval_options", "arg", "command",
            "database_options", "json_or_text", "paging", "server_db_options", "uses_database"]
 
-# edgesync.staging.STAGING_REASONS, spelled out: the HTTP client imports no server code
-# (tests/cli/test_operator_args.py checks the two agree).
-STAGING_REASONS = ("schema_review", "schema_rejected", "lineage_paused",
-                   "materialization_failed")
-# edgesync.control.SYNC_AUTHORITIES, spelled out for the same reason.
-SYNC_AUTHORITIES = ("device_authoritative", "cloud_authoritative")
+# The server's words from its clients' copy (edgesync._vocabulary): building the parser
+# loads no server package (tests/cli/test_operator_args.py checks they agree).
+STAGING_REASONS = tuple(StagingReason)
+SYNC_AUTHORITIES = tuple(SyncAuthority)
 
 MODE_NOTE = (
     "Over the HTTP API by default (--api-url / EDGESYNC_API_URL, --token / EDGESYNC_TOKEN, "

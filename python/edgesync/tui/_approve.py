@@ -23,6 +23,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
+from edgesync._vocabulary import ColumnActionKind
 from edgesync.client import ApiClientError, ProjectApi
 from edgesync.client._actions import resolve_map_specs, suggested_by_column
 from edgesync.errors import ConfigError
@@ -240,7 +241,7 @@ class ApproveScreen(Screen[Approval | None]):
             # auto-create-and-map: the data point's name; anything else: a mirrored column
             # under this name (keeping a chosen target type).
             name = a["source_column_name"]
-            if a["action"] == "auto_create_and_map":
+            if a["action"] == ColumnActionKind.AUTO_CREATE_AND_MAP:
                 renamed_ = {"source_column_name": name, "action": "auto_create_and_map",
                             "data_point_name": value.strip() or None}
             else:
@@ -258,7 +259,7 @@ class ApproveScreen(Screen[Approval | None]):
         a = self.current
         if a is None:
             return
-        if a["action"] != "mirror":
+        if a["action"] != ColumnActionKind.MIRROR:
             a = {"source_column_name": a["source_column_name"], "action": "mirror"}
         nxt = TARGET_TYPES[(TARGET_TYPES.index(a.get("target_type")) + 1) % len(TARGET_TYPES)]
         a = {k: v for k, v in a.items() if k != "target_type"}

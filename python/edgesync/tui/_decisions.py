@@ -7,6 +7,7 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from edgesync._vocabulary import SyncAuthority
 from edgesync.client import ApiClientError
 from edgesync.errors import ApiErrorCode
 from edgesync.tui._confirm import ConfirmScreen
@@ -27,8 +28,9 @@ _WHAT = {
 
 
 def change_authority(screen: LineageDetailScreen, lineage: dict[str, Any]) -> None:
-    new = ("device_authoritative" if lineage["sync_authority"] == "cloud_authoritative"
-           else "cloud_authoritative")
+    new = (SyncAuthority.DEVICE
+           if lineage["sync_authority"] == SyncAuthority.CLOUD
+           else SyncAuthority.CLOUD)
 
     def answered(yes: bool | None) -> None:
         if yes:

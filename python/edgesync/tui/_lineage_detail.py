@@ -15,6 +15,7 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import DataTable, ProgressBar, Static
 
+from edgesync._vocabulary import LineageStatus, Pipeline
 from edgesync.client import ApiClientError
 from edgesync.errors import ApiErrorCode
 from edgesync.tui._base import ApiScreen
@@ -167,7 +168,7 @@ class LineageDetailScreen(ApiScreen):
         if action == "reset":  # only a materialization error can be reset
             return lineage is not None and has_materialization_error(lineage)
         if action == "authority":  # an approved state table
-            return lineage is not None and lineage["pipeline"] == "rows" \
+            return lineage is not None and lineage["pipeline"] == Pipeline.ROWS \
                 and lineage.get("approved_schema_hash") is not None
         if action == "take_offer":
             return lineage is not None and bool(lineage.get("recovery_offers"))
@@ -264,7 +265,7 @@ class LineageDetailScreen(ApiScreen):
 
 def _summary(lineage: dict[str, Any]) -> Text:
     out = Text()
-    paused = lineage["status"] == "paused"
+    paused = lineage["status"] == LineageStatus.PAUSED
     out.append(f"{lineage['device_name']} / {lineage['source_table']}\n", style="bold")
     out.append("status: ")
     out.append(lineage["status"], style="bold yellow" if paused else "bold green")

@@ -12,6 +12,7 @@ from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
+from edgesync._vocabulary import LineageStatus
 from edgesync.tui._confirm import AskScreen
 from edgesync.tui._format import cell, pause_words, short_time
 from edgesync.tui._screens import ScreenKind, new_screen, screen
@@ -86,7 +87,8 @@ class LineagesScreen(SearchScreen):
             self.rows[item["id"]] = item
             table.add_row(
                 cell(item["device_name"]), cell(item["source_table"]), cell(item["pipeline"]),
-                Text(item["status"], style="yellow" if item["status"] == "paused" else "green"),
+                Text(item["status"],
+                     style="yellow" if item["status"] == LineageStatus.PAUSED else "green"),
                 cell(pause_words(item["pause_reason"])), cell(item["staged_rows"]),
                 cell(item["materialized_rows"]), cell(item["materialization_errors"]),
                 cell(short_time(item.get("last_batch_at"))), key=item["id"])

@@ -14,6 +14,7 @@ from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
+from edgesync._vocabulary import Pipeline
 from edgesync.tui._confirm import AskScreen, ConfirmScreen
 from edgesync.tui._format import cell, short_time
 from edgesync.tui._screens import ScreenKind, screen
@@ -30,7 +31,7 @@ def editable_values(row: dict[str, Any]) -> dict[str, Any] | None:
     """What edit-and-retry may change: the values of a state row's ``row`` object without
     its key, or a telemetry sample's ``fields``; None for a quarantined delete."""
     doc = row.get("row") or {}
-    if row.get("pipeline") == "telemetry":
+    if row.get("pipeline") == Pipeline.TELEMETRY:
         fields = doc.get("fields")
         return dict(fields) if isinstance(fields, dict) else None
     values = doc.get("row")
@@ -86,7 +87,7 @@ class QuarantineScreen(SearchScreen):
         table.clear()
         for r in self.shown:
             obj = r.get("row") or {}
-            state = r["pipeline"] == "rows"
+            state = r["pipeline"] == Pipeline.ROWS
             table.add_row(
                 cell(r["id"]), cell(r["status"]),
                 cell(r["commit_seq"] if state else short_time(r["event_ts"])),
@@ -127,7 +128,8 @@ class QuarantineScreen(SearchScreen):
             self.say("a quarantined delete has no values to edit: t retries it as it is",
                      error=True)
             return
-        part = "fields" if row["pipeline"] == "telemetry" else "row values (the key stays)"
+        part = ("fields" if row["pipeline"] == Pipeline.TELEMETRY
+                else "row values (the key stays)")
         question = (f"New {part} for quarantined row {row['id']} — JSON, as the device "
                     f"would send them; Enter retries.\nWhy it was refused: "
                     f"{row['reason_code']}: {row['reason']}")

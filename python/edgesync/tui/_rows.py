@@ -12,6 +12,7 @@ from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
+from edgesync._vocabulary import ColumnActionKind, Pipeline, SyncAuthority
 from edgesync.client import ApiClientError
 from edgesync.errors import ApiErrorCode
 from edgesync.tui._confirm import AskScreen
@@ -52,7 +53,7 @@ def source_columns(lineage: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
     mirrored = {str(b["source_column_name"]): str(b["mirror_column_name"]
                                                   or b["source_column_name"])
                 for b in lineage.get("bindings") or []
-                if b["schema_hash"] == approved and b["action"] == "mirror"}
+                if b["schema_hash"] == approved and b["action"] == ColumnActionKind.MIRROR}
     return pk, mirrored
 
 
@@ -92,7 +93,7 @@ class RowsScreen(PagedScreen):
         target = self.lineage.get("target_table") or "not provisioned"
         if self.mode == "staged":
             return "staged rows (edge_staged_rows)"
-        if self.lineage["pipeline"] == "telemetry":
+        if self.lineage["pipeline"] == Pipeline.TELEMETRY:
             return f"written: telemetry {target}"
         return f"written: state mirror {target}"
 
@@ -101,7 +102,7 @@ class RowsScreen(PagedScreen):
         paging = {"page": self.page, "limit": PAGE_SIZE}
         if self.mode == "staged":
             return self.api.get_page(f"/edge/lineages/{lid}/staged-rows", **paging)
-        if self.lineage["pipeline"] == "telemetry":
+        if self.lineage["pipeline"] == Pipeline.TELEMETRY:
             return self.api.telemetry(lid, **paging)
         return self.api.get_page(f"/edge/lineages/{lid}/mirror-rows", **paging)
 
@@ -138,8 +139,9 @@ class RowsScreen(PagedScreen):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "write":  # only a cloud-authoritative state table takes rows back
-            return (self.mode == "written" and self.lineage["pipeline"] == "rows"
-                    and self.lineage.get("sync_authority") == "cloud_authoritative")
+            return (self.mode == "written" and self.lineage["pipeline"] == Pipeline.ROWS
+                    and self.lineage.get("sync_authority")
+                    == SyncAuthority.CLOUD)
         return True
 
     def action_mode(self, mode: str) -> None:
