@@ -44,6 +44,7 @@ from edgesync.credentials._x509 import (
     signed_by,
 )
 from edgesync.errors import (
+    ApiErrorCode,
     ConfigError,
     ConflictError,
     EnrollmentError,
@@ -65,7 +66,7 @@ class Enrollment:
     certificate: CertificateSecret
 
 
-def _bad(code: str, message: str, field: str = "bootstrap_cert_pem") -> EnrollmentError:
+def _bad(code: ApiErrorCode, message: str, field: str = "bootstrap_cert_pem") -> EnrollmentError:
     return EnrollmentError(400, code, message, field)
 
 
@@ -84,23 +85,27 @@ async def enroll(conn: Conn, project_id: uuid.UUID, *, bootstrap_cert_pem: str, 
     try:
         boot = load_cert(bootstrap_cert_pem, "bootstrap_cert_pem")
     except InvalidRequestError as exc:
-        raise _bad("INVALID_BOOTSTRAP_CERT", exc.reason) from exc
+        raise _bad(ApiErrorCode.INVALID_BOOTSTRAP_CERT, exc.reason) from exc
     # An unknown project answers like a foreign certificate: nothing leaks to a caller
     # that holds no bootstrap certificate of it.
     ca = await _project_ca(conn, project_id)
     if ca is None or not signed_by(boot, ca.cert):
-        raise _bad("BOOTSTRAP_CERT_UNTRUSTED", "bootstrap certificate not signed by this CA")
+        raise _bad(ApiErrorCode.BOOTSTRAP_CERT_UNTRUSTED,
+                   "bootstrap certificate not signed by this CA")
     if not boot.not_valid_before_utc <= now < boot.not_valid_after_utc:
-        raise _bad("BOOTSTRAP_CERT_EXPIRED", "bootstrap certificate is outside its validity window")
+        raise _bad(ApiErrorCode.BOOTSTRAP_CERT_EXPIRED,
+                   "bootstrap certificate is outside its validity window")
     try:
         csr = load_csr(csr_pem)
     except InvalidRequestError as exc:
-        raise _bad("INVALID_CSR", exc.reason, "csr_pem") from exc
+        raise _bad(ApiErrorCode.INVALID_CSR, exc.reason, "csr_pem") from exc
     name = common_name(csr.subject)
     if not name:
-        raise _bad("INVALID_CSR", "the CSR must carry exactly one CN (the device name)", "csr_pem")
+        raise _bad(ApiErrorCode.INVALID_CSR,
+                   "the CSR must carry exactly one CN (the device name)", "csr_pem")
     if device_name is not None and device_name != name:
-        raise _bad("INVALID_CSR", f"the CSR's CN {name!r} is not device_name {device_name!r}",
+        raise _bad(ApiErrorCode.INVALID_CSR,
+                   f"the CSR's CN {name!r} is not device_name {device_name!r}",
                    "csr_pem")
 
     async with conn.transaction():
@@ -112,28 +117,29 @@ async def enroll(conn: Conn, project_id: uuid.UUID, *, bootstrap_cert_pem: str, 
             "WHERE b.project_id = $1 AND b.serial = $2 FOR UPDATE OF b",
             project_id, cert_serial_hex(boot))
         if row is None or row["fingerprint"] != cert_fingerprint(boot):
-            raise _bad("BOOTSTRAP_CERT_NOT_FOUND", "bootstrap certificate not found")
+            raise _bad(ApiErrorCode.BOOTSTRAP_CERT_NOT_FOUND, "bootstrap certificate not found")
         if row["revoked_at"] is not None:
-            raise _bad("BOOTSTRAP_CERT_REVOKED", "bootstrap certificate is not active (revoked)")
+            raise _bad(ApiErrorCode.BOOTSTRAP_CERT_REVOKED,
+                       "bootstrap certificate is not active (revoked)")
         if fleet_id is not None and fleet_id != row["fleet_id"]:
-            raise _bad("BOOTSTRAP_CERT_FLEET_MISMATCH",
+            raise _bad(ApiErrorCode.BOOTSTRAP_CERT_FLEET_MISMATCH,
                        "fleet_id does not match the bootstrap certificate", "fleet_id")
         if org_id is not None and org_id != row["org_id"]:
-            raise _bad("BOOTSTRAP_CERT_ORG_MISMATCH",
+            raise _bad(ApiErrorCode.BOOTSTRAP_CERT_ORG_MISMATCH,
                        "org_id does not match the bootstrap certificate", "org_id")
         if row["enrolled_devices"] >= row["max_devices"]:
-            raise EnrollmentError(403, "BOOTSTRAP_QUOTA_EXHAUSTED",
+            raise EnrollmentError(403, ApiErrorCode.BOOTSTRAP_QUOTA_EXHAUSTED,
                                   f"this bootstrap certificate enrolled its "
                                   f"{row['max_devices']} devices")
         try:
             scope = await fleet.add_device(conn, project=row["project"], name=name,
                                            topic_slug=row["topic_slug"], fleet=row["fleet"])
         except ConflictError as exc:
-            raise EnrollmentError(409, "DEVICE_NAME_ALREADY_IN_USE",
+            raise EnrollmentError(409, ApiErrorCode.DEVICE_NAME_ALREADY_IN_USE,
                                   f"a device named {name!r} already exists in the project",
                                   "csr_pem") from exc
         except ConfigError as exc:
-            raise _bad("INVALID_CSR", exc.reason, "csr_pem") from exc
+            raise _bad(ApiErrorCode.INVALID_CSR, exc.reason, "csr_pem") from exc
         cert = await issue_certificate(conn, scope, csr_pem=csr_pem, days=days,
                                        bootstrap_id=row["id"])
         await count_enrollment(conn, row["id"])
