@@ -1,6 +1,7 @@
 """Wire protocol shared by the device agent and the cloud worker."""
 
 from edgesync.protocol._broker_url import BrokerUrl, parse_broker_url
+from edgesync.protocol._compression import Compression, parse_compression
 from edgesync.protocol._consuming import ConsumingClient, MqttMessage
 from edgesync.protocol._control_kinds import ControlKind
 from edgesync.protocol._loop import (
@@ -67,6 +68,7 @@ __all__ = [
     "AgentState",
     "Backoff",
     "BrokerUrl",
+    "Compression",
     "ConsumingClient",
     "ControlKind",
     "FilterOp",
@@ -94,6 +96,7 @@ __all__ = [
     "loop_state",
     "mqtt_client",
     "parse_broker_url",
+    "parse_compression",
     "parse_filter",
     "parse_status",
     "parse_table_strategies",
