@@ -19,7 +19,7 @@ import yaml
 from edgesync.credentials._device_credentials import CertificateSecret, PasswordSecret
 from edgesync.errors import ConfigError
 from edgesync.fleet import DeviceScope
-from edgesync.protocol import parse_broker_url
+from edgesync.protocol import Compression, parse_broker_url
 from edgesync.syncpolicy import EffectivePolicy
 
 __all__ = ["BundleFiles", "render_agent_yaml", "write_bundle"]
@@ -71,7 +71,9 @@ def render_agent_yaml(scope: DeviceScope, *, mqtt_url: str, install_dir: Path,
                      "capabilities": {"sqlite-replication": True}},
         "sqlite-replication": {"source_db_path_env": "EDGESYNC_SOURCE_DB_PATH",
                                "state_db_path_env": "EDGESYNC_STATE_DB_PATH",
-                               "flush_interval": "5s"},
+                               "flush_interval": "5s",
+                               # this cloud inflates zstd batches (docs/protocol.md)
+                               "compression": Compression.ZSTD.value},
     }
     head = (f"# edgesync agent for device {scope.device_name!r} "
             f"(root topic {scope.root_topic!r}).\n"
