@@ -238,7 +238,7 @@ async def test_day_budget_stops_data_not_acks_nor_status_and_survives_a_restart(
             acks = [orjson.loads(p) for p in _messages(received, "/sync/ingest/ack")]
             assert [a["control_id"] for a in acks] == ["c-1"]  # the ack went anyway
             reports = [orjson.loads(p) for p in _messages(received, "/sync/ingest/request")]
-            status = [r for r in reports if r.get("request_kind") == "status"][0]
+            status = next(r for r in reports if r.get("request_kind") == "status")
             assert status["budget_left_bytes"] == 0 and status["bytes_sent"] > 100
             assert status["backlog_by_table"] == {"device_state": 1}
         assert _messages(received, "/sync/rows/batch") == []
