@@ -27,8 +27,10 @@ router = APIRouter(prefix="/core/api/v1/projects/{project_id}/edge/sync-policies
                    tags=["sync policies"])
 
 _STRATEGIES = Field(
-    description="table → {strategy: rows|telemetry|ignore, ts_column?, include_columns?}; "
-                "unlisted tables replicate as rows (docs/agent.md)")
+    description="table → {strategy: rows|telemetry|ignore, ts_column?, include_columns?, "
+                "priority?}; unlisted tables replicate as rows (docs/agent.md)")
+_COMPRESSION = ("how the agents send row and telemetry batches: none or zstd; null leaves "
+                "each agent's YAML setting (docs/agent.md)")
 
 
 class SyncPolicy(BaseModel):
@@ -38,6 +40,7 @@ class SyncPolicy(BaseModel):
     table_strategies: dict[str, dict[str, Any]] = _STRATEGIES
     sample_tables: dict[str, list[str]] | None = Field(
         description="the sample database's tables and columns the strategies were picked from")
+    compression: str | None = Field(None, description=_COMPRESSION)
     version: int = Field(description="raised by every change")
     created_at: datetime
     updated_at: datetime
@@ -53,6 +56,7 @@ class SyncPolicyIn(BaseModel):
     sample_tables: dict[str, Any] | None = Field(
         None, description="table → column names (from /introspect); when given, every table "
                           "and column the strategies name must be in it")
+    compression: str | None = Field(None, description=_COMPRESSION)
 
 
 class SyncPolicyPatch(BaseModel):
@@ -64,6 +68,7 @@ class SyncPolicyPatch(BaseModel):
     description: str | None = Field(None, max_length=2000)
     table_strategies: dict[str, Any] | None = None
     sample_tables: dict[str, Any] | None = None
+    compression: str | None = Field(None, description=_COMPRESSION)
 
 
 class Target(BaseModel):
@@ -185,7 +190,8 @@ async def create_sync_policy(access: CanManage, conn: Db, request: Request, body
         try:
             policy = await syncpolicy.create_policy(
                 tx, access.project_id, name=body.name, description=body.description,
-                table_strategies=body.table_strategies, sample_tables=body.sample_tables)
+                table_strategies=body.table_strategies, sample_tables=body.sample_tables,
+                compression=body.compression)
         except ConflictError as exc:
             raise _api(exc) from exc
         return 201, Item[SyncPolicy](data=model_of(SyncPolicy, policy))
@@ -209,7 +215,7 @@ async def patch_sync_policy(access: CanManage, conn: Db, request: Request,
                             policy_id: uuid.UUID, body: SyncPolicyPatch,
                             idempotency_key: IdempotencyKey = None) -> Response:
     changes = {k: v for k, v in body.model_dump(exclude_unset=True).items()
-               if v is not None or k == "sample_tables"}
+               if v is not None or k in ("sample_tables", "compression")}
 
     async def work(tx: Conn) -> tuple[int, Item[SyncPolicy]]:
         try:
