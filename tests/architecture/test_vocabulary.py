@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from edgesync import control, governance, quarantine, store
+from edgesync import control, governance, protocol, quarantine, store
 
 _MIGRATIONS = Path(store.__file__).resolve().parent / "migrations"
 
@@ -40,6 +40,7 @@ def _checked_values(table: str, column: str) -> set[str]:
     (governance.SchemaStatus, "edge_schema_registry", "status"),
     (control.ResnapshotStatus, "edge_resnapshots", "status"),
     (control.VerificationStatus, "edge_verifications", "status"),
+    (protocol.Compression, "edge_sync_policies", "compression"),
 ])
 def test_enum_values_are_the_column_check(enum_type: type[enum.StrEnum], table: str,
                                           column: str) -> None:
