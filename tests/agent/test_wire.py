@@ -303,7 +303,7 @@ async def test_the_token_bucket_paces_a_real_agent(
 # ------------------------------------------------------------------ a pushed policy
 
 
-def test_a_pushed_policy_sets_compression_and_priority(tmp_path: Path) -> None:
+def test_a_pushed_policy_sets_compression_priority_and_budget(tmp_path: Path) -> None:
     cfg, errors = parse_config({
         "connection": {"server_url": "mqtt://127.0.0.1:1883", "device_id": "gw"},
         "sqlite-replication": {"source_db_path": str(tmp_path / "app.db"),
@@ -316,13 +316,16 @@ def test_a_pushed_policy_sets_compression_and_priority(tmp_path: Path) -> None:
         policy = {"control_id": "c1", "control_kind": "sync_policy", "revision": 1,
                   "table_strategies": {"r": {"strategy": "telemetry", "ts_column": "ts",
                                              "priority": 50}},
-                  "compression": "zstd"}
+                  "compression": "zstd", "max_bytes_per_day": 10_000_000}
         assert remote.receive(policy)
         got = remote.config()
         assert got.replication.compression is Compression.ZSTD
         assert got.replication.strategy_for("r").rank == 50
+        assert (got.connection.max_bytes_per_second, got.connection.max_bytes_per_day) == (
+            0, 10_000_000)  # a budget the policy does not give stays the YAML's
         # A bad value is refused whole, by the YAML's rule.
         assert not remote.receive({**policy, "revision": 2, "compression": "lz4"})
+        assert not remote.receive({**policy, "revision": 2, "max_bytes_per_second": -1})
         assert remote.config() == got
         # Kept across a restart; detached: the YAML's again.
         assert RemotePolicy(cfg, state).config() == got
@@ -343,3 +346,24 @@ def test_a_report_without_the_wire_figures_is_still_accepted() -> None:
     assert full.doc == {"journal_depth": 3, "bytes_sent": 10, "backlog_by_table": {"t": 4}}
     assert parse_status({**plain, "backlog_by_table": {"t": -1}}) == (
         "backlog_by_table must map table names to row counts >= 0")
+
+
+async def test_a_pushed_budget_reaches_the_running_agent(
+        app: sqlite3.Connection, source_db: Path, tmp_path: Path, device_id: str) -> None:
+    app.execute("CREATE TABLE device_state (id INTEGER PRIMARY KEY, mode TEXT)")
+    cfg = make_config(device_id, source_db, tmp_path, remote_policy=True)
+    root = cfg.connection.root_topic
+    async with observer(device_id) as obs, Agent(cfg) as agent:
+        await asyncio.wait_for(agent.wait_connected(), 10)
+        await send_control(obs, root, {"control_id": "p-1", "control_kind": "sync_policy",
+                                       "revision": 1, "table_strategies": {},
+                                       "max_bytes_per_day": 1, "compression": "zstd"})
+        for _ in range(250):
+            if agent.config.connection.max_bytes_per_day == 1:
+                break
+            await asyncio.sleep(0.02)
+        app.execute("INSERT INTO device_state VALUES (1, 'idle')")
+        await agent.flush()  # the schema observation spends the byte
+        assert await agent.flush() == 0  # data waits for the next day
+        wire = agent._on_wire()
+        assert (wire.budget.per_day, wire.compression) == (1, Compression.ZSTD)

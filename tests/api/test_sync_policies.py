@@ -333,16 +333,18 @@ async def test_compression_and_priority_travel_with_the_policy(
                   "alarms": {"strategy": "rows", "priority": 0}}
     r = await client.post(tenant.url("/edge/sync-policies"), headers=tenant.headers(**idem()),
                           json={"name": "cellular", "table_strategies": strategies,
-                                "compression": "zstd"})
+                                "compression": "zstd", "max_bytes_per_day": 50_000_000})
     assert r.status_code == 201, r.text
     policy = r.json()["data"]
     assert (policy["compression"], policy["table_strategies"]) == ("zstd", strategies)
+    assert (policy["max_bytes_per_second"], policy["max_bytes_per_day"]) == (None, 50_000_000)
     pid = policy["id"]
     for change, field, message in (
             ({"compression": "gzip"}, "compression", "'gzip' is not allowed; use 'none' or "
                                                      "'zstd'"),
             ({"table_strategies": {"alarms": {"strategy": "rows", "priority": "first"}}},
-             "table_strategies.alarms.priority", "must be an integer")):
+             "table_strategies.alarms.priority", "must be an integer"),
+            ({"max_bytes_per_second": -1}, "max_bytes_per_second", "is not a budget")):
         bad = await client.patch(tenant.url(f"/edge/sync-policies/{pid}"),
                                  headers=tenant.headers(**idem()), json=change)
         assert bad.status_code == 422, bad.text
@@ -353,6 +355,7 @@ async def test_compression_and_priority_travel_with_the_policy(
     assert r.status_code == 200, r.text
     [(_, sent)] = await _controls(pool, dev["id"])
     assert (sent["compression"], sent["table_strategies"]) == ("zstd", strategies)
+    assert (sent["max_bytes_per_second"], sent["max_bytes_per_day"]) == (None, 50_000_000)
     # A change of compression alone reaches the agents; null gives it back to their YAML.
     r = await client.patch(tenant.url(f"/edge/sync-policies/{pid}"),
                            headers=tenant.headers(**idem()), json={"compression": None})
@@ -377,3 +380,4 @@ async def test_compression_and_priority_travel_with_the_policy(
     assert errors == [] and cfg is not None
     assert cfg.replication.compression == "none"
     assert cfg.replication.strategy_for("readings").rank == 20
+    assert cfg.connection.max_bytes_per_day == 50_000_000

@@ -67,6 +67,7 @@ class Agent:
                               will=(self._topics[TopicKind.INGEST_REQUEST], will_payload()))
         self._budget = budget
         self._wire: Wire | None = None  # set while open: its budget reads state.db
+        self._budgets = (0, 0)  # the configuration's budgets the wire follows
         # The database thread; it starts at the first call (none before __aenter__).
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="edgesync-agent-db")
         self._lifecycle = AgentLifecycle.NEW
@@ -105,6 +106,8 @@ class Agent:
             spent = await asyncio.wrap_future(self._executor.submit(device.state.bytes_spent))
             self._wire = Wire(self._link, self._make_budget(spent),
                               device.config.replication.compression, self._count_sent)
+            conn = device.config.connection
+            self._budgets = (conn.max_bytes_per_second, conn.max_bytes_per_day)
             tasks = await self._stack.enter_async_context(asyncio.TaskGroup())
             link = tasks.create_task(self._link.run(), name="edgesync-agent-mqtt")
             self._stack.callback(link.cancel)  # runs first: the task group then ends
@@ -117,7 +120,8 @@ class Agent:
     def _make_budget(self, spent: tuple[str, int]) -> WireBudget:
         if self._budget is not None:
             return self._budget(spent)
-        conn = self._config.connection
+        assert self._device is not None
+        conn = self._device.config.connection  # the YAML's, or the policy's it opted into
         return WireBudget(conn.max_bytes_per_second, conn.max_bytes_per_day, spent=spent)
 
     async def _count_sent(self, day: str, size: int) -> None:
@@ -212,7 +216,7 @@ class Agent:
         require(self._lifecycle, "Agent.flush()", AgentLifecycle.OPEN, AgentLifecycle.RUNNING)
         async with self._flush_lock:
             wire = self._on_wire()
-            wire.compression = self.config.replication.compression  # a policy may change it
+            self._follow_policy(wire)
             for accepted in await self._db(DeviceDatabase.unfinished_controls):
                 await self._ack_and_execute(accepted)
             plan = await self._db(DeviceDatabase.prepare_flush)
@@ -235,6 +239,15 @@ class Agent:
             if status is not None:
                 await wire.send(self._topics[TopicKind.INGEST_REQUEST], status)
             return sent
+
+    def _follow_policy(self, wire: Wire) -> None:
+        """A sync policy (``remote_policy``) may change the compression and the budget."""
+        wire.compression = self.config.replication.compression
+        conn = self.config.connection
+        budgets = (conn.max_bytes_per_second, conn.max_bytes_per_day)
+        if budgets != self._budgets:  # only on a change: a budget given to Agent() stays
+            self._budgets = budgets
+            wire.budget.per_second, wire.budget.per_day = budgets
 
     def _usage(self) -> dict[str, int | None]:
         """The status report's wire figures (bytes are the UTC day's)."""

@@ -82,8 +82,10 @@ def render_agent_yaml(scope: DeviceScope, *, mqtt_url: str, install_dir: Path,
         replication: dict[str, Any] = doc["sqlite-replication"]  # type: ignore[assignment]
         replication["remote_policy"] = True
         replication["table_strategies"] = dict(sync_policy.table_strategies)
-        if sync_policy.compression is not None:
-            replication["compression"] = sync_policy.compression
+        wire = sync_policy.wire
+        if "compression" in wire:
+            replication["compression"] = wire.pop("compression")
+        connection.update(wire)  # the budgets it gives
         head += (f"# table_strategies: sync policy {sync_policy.name!r} version "
                  f"{sync_policy.version}; remote_policy: true applies its later changes "
                  f"without a restart (set it false to keep these; docs/agent.md).\n")

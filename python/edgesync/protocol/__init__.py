@@ -1,7 +1,6 @@
 """Wire protocol shared by the device agent and the cloud worker."""
 
 from edgesync.protocol._broker_url import BrokerUrl, parse_broker_url
-from edgesync.protocol._compression import Compression, parse_compression
 from edgesync.protocol._consuming import ConsumingClient, MqttMessage
 from edgesync.protocol._control_kinds import ControlKind
 from edgesync.protocol._loop import (
@@ -57,8 +56,15 @@ from edgesync.protocol._topics import (
     worker_subscriptions,
 )
 from edgesync.protocol._uuid7 import uuid7
+from edgesync.protocol._wire_settings import (
+    BUDGET_KEYS,
+    Compression,
+    parse_byte_budget,
+    parse_compression,
+)
 
 __all__ = [
+    "BUDGET_KEYS",
     "DECODER_CODES",
     "DEVICE_TO_CLOUD",
     "DIGEST_VERSION",
@@ -96,6 +102,7 @@ __all__ = [
     "loop_state",
     "mqtt_client",
     "parse_broker_url",
+    "parse_byte_budget",
     "parse_compression",
     "parse_filter",
     "parse_status",
