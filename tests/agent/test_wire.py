@@ -188,7 +188,7 @@ async def test_zstd_batches_decode_to_the_json_and_status_has_wire_figures(
             app.executemany("INSERT INTO readings VALUES (?, ?)",
                             [(f"2026-01-01T00:00:{i % 60:02d}Z", i / 7) for i in range(300)])
             assert await agent.flush() == 500
-            await _settle(received)
+        await _settle(received)  # the stopped report too
         reader.cancel()
     rows = _messages(received, "/sync/rows/batch")
     telemetry = _messages(received, "/sync/telemetry/batch")
@@ -209,6 +209,12 @@ async def test_zstd_batches_decode_to_the_json_and_status_has_wire_figures(
                    if "/sync/ingest/control" not in t and "/sync/ingest/ack" not in t)
     assert reports[-1]["state"] == "stopped"
     assert first["bytes_sent"] <= reports[-1]["bytes_sent"] <= expected
+    # No daily budget: the count is written once a flush and when the agent stops.
+    state = StateStore(tmp_path / "state.db")
+    try:
+        assert state.bytes_spent()[1] == expected
+    finally:
+        state.close()
     assert isinstance(parse_status(first), StatusReport)
     assert set(parse_status(first).doc) >= {"bytes_sent", "backlog_by_table"}  # type: ignore[union-attr]
 

@@ -68,6 +68,7 @@ class Agent:
         self._budget = budget
         self._wire: Wire | None = None  # set while open: its budget reads state.db
         self._budgets = (0, 0)  # the configuration's budgets the wire follows
+        self._waited_on = ""  # the UTC day the daily budget last stopped data
         # The database thread; it starts at the first call (none before __aenter__).
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="edgesync-agent-db")
         self._lifecycle = AgentLifecycle.NEW
@@ -146,16 +147,21 @@ class Agent:
             await self._close()
 
     async def _goodbye(self) -> None:
-        """The last status report (``stopped``), when the broker is there to take it."""
-        if not self.connected:
+        """The last status report (``stopped``), when the broker is there to take it;
+        then the bytes counted since the last flush are written."""
+        wire = self._wire
+        if wire is None:
             return
         try:
-            payload = await self._db(DeviceDatabase.status_report, connected=True,
-                                     state=AgentState.STOPPED, usage=self._usage())
-            await asyncio.wait_for(
-                self._on_wire().send(self._topics[TopicKind.INGEST_REQUEST], payload), 5.0)
+            if self.connected:
+                payload = await self._db(DeviceDatabase.status_report, connected=True,
+                                         state=AgentState.STOPPED, usage=self._usage())
+                await asyncio.wait_for(
+                    wire.send(self._topics[TopicKind.INGEST_REQUEST], payload), 5.0)
         except Exception as exc:  # stopping anyway (a timeout included)
             log.debug("final status report not sent: %s", exc)
+        with contextlib.suppress(Exception):
+            await wire.save()
 
     async def _close(self, opening: Future[DeviceDatabase] | None = None) -> None:
         device, self._device = self._device, None
@@ -238,6 +244,7 @@ class Agent:
                                     connected=self.connected, usage=self._usage())
             if status is not None:
                 await wire.send(self._topics[TopicKind.INGEST_REQUEST], status)
+            await wire.save()
             return sent
 
     def _follow_policy(self, wire: Wire) -> None:
@@ -283,8 +290,11 @@ class Agent:
                 break
             else:
                 return sent
-        log.info("the day's bandwidth budget (%d bytes) is spent: data waits for the next "
-                 "UTC day", self.config.connection.max_bytes_per_day)
+        budget = self._on_wire().budget
+        if self._waited_on != budget.day:  # once a day, not at every flush
+            self._waited_on = budget.day
+            log.warning("the day's bandwidth budget (%d bytes) is spent: data waits for the "
+                        "next UTC day; controls and status reports still go", budget.per_day)
         return sent
 
     async def _flush_uploads(self) -> None:

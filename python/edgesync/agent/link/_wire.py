@@ -12,8 +12,8 @@ to one batch over.
 
 Bytes are MQTT PUBLISH packets as sent once (fixed header, topic, packet id, payload);
 the day's count starts from what ``state.db`` says (read when the agent opens) and the
-agent writes every send back there (``StateStore.add_bytes_sent``), so a restart keeps
-the day's spending.
+agent writes the sends back there (``StateStore.add_bytes_sent``: each one at once under
+a daily budget, else once a flush), so a restart keeps the day's spending.
 """
 
 from __future__ import annotations
@@ -78,6 +78,11 @@ class WireBudget:
         return day
 
     @property
+    def day(self) -> str:
+        """The UTC day the count is of."""
+        return self._roll()
+
+    @property
     def spent_today(self) -> int:
         self._roll()
         return self._spent
@@ -127,6 +132,7 @@ class Wire:
         self.budget = budget
         self.compression = compression
         self._on_sent = on_sent  # (day, bytes): the agent writes it to state.db
+        self._unsaved: dict[str, int] = {}  # bytes counted, not yet written
 
     async def send(self, topic: str, payload: bytes) -> None:
         """A control's ack, a status report, a request: never held by the budget."""
@@ -143,4 +149,15 @@ class Wire:
         return size
 
     async def _spent(self, size: int) -> None:
-        await self._on_sent(self.budget.spend(size), size)
+        day = self.budget.spend(size)
+        self._unsaved[day] = self._unsaved.get(day, 0) + size
+        if self.budget.per_day:  # the day's budget must hold across a crash: write now
+            await self.save()
+
+    async def save(self) -> None:
+        """Write the bytes counted since the last save (without a daily budget the agent
+        saves once a flush: one transaction fewer per batch)."""
+        while self._unsaved:
+            day, size = next(iter(self._unsaved.items()))
+            await self._on_sent(day, size)
+            del self._unsaved[day]
