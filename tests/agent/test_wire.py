@@ -306,6 +306,30 @@ async def test_the_token_bucket_paces_a_real_agent(
     assert (spent - rate) / rate * 0.9 <= took <= (spent - rate) / rate + 5
 
 
+async def test_a_paced_backlog_never_holds_the_status_report_back(
+        app: sqlite3.Connection, source_db: Path, tmp_path: Path, device_id: str) -> None:
+    app.execute("CREATE TABLE device_state (id INTEGER PRIMARY KEY, note TEXT)")
+    cfg = make_config(device_id, source_db, tmp_path)
+    sent: list[str] = []
+    async with Agent(cfg, budget=lambda spent: WireBudget(400_000, 0, spent=spent)) as agent:
+        await asyncio.wait_for(agent.wait_connected(), 10)
+        assert agent._device is not None
+        agent._device.status.interval_s = 0.0  # a report due at every chance
+        publish = agent._link.publish
+
+        async def recording(topic: str, payload: bytes) -> None:
+            await publish(topic, payload)
+            sent.append(topic.rsplit("/sync/", 1)[1])
+
+        agent._link.publish = recording  # type: ignore[method-assign]
+        app.executemany("INSERT INTO device_state VALUES (?, ?)",  # three batches' worth
+                        [(i, "n" * 150) for i in range(10_000)])
+        assert await agent.flush() == 10_000
+    batches = [i for i, kind in enumerate(sent) if kind == "rows/batch"]
+    assert len(batches) >= 3
+    assert "ingest/request" in sent[batches[0]:batches[1]]  # a report between two batches
+
+
 # ------------------------------------------------------------------ a pushed policy
 
 

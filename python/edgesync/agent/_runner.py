@@ -240,12 +240,17 @@ class Agent:
                 await wire.send(self._topics[TopicKind.INGEST_REQUEST], report)
                 await self._db(DeviceDatabase.recovery_sent, job_id, report)
             await self._flush_uploads()
-            status = await self._db(DeviceDatabase.due_status_report,  # last: data first
-                                    connected=self.connected, usage=self._usage())
-            if status is not None:
-                await wire.send(self._topics[TopicKind.INGEST_REQUEST], status)
+            await self._report_if_due()  # last: data first
             await wire.save()
             return sent
+
+    async def _report_if_due(self) -> None:
+        """The status report, when one is due (also between batches: a paced backlog
+        never holds it back by more than one batch)."""
+        status = await self._db(DeviceDatabase.due_status_report, connected=self.connected,
+                                usage=self._usage())
+        if status is not None:
+            await self._on_wire().send(self._topics[TopicKind.INGEST_REQUEST], status)
 
     def _follow_policy(self, wire: Wire) -> None:
         """A sync policy (``remote_policy``) may change the compression and the budget."""
@@ -283,6 +288,8 @@ class Agent:
                     drained.add(table)
                     continue
                 sent += rows
+                if self._on_wire().budget.per_second:
+                    await self._report_if_due()
                 rank = strategy(table).rank
                 if any(strategy(t).rank < rank for t in rows_tables):
                     upto = await self._db(DeviceDatabase.poll_journal)
