@@ -103,7 +103,9 @@ def test_a_state_db_from_before_the_versions_is_upgraded_with_every_row(
             ("job-v", 0)]
     finally:
         state.close()
-    assert _dump(path) == before  # nothing lost, nothing rewritten
+    after = _dump(path)
+    assert after.pop("wire_usage") == []  # step 3's new table, empty
+    assert after == before  # nothing lost, nothing rewritten
     assert _schema(path)[0] == len(MIGRATIONS)
 
 
@@ -117,7 +119,7 @@ def test_an_upgraded_state_db_has_the_schema_of_a_new_one(tmp_path: Path) -> Non
     assert {r[1] for r in rows if r[0] == "table"} == {
         "meta", "tables", "pending_batches", "gaps", "controls", "telemetry",
         "telemetry_sent", "telemetry_outbox", "published_batches", "telemetry_rowid",
-        "cloud_versions", "uploads", "resnapshots", "verifications"}
+        "cloud_versions", "uploads", "resnapshots", "verifications", "wire_usage"}
     assert _schema(upgraded) == (version, rows)
     # the format agents before the list check: they still open what this one wrote
     for path in (fresh, upgraded):

@@ -223,3 +223,33 @@ async def test_a_devices_batch_bytes_and_compression_through_the_pipeline(
             f'{float(json_bytes + wire + len(frames[1]))}') in scraped
     assert (f'edgesync_ingest_batch_bytes_total{{form="json"}} '
             f'{float(2 * json_bytes + len(payloads[1]))}') in scraped
+
+
+async def test_wire_figures_of_a_report_are_kept_and_optional(
+        client: httpx.AsyncClient, tenant, pool: asyncpg.Pool) -> None:
+    """An agent's ``bytes_sent``, ``budget_left_bytes`` and ``backlog_by_table`` (issue 29)
+    are stored with the report; a report without them, or with fields the cloud does not
+    know, is accepted as before."""
+    async with pool.acquire() as conn:
+        dev = await fleet.add_device(conn, project=tenant.project_name, name="gw-w",
+                                     topic_slug=tenant.slug)
+    pipeline = IngestPipeline(pool)
+    topic = f"{dev.root_topic}/sync/ingest/request"
+    plain = await pipeline.handle(topic, orjson.dumps(_report(AgentState.RUNNING,
+                                                              journal_depth=1, shiny=True)))
+    assert plain.status == "materialized" and plain.code is None
+    out = await pipeline.handle(topic, orjson.dumps(_report(
+        AgentState.RUNNING, journal_depth=2, bytes_sent=52311, budget_left_bytes=None,
+        backlog_by_table={"readings": 1200})))
+    assert out.status == "materialized" and out.code is None
+    bad = await pipeline.handle(topic, orjson.dumps(_report(
+        AgentState.RUNNING, backlog_by_table={"readings": "lots"})))
+    assert (bad.status, bad.code) == ("rejected", "invalid_status_report")
+    assert "backlog_by_table" in (bad.detail or "")
+    await pipeline.presence.flush(pool)
+    stored = await pool.fetchval("SELECT report FROM edge_device_status WHERE device_id = $1",
+                                 dev.device_id)
+    report = orjson.loads(stored) if isinstance(stored, str | bytes) else stored
+    assert (report["bytes_sent"], report["backlog_by_table"]) == (52311, {"readings": 1200})
+    assert "budget_left_bytes" not in report and "shiny" not in report
+    assert (await _device(client, tenant, "gw-w"))["journal_depth"] == 2

@@ -324,3 +324,60 @@ async def test_bundle_includes_the_attached_policy(client: httpx.AsyncClient, te
         "SELECT response_body FROM edge_idempotency_keys WHERE idempotency_key = $1",
         key["Idempotency-Key"])
     assert b"PRIVATE KEY" not in bytes(stored)
+
+
+async def test_compression_and_priority_travel_with_the_policy(
+        client: httpx.AsyncClient, tenant, pool: asyncpg.Pool, tmp_path: Path) -> None:
+    dev = await _device(client, tenant, "gw-wire")
+    strategies = {"readings": {"strategy": "telemetry", "ts_column": "at", "priority": 20},
+                  "alarms": {"strategy": "rows", "priority": 0}}
+    r = await client.post(tenant.url("/edge/sync-policies"), headers=tenant.headers(**idem()),
+                          json={"name": "cellular", "table_strategies": strategies,
+                                "compression": "zstd", "max_bytes_per_day": 50_000_000})
+    assert r.status_code == 201, r.text
+    policy = r.json()["data"]
+    assert (policy["compression"], policy["table_strategies"]) == ("zstd", strategies)
+    assert (policy["max_bytes_per_second"], policy["max_bytes_per_day"]) == (None, 50_000_000)
+    pid = policy["id"]
+    for change, field, message in (
+            ({"compression": "gzip"}, "compression", "'gzip' is not allowed; use 'none' or "
+                                                     "'zstd'"),
+            ({"table_strategies": {"alarms": {"strategy": "rows", "priority": "first"}}},
+             "table_strategies.alarms.priority", "must be an integer"),
+            ({"max_bytes_per_second": -1}, "max_bytes_per_second", "is not a budget")):
+        bad = await client.patch(tenant.url(f"/edge/sync-policies/{pid}"),
+                                 headers=tenant.headers(**idem()), json=change)
+        assert bad.status_code == 422, bad.text
+        assert bad.json()["error"]["field"] == field
+        assert message in bad.json()["error"]["message"]
+    r = await client.post(tenant.url(f"/edge/sync-policies/{pid}/attach"),
+                          headers=tenant.headers(**idem()), json={"device_id": dev["id"]})
+    assert r.status_code == 200, r.text
+    [(_, sent)] = await _controls(pool, dev["id"])
+    assert (sent["compression"], sent["table_strategies"]) == ("zstd", strategies)
+    assert (sent["max_bytes_per_second"], sent["max_bytes_per_day"]) == (None, 50_000_000)
+    # A change of compression alone reaches the agents; null gives it back to their YAML.
+    r = await client.patch(tenant.url(f"/edge/sync-policies/{pid}"),
+                           headers=tenant.headers(**idem()), json={"compression": None})
+    assert r.status_code == 200 and r.json()["data"]["compression"] is None, r.text
+    controls = await _controls(pool, dev["id"])
+    assert len(controls) == 2 and controls[-1][1]["compression"] is None
+    # The bundle carries it; an agent reads it by the YAML's rules.
+    await client.patch(tenant.url(f"/edge/sync-policies/{pid}"),
+                       headers=tenant.headers(**idem()), json={"compression": "none"})
+    r = await client.post(tenant.url(f"/devices/{dev['id']}/bundle"),
+                          headers=tenant.headers(**idem()),
+                          json={"mqtt_url": "ssl://broker.example:8883",
+                                "install_dir": str(tmp_path)})
+    assert r.status_code == 201, r.text
+    files = {f["name"]: f["content"] for f in r.json()["data"]["files"]}
+    for name, content in files.items():
+        (tmp_path / name).write_text(content)
+    doc = yaml.safe_load(files["agent.yaml"])
+    env = dict(line.split("=", 1) for line in files["agent.env"].splitlines()
+               if "=" in line and not line.startswith("#"))
+    cfg, errors = parse_config(doc, environ=env)
+    assert errors == [] and cfg is not None
+    assert cfg.replication.compression == "none"
+    assert cfg.replication.strategy_for("readings").rank == 20
+    assert cfg.connection.max_bytes_per_day == 50_000_000

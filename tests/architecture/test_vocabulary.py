@@ -50,6 +50,7 @@ def _checked_values(table: str, column: str) -> set[str]:
     (control.UploadStatus, "edge_uploads", "status"),
     (control.ResnapshotStatus, "edge_resnapshots", "status"),
     (control.VerificationStatus, "edge_verifications", "status"),
+    (protocol.Compression, "edge_sync_policies", "compression"),
 ])
 def test_enum_values_are_the_column_check(enum_type: type[enum.StrEnum], table: str,
                                           column: str) -> None:

@@ -98,6 +98,9 @@ def test_bundle_holds_a_working_agent_config(database_url: str, unique: str,
     assert cfg.connection.device_id == "gw-7" and cfg.connection.root_topic == f"{slug}/gw-7"
     assert cfg.connection.tls_client_key_path == out / "device.key"
     assert cfg.security.signed_control and cfg.security.auth_token == env["EDGESYNC_AUTH_TOKEN"]
+    # this cloud inflates zstd batches: its own devices send them (issue 29)
+    assert doc["sqlite-replication"]["compression"] == "zstd"
+    assert cfg.replication.compression == "zstd"
 
     pw_out = tmp_path / "bundle-pw"
     run_json("devices", "bundle", "gw-7", "--project", project, "--out", str(pw_out),

@@ -152,15 +152,23 @@ class DeviceDatabase:
 
     # ------------------------------------------------------------------ a flush
 
-    def status_report(self, *, connected: bool, state: AgentState = AgentState.RUNNING
-                      ) -> bytes:
-        return self.status.report(self.budget.total, connected=connected, state=state)
+    def status_report(self, *, connected: bool, usage: dict[str, int | None],
+                      state: AgentState = AgentState.RUNNING) -> bytes:
+        """The report now; ``usage``: the wire figures (``bytes_sent``,
+        ``budget_left_bytes``) the agent's budget keeps."""
+        return self.status.report(self.budget.total, connected=connected, state=state,
+                                  usage=usage, rows_tables=self.rows_tables)
 
-    def due_status_report(self, *, connected: bool) -> bytes | None:
+    def due_status_report(self, *, connected: bool, usage: dict[str, int | None]
+                          ) -> bytes | None:
         """The status report when one is due (every ``REPORT_INTERVAL_S``), else None."""
-        return self.status_report(connected=connected) if self.status.due() else None
+        return (self.status_report(connected=connected, usage=usage) if self.status.due()
+                else None)
 
-    def _poll_journal(self) -> int:
+    def bytes_sent(self, day: str, count: int) -> None:
+        self.state.add_bytes_sent(day, count)
+
+    def poll_journal(self) -> int:
         """The journal's high-water mark, noted with the time (first_seen_at_ms)."""
         upto = self.batcher.journal_high_water()
         self._marks.polled(upto)
@@ -175,7 +183,7 @@ class DeviceDatabase:
             self.refresh_schema()
         self.budget.enforce()
         self.uploads.settle(self.forget_journal)
-        upto = self._poll_journal()
+        upto = self.poll_journal()
         for table in self.rows_tables:
             self._reserve_backlog(table, upto)
         resend_unconfirmed(self.state, self.telemetry_state, self.rows_tables,
@@ -240,13 +248,12 @@ class DeviceDatabase:
     def telemetry_tables(self) -> list[str]:
         return list(self.telemetry.tables)
 
-    def telemetry_backlog(self, table: str) -> list[OutboxBatch]:
+    def next_telemetry(self, table: str) -> OutboxBatch | None:
+        """The table's next batch to publish: the oldest unpublished one, else a new one."""
         st = self.telemetry_state.table(table)
-        if st is None or st.paused:
-            return []
-        return self.telemetry_state.unpublished(table)
-
-    def next_telemetry_batch(self, table: str) -> OutboxBatch | None:
+        if st is not None and not st.paused:
+            for batch in self.telemetry_state.unpublished(table, limit=1):
+                return batch
         return self.telemetry.next_batch(table)
 
     def telemetry_published(self, batch: OutboxBatch) -> None:

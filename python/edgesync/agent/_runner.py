@@ -31,13 +31,13 @@ from edgesync.agent._lifecycle import AgentLifecycle, misuse, require
 from edgesync.agent._lock import InstanceLock
 from edgesync.agent.capture._freshness import SeenMarks
 from edgesync.agent.capture._source import check_source
-from edgesync.agent.capture._telemetry_state import OutboxBatch
 from edgesync.agent.config import AgentConfig
 from edgesync.agent.jobs._http_put import put_file
 from edgesync.agent.jobs._uploads import UploadStatus, UploadStep
 from edgesync.agent.link._inbox import Accepted
 from edgesync.agent.link._publisher import MqttLink
 from edgesync.agent.link._status import will_payload
+from edgesync.agent.link._wire import Wire, WireBudget
 from edgesync.errors import ConfigError, OversizedRowError
 from edgesync.protocol import AgentState, TopicKind, periodic_loop, topic_for
 
@@ -50,7 +50,10 @@ T = TypeVar("T")
 
 
 class Agent:
-    def __init__(self, config: AgentConfig) -> None:
+    def __init__(self, config: AgentConfig, *,
+                 budget: Callable[[tuple[str, int]], WireBudget] | None = None) -> None:
+        """``budget`` builds the bandwidth budget from ``(day, bytes)`` last counted in
+        ``state.db`` (tests pass one with their clocks); by default the configuration's."""
         sec = config.security
         if sec.signed_control and not sec.auth_token:
             raise ConfigError("security.auth_token_env",
@@ -63,6 +66,10 @@ class Agent:
         self._topics = {k: topic_for(root, k) for k in TopicKind}
         self._link = MqttLink(config.connection, self._on_control,
                               will=(self._topics[TopicKind.INGEST_REQUEST], will_payload()))
+        self._budget = budget
+        self._wire: Wire | None = None  # set while open: its budget reads state.db
+        self._budgets = (0, 0)  # the configuration's budgets the wire follows
+        self._waited_on = ""  # the UTC day the daily budget last stopped data
         # The database thread; it starts at the first call (none before __aenter__).
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="edgesync-agent-db")
         self._lifecycle = AgentLifecycle.NEW
@@ -97,7 +104,12 @@ class Agent:
             self._lock.acquire()  # before anything is opened: a second agent changes nothing
             opening = self._executor.submit(DeviceDatabase, self._config,
                                             signing_key=self._signing_key, marks=self._marks)
-            self._device = await asyncio.wrap_future(opening)
+            self._device = device = await asyncio.wrap_future(opening)
+            spent = await asyncio.wrap_future(self._executor.submit(device.state.bytes_spent))
+            self._wire = Wire(self._link, self._make_budget(spent),
+                              device.config.replication.compression, self._count_sent)
+            conn = device.config.connection
+            self._budgets = (conn.max_bytes_per_second, conn.max_bytes_per_day)
             tasks = await self._stack.enter_async_context(asyncio.TaskGroup())
             link = tasks.create_task(self._link.run(), name="edgesync-agent-mqtt")
             self._stack.callback(link.cancel)  # runs first: the task group then ends
@@ -106,6 +118,22 @@ class Agent:
             raise
         self._lifecycle = AgentLifecycle.OPEN
         return self
+
+    def _make_budget(self, spent: tuple[str, int]) -> WireBudget:
+        if self._budget is not None:
+            return self._budget(spent)
+        assert self._device is not None
+        conn = self._device.config.connection  # the YAML's, or the policy's it opted into
+        return WireBudget(conn.max_bytes_per_second, conn.max_bytes_per_day, spent=spent)
+
+    async def _count_sent(self, day: str, size: int) -> None:
+        await self._db(DeviceDatabase.bytes_sent, day, size)
+
+    def _on_wire(self) -> Wire:
+        wire = self._wire
+        if wire is None:
+            raise misuse(self._lifecycle, "Agent")
+        return wire
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
@@ -120,16 +148,21 @@ class Agent:
             await self._close()
 
     async def _goodbye(self) -> None:
-        """The last status report (``stopped``), when the broker is there to take it."""
-        if not self.connected:
+        """The last status report (``stopped``), when the broker is there to take it;
+        then the bytes counted since the last flush are written."""
+        wire = self._wire
+        if wire is None:
             return
         try:
-            payload = await self._db(DeviceDatabase.status_report, connected=True,
-                                     state=AgentState.STOPPED)
-            await asyncio.wait_for(
-                self._link.publish(self._topics[TopicKind.INGEST_REQUEST], payload), 5.0)
+            if self.connected:
+                payload = await self._db(DeviceDatabase.status_report, connected=True,
+                                         state=AgentState.STOPPED, usage=self._usage())
+                await asyncio.wait_for(
+                    wire.send(self._topics[TopicKind.INGEST_REQUEST], payload), 5.0)
         except Exception as exc:  # stopping anyway (a timeout included)
             log.debug("final status report not sent: %s", exc)
+        with contextlib.suppress(Exception):
+            await wire.save()
 
     async def _close(self, opening: Future[DeviceDatabase] | None = None) -> None:
         device, self._device = self._device, None
@@ -189,31 +222,88 @@ class Agent:
         """
         require(self._lifecycle, "Agent.flush()", AgentLifecycle.OPEN, AgentLifecycle.RUNNING)
         async with self._flush_lock:
+            wire = self._on_wire()
+            self._follow_policy(wire)
             for accepted in await self._db(DeviceDatabase.unfinished_controls):
                 await self._ack_and_execute(accepted)
             plan = await self._db(DeviceDatabase.prepare_flush)
             for table, doc, is_telemetry in plan.observes:
-                await self._link.publish(self._topics[TopicKind.SCHEMA_OBSERVE], doc)
+                await wire.send(self._topics[TopicKind.SCHEMA_OBSERVE], doc)
                 await self._db(DeviceDatabase.observed, table,
                                orjson.loads(doc)["schema_hash"], is_telemetry)
             for gap_id, doc in plan.gaps:
-                await self._link.publish(self._topics[TopicKind.INGEST_REQUEST], doc)
+                await wire.send(self._topics[TopicKind.INGEST_REQUEST], doc)
                 await self._db(DeviceDatabase.gap_reported, gap_id,
                                orjson.loads(doc)["source_table"])
-            sent = 0
-            for table in plan.rows_tables:
-                sent += await self._flush_rows(table, plan.upto)
-            for table in await self._db(DeviceDatabase.telemetry_tables):
-                sent += await self._flush_telemetry(table)
+            sent = await self._flush_data(plan.upto, plan.rows_tables,
+                                          await self._db(DeviceDatabase.telemetry_tables))
             for job_id, report in await self._db(DeviceDatabase.recovery_reports):
-                await self._link.publish(self._topics[TopicKind.INGEST_REQUEST], report)
+                await wire.send(self._topics[TopicKind.INGEST_REQUEST], report)
                 await self._db(DeviceDatabase.recovery_sent, job_id, report)
             await self._flush_uploads()
-            status = await self._db(DeviceDatabase.due_status_report,  # last: data first
-                                    connected=self.connected)
-            if status is not None:
-                await self._link.publish(self._topics[TopicKind.INGEST_REQUEST], status)
+            await self._report_if_due()  # last: data first
+            await wire.save()
             return sent
+
+    async def _report_if_due(self) -> None:
+        """The status report, when one is due (also between batches: a paced backlog
+        never holds it back by more than one batch)."""
+        status = await self._db(DeviceDatabase.due_status_report, connected=self.connected,
+                                usage=self._usage())
+        if status is not None:
+            await self._on_wire().send(self._topics[TopicKind.INGEST_REQUEST], status)
+
+    def _follow_policy(self, wire: Wire) -> None:
+        """A sync policy (``remote_policy``) may change the compression and the budget."""
+        wire.compression = self.config.replication.compression
+        conn = self.config.connection
+        budgets = (conn.max_bytes_per_second, conn.max_bytes_per_day)
+        if budgets != self._budgets:  # only on a change: a budget given to Agent() stays
+            self._budgets = budgets
+            wire.budget.per_second, wire.budget.per_day = budgets
+
+    def _usage(self) -> dict[str, int | None]:
+        """The status report's wire figures (bytes are the UTC day's)."""
+        budget = self._on_wire().budget
+        return {"bytes_sent": budget.spent_today, "budget_left_bytes": budget.left_today}
+
+    async def _flush_data(self, upto: int, rows_tables: list[str],
+                          telemetry_tables: list[str]) -> int:
+        """Row and telemetry batches, one at a time, always from the table of the lowest
+        ``priority`` that has one (ties in the plan's order: rows tables, then
+        telemetry): after each batch of a table that a rows table outranks, the journal
+        is read again, so a state change waits behind at most one lower batch. Stops
+        while the UTC day's budget is spent (the rest waits for the next day)."""
+        strategy = self.config.replication.strategy_for
+        order = sorted([(t, False) for t in rows_tables] + [(t, True) for t in telemetry_tables],
+                       key=lambda entry: strategy(entry[0]).rank)
+        drained: set[str] = set()
+        sent = 0
+        while not self._on_wire().budget.data_waits():
+            for table, is_telemetry in order:
+                if table in drained:
+                    continue
+                rows = await (self._publish_telemetry(table) if is_telemetry
+                              else self._publish_rows(table, upto))
+                if rows is None:
+                    drained.add(table)
+                    continue
+                sent += rows
+                if self._on_wire().budget.per_second:
+                    await self._report_if_due()
+                rank = strategy(table).rank
+                if any(strategy(t).rank < rank for t in rows_tables):
+                    upto = await self._db(DeviceDatabase.poll_journal)
+                    drained.difference_update(rows_tables)
+                break
+            else:
+                return sent
+        budget = self._on_wire().budget
+        if self._waited_on != budget.day:  # once a day, not at every flush
+            self._waited_on = budget.day
+            log.warning("the day's bandwidth budget (%d bytes) is spent: data waits for the "
+                        "next UTC day; controls and status reports still go", budget.per_day)
+        return sent
 
     async def _flush_uploads(self) -> None:
         """Move every upload on: PUT granted objects (or ask again when a grant is no
@@ -243,14 +333,14 @@ class Agent:
                 log.error("upload %s: PUT answered %r; retrying at the next flush",
                           up.batch_id, result)
         for up in await self._db(DeviceDatabase.uploads_in, UploadStatus.WANTED):
-            await self._link.publish(request, up.request())
+            await self._on_wire().send(request, up.request())
             await self._db(DeviceDatabase.upload_step, UploadStep.REQUESTED, up.upload_key)
         for up in await self._db(DeviceDatabase.uploads_in, UploadStatus.UPLOADED):
-            await self._link.publish(request, up.finalize())
+            await self._on_wire().send(request, up.finalize())
             await self._db(DeviceDatabase.upload_step, UploadStep.FINALIZED, up.upload_key)
 
-    async def _flush_rows(self, table: str, upto: int) -> int:
-        sent = 0
+    async def _publish_rows(self, table: str, upto: int) -> int | None:
+        """The table's next row batch published (its row count), or None: none left."""
         while True:
             try:
                 batch = await self._db(DeviceDatabase.next_batch, table, upto)
@@ -259,31 +349,24 @@ class Agent:
                 await self._db(DeviceDatabase.spill, exc)
                 continue
             if batch is None:
-                return sent
-            await self._link.publish(self._topics[TopicKind.ROWS_BATCH], batch.payload)
+                return None
+            await self._on_wire().send_batch(self._topics[TopicKind.ROWS_BATCH], batch.payload)
             await self._db(DeviceDatabase.confirm, batch)
-            sent += batch.row_count
             log.debug("published %d rows of %r (commit_seq %d..%d, batch %s)",
                       batch.row_count, table, batch.pending.first_commit_seq,
                       batch.pending.last_commit_seq, batch.pending.batch_id)
+            return batch.row_count
 
-    async def _flush_telemetry(self, table: str) -> int:
-        sent = 0
-        for batch in await self._db(DeviceDatabase.telemetry_backlog, table):
-            await self._publish_telemetry(batch)
-            sent += batch.row_count
-        while True:
-            fresh = await self._db(DeviceDatabase.next_telemetry_batch, table)
-            if fresh is None:
-                return sent
-            await self._publish_telemetry(fresh)
-            sent += fresh.row_count
-
-    async def _publish_telemetry(self, batch: OutboxBatch) -> None:
-        await self._link.publish(self._topics[TopicKind.TELEMETRY_BATCH], batch.payload)
+    async def _publish_telemetry(self, table: str) -> int | None:
+        """The table's next telemetry batch (an unpublished one first) published, or None."""
+        batch = await self._db(DeviceDatabase.next_telemetry, table)
+        if batch is None:
+            return None
+        await self._on_wire().send_batch(self._topics[TopicKind.TELEMETRY_BATCH], batch.payload)
         await self._db(DeviceDatabase.telemetry_published, batch)
         log.debug("published %d telemetry rows of %r (batch_seq %d)", batch.row_count,
                   batch.source_table, batch.batch_seq)
+        return batch.row_count
 
     # ------------------------------------------------------------------ downlink
 
@@ -293,7 +376,7 @@ class Agent:
             await self._ack_and_execute(accepted)
 
     async def _ack_and_execute(self, accepted: Accepted) -> None:
-        await self._link.publish(self._topics[TopicKind.INGEST_ACK], orjson.dumps(
+        await self._on_wire().send(self._topics[TopicKind.INGEST_ACK], orjson.dumps(
             {"format_version": 1, "control_id": accepted.control_id}))
         if accepted.execute:
             await self._db(DeviceDatabase.execute, accepted)

@@ -107,6 +107,21 @@ class StateStore:
         """Inside the caller's transaction (or autocommit)."""
         self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
+    # -- wire bytes (the daily bandwidth budget, docs/agent.md)
+
+    def bytes_spent(self) -> tuple[str, int]:
+        """The last day counted and its bytes (``("", 0)`` before the first send)."""
+        row = self._db.execute("SELECT day, bytes FROM wire_usage ORDER BY day DESC "
+                               "LIMIT 1").fetchone()
+        return (str(row[0]), int(row[1])) if row is not None else ("", 0)
+
+    def add_bytes_sent(self, day: str, count: int) -> None:
+        """Count ``count`` more bytes published on ``day``; earlier days are dropped."""
+        with self._tx():
+            self._db.execute("DELETE FROM wire_usage WHERE day < ?", (day,))
+            self._db.execute("INSERT INTO wire_usage VALUES (?, ?) ON CONFLICT (day) DO "
+                             "UPDATE SET bytes = bytes + excluded.bytes", (day, count))
+
     # -- journal identity
 
     def bind_journal(self, journal_id: str) -> bool:

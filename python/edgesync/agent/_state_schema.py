@@ -214,6 +214,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("state tables (formats 1 to 3 of _state adopted)", _STATE_TABLES,
               _adopt_format),
     Migration("the tables the stores created when built, adopted", _STORE_TABLES),
+    Migration("wire bytes published per UTC day (the daily bandwidth budget)", """
+CREATE TABLE wire_usage (
+    day    TEXT PRIMARY KEY,          -- the UTC day, YYYY-MM-DD
+    bytes  INTEGER NOT NULL DEFAULT 0 -- bytes published to the broker that day
+)"""),
 )
 
 

@@ -19,7 +19,7 @@ import yaml
 from edgesync.credentials._device_credentials import CertificateSecret, PasswordSecret
 from edgesync.errors import ConfigError
 from edgesync.fleet import DeviceScope
-from edgesync.protocol import parse_broker_url
+from edgesync.protocol import Compression, parse_broker_url
 from edgesync.syncpolicy import EffectivePolicy
 
 __all__ = ["BundleFiles", "render_agent_yaml", "write_bundle"]
@@ -71,7 +71,9 @@ def render_agent_yaml(scope: DeviceScope, *, mqtt_url: str, install_dir: Path,
                      "capabilities": {"sqlite-replication": True}},
         "sqlite-replication": {"source_db_path_env": "EDGESYNC_SOURCE_DB_PATH",
                                "state_db_path_env": "EDGESYNC_STATE_DB_PATH",
-                               "flush_interval": "5s"},
+                               "flush_interval": "5s",
+                               # this cloud inflates zstd batches (docs/protocol.md)
+                               "compression": Compression.ZSTD.value},
     }
     head = (f"# edgesync agent for device {scope.device_name!r} "
             f"(root topic {scope.root_topic!r}).\n"
@@ -80,6 +82,10 @@ def render_agent_yaml(scope: DeviceScope, *, mqtt_url: str, install_dir: Path,
         replication: dict[str, Any] = doc["sqlite-replication"]  # type: ignore[assignment]
         replication["remote_policy"] = True
         replication["table_strategies"] = dict(sync_policy.table_strategies)
+        wire = sync_policy.wire
+        if "compression" in wire:
+            replication["compression"] = wire.pop("compression")
+        connection.update(wire)  # the budgets it gives
         head += (f"# table_strategies: sync policy {sync_policy.name!r} version "
                  f"{sync_policy.version}; remote_policy: true applies its later changes "
                  f"without a restart (set it false to keep these; docs/agent.md).\n")

@@ -56,8 +56,15 @@ from edgesync.protocol._topics import (
     worker_subscriptions,
 )
 from edgesync.protocol._uuid7 import uuid7
+from edgesync.protocol._wire_settings import (
+    BUDGET_KEYS,
+    Compression,
+    parse_byte_budget,
+    parse_compression,
+)
 
 __all__ = [
+    "BUDGET_KEYS",
     "DECODER_CODES",
     "DEVICE_TO_CLOUD",
     "DIGEST_VERSION",
@@ -66,6 +73,7 @@ __all__ = [
     "AgentState",
     "Backoff",
     "BrokerUrl",
+    "Compression",
     "ConsumingClient",
     "ControlKind",
     "FilterOp",
@@ -94,6 +102,8 @@ __all__ = [
     "loop_state",
     "mqtt_client",
     "parse_broker_url",
+    "parse_byte_budget",
+    "parse_compression",
     "parse_filter",
     "parse_status",
     "parse_table_strategies",

@@ -7,7 +7,8 @@ as its MQTT will, by the broker when the agent vanished (``offline``)::
     {"format_version": 1, "request_kind": "status", "state": "running",
      "agent_version": "0.1.0", "report_interval_s": 30, "journal_depth": 12,
      "oldest_unconfirmed_age_s": 1.5, "buffer_bytes": 4096, "paused_tables": ["t"],
-     "unconfirmed_batches": 1}
+     "unconfirmed_batches": 1, "bytes_sent": 52311, "budget_left_bytes": null,
+     "backlog_by_table": {"readings": 1200}}
 
 Every field but ``format_version``, ``request_kind`` and ``state`` may be absent (a will
 carries no figures). ``parse_status`` is the one reading of it, for the cloud.
@@ -38,9 +39,15 @@ class StatusReport:
     doc: dict[str, Any]  # the figures as the API shows them (only known fields)
 
 
-_COUNTS = ("journal_depth", "buffer_bytes", "unconfirmed_batches")
+_COUNTS = ("journal_depth", "buffer_bytes", "unconfirmed_batches", "bytes_sent",
+           "budget_left_bytes")
+_MOST_TABLES = 10_000
 _SECONDS = ("oldest_unconfirmed_age_s", "report_interval_s")
 _LONGEST_TEXT = 100
+
+
+def _table_name(t: object) -> bool:
+    return isinstance(t, str) and 0 < len(t.encode()) <= 255 and "\0" not in t
 
 
 def _count(v: object) -> bool:
@@ -76,9 +83,14 @@ def parse_status(doc: dict[str, Any]) -> StatusReport | str:
         out["agent_version"] = version
     paused = doc.get("paused_tables")
     if paused is not None:
-        if not isinstance(paused, list) or len(paused) > 10_000 or not all(
-                isinstance(t, str) and 0 < len(t.encode()) <= 255 and "\0" not in t
-                for t in paused):
+        if not isinstance(paused, list) or len(paused) > _MOST_TABLES or not all(
+                _table_name(t) for t in paused):
             return "paused_tables must be a list of table names"
         out["paused_tables"] = paused
+    backlog = doc.get("backlog_by_table")
+    if backlog is not None:
+        if not isinstance(backlog, dict) or len(backlog) > _MOST_TABLES or not all(
+                _table_name(t) and _count(n) for t, n in backlog.items()):
+            return "backlog_by_table must map table names to row counts >= 0"
+        out["backlog_by_table"] = backlog
     return StatusReport(state, out)

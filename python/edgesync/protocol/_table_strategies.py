@@ -1,5 +1,6 @@
 """``table_strategies``: how each table of a device replicates, as the agent's YAML and a
-sync policy of the cloud both spell it (table → ``{strategy, ts_column?, include_columns?}``).
+sync policy of the cloud both spell it (table → ``{strategy, ts_column?, include_columns?,
+priority?}``).
 
 A pushed sync policy travels to the agents as this JSON (the ``sync_policy`` control), so
 both sides read and check it with the functions here: the cloud before it stores a policy,
@@ -17,7 +18,11 @@ from edgesync.protocol._strategy_kind import StrategyKind
 
 __all__ = ["TableStrategy", "check_table_strategies", "parse_table_strategies",
            "read_table_strategy", "table_strategies_doc"]
-_KEYS = ("strategy", "ts_column", "include_columns")
+
+_KEYS = ("strategy", "ts_column", "include_columns", "priority")
+# Without a ``priority``: state changes before telemetry (lower goes first).
+_DEFAULT_PRIORITY = {StrategyKind.ROWS: 0, StrategyKind.TELEMETRY: 10, StrategyKind.IGNORE: 0}
+_LOWEST_PRIORITY = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +30,13 @@ class TableStrategy:
     strategy: StrategyKind = StrategyKind.ROWS
     ts_column: str | None = None
     include_columns: tuple[str, ...] | None = None
+    # The order a flush sends tables in, lower first; None: 0 for rows, 10 for telemetry.
+    priority: int | None = None
+
+    @property
+    def rank(self) -> int:
+        """The priority in force (the given one, else the strategy's default)."""
+        return self.priority if self.priority is not None else _DEFAULT_PRIORITY[self.strategy]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "strategy", StrategyKind(self.strategy))
@@ -52,11 +64,17 @@ def read_table_strategy(doc: Mapping[Any, Any], at: str, errors: list[ConfigErro
                                     and all(isinstance(c, str) for c in include)):
         errors.append(ConfigError(f"{at}.include_columns",
                                   "must be a list of strings, e.g. [a, b]"))
+    priority = doc.get("priority")
+    if priority is not None and not (isinstance(priority, int) and not isinstance(priority, bool)
+                                     and 0 <= priority <= _LOWEST_PRIORITY):
+        errors.append(ConfigError(f"{at}.priority", "must be an integer from 0 to "
+                                                    f"{_LOWEST_PRIORITY} (lower goes first)"))
     errors.extend(ConfigError(f"{at}.{key}", "unknown key") for key in doc if key not in _KEYS)
     if len(errors) > problems:
         return None
     return TableStrategy(strategy=strategy, ts_column=ts_column,
-                         include_columns=tuple(include) if include is not None else None)
+                         include_columns=tuple(include) if include is not None else None,
+                         priority=priority)
 
 
 def check_table_strategies(tables: Mapping[str, TableStrategy], base: str,

@@ -18,8 +18,15 @@ from typing import Any
 import asyncpg
 
 from edgesync.control import send_sync_policy
-from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
-from edgesync.protocol import StrategyKind, parse_table_strategies, table_strategies_doc
+from edgesync.errors import ConfigError, ConflictError, InvalidRequestError, NotFoundError
+from edgesync.protocol import (
+    BUDGET_KEYS,
+    StrategyKind,
+    parse_byte_budget,
+    parse_compression,
+    parse_table_strategies,
+    table_strategies_doc,
+)
 from edgesync.store import Conn, from_record
 
 __all__ = ["AttachedTo", "EffectivePolicy", "ListedAttachment", "PolicyAttachment",
@@ -41,6 +48,10 @@ class SyncPolicy:
     description: str
     table_strategies: Strategies
     sample_tables: dict[str, list[str]] | None  # table → columns the strategies came from
+    # What the agents may put on the wire; None: each agent's YAML decides.
+    compression: str | None  # none | zstd
+    max_bytes_per_second: int | None
+    max_bytes_per_day: int | None
     version: int  # raised by every change
     created_at: datetime
     updated_at: datetime
@@ -86,6 +97,17 @@ class EffectivePolicy:
     version: int
     table_strategies: Strategies
     attached_via: str  # device | fleet
+    compression: str | None = None
+    max_bytes_per_second: int | None = None
+    max_bytes_per_day: int | None = None
+
+    @property
+    def wire(self) -> dict[str, Any]:
+        """The policy's wire settings as the agents spell them (the ones it gives)."""
+        return {k: v for k, v in (("compression", self.compression),
+                                  ("max_bytes_per_second", self.max_bytes_per_second),
+                                  ("max_bytes_per_day", self.max_bytes_per_day))
+                if v is not None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,8 +122,9 @@ class PolicyDevice:
     delivered_version: int | None
     acked_at: datetime | None
 
-_COLUMNS = ("id, project_id, name, description, table_strategies, sample_tables, version, "
-            "created_at, updated_at")
+_WIRE = ("compression", *BUDGET_KEYS)
+_COLUMNS = ("id, project_id, name, description, table_strategies, sample_tables, "
+            f"{', '.join(_WIRE)}, version, created_at, updated_at")
 _MAX_NAME, _MAX_DESCRIPTION = 200, 2000
 
 
@@ -125,6 +148,17 @@ def _check_sample(sample: object) -> dict[str, list[str]] | None:
         raise InvalidRequestError("sample_tables", "must map each table name to a list of its "
                                                    "column names (from the introspection)")
     return {str(t): list(cols) for t, cols in sample.items()}
+
+
+def _check_wire(key: str, value: object) -> str | int | None:
+    """``compression`` or a budget by the agent's own rule (None: the agents' YAML)."""
+    if value is None:
+        return None
+    try:
+        return (parse_compression(value, key).value if key == "compression"
+                else parse_byte_budget(value, key))
+    except ConfigError as exc:
+        raise InvalidRequestError(exc.field, exc.reason) from exc
 
 
 def _check_strategies(doc: object, sample: dict[str, list[str]] | None) -> Strategies:
@@ -174,16 +208,20 @@ async def list_policies(conn: Conn, project_id: uuid.UUID, *, offset: int = 0,
 
 async def create_policy(conn: Conn, project_id: uuid.UUID, *, name: str,
                         description: str = "", table_strategies: object = None,
-                        sample_tables: object = None) -> SyncPolicy:
+                        sample_tables: object = None, wire: dict[str, object] | None = None
+                        ) -> SyncPolicy:
+    """``wire``: ``compression``, ``max_bytes_per_second``, ``max_bytes_per_day`` (each
+    optional)."""
     sample = _check_sample(sample_tables)
+    given = wire or {}
     row = await conn.fetchrow(
         "INSERT INTO edge_sync_policies (id, project_id, name, description, table_strategies, "
-        f"sample_tables) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING "
-        f"RETURNING {_COLUMNS}",
+        f"sample_tables, {', '.join(_WIRE)}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
+        f"ON CONFLICT DO NOTHING RETURNING {_COLUMNS}",
         uuid.uuid4(), project_id, _check_text("name", name, _MAX_NAME, empty=False),
         _check_text("description", description, _MAX_DESCRIPTION, empty=True),
         _check_strategies({} if table_strategies is None else table_strategies, sample),
-        sample)
+        sample, *(_check_wire(k, given.get(k)) for k in _WIRE))
     if row is None:
         raise ConflictError(f"a sync policy named {name.strip()!r} exists in this project")
     return _out(row)
@@ -191,7 +229,8 @@ async def create_policy(conn: Conn, project_id: uuid.UUID, *, name: str,
 
 async def update_policy(conn: Conn, project_id: uuid.UUID, policy_id: uuid.UUID,
                         changes: dict[str, Any]) -> SyncPolicy:
-    """Change ``name``, ``description``, ``table_strategies``, ``sample_tables`` (the keys
+    """Change ``name``, ``description``, ``table_strategies``, ``sample_tables``,
+    ``compression``, ``max_bytes_per_second``, ``max_bytes_per_day`` (the keys
     of ``changes``, each as a request gave it: checked here); the version goes up and
     attached devices are sent the new strategies."""
     async with conn.transaction():
@@ -205,16 +244,20 @@ async def update_policy(conn: Conn, project_id: uuid.UUID, policy_id: uuid.UUID,
                        else old.description)
         strategies = _check_strategies(changes.get("table_strategies",
                                                    old.table_strategies), sample)
+        wire = [_check_wire(k, changes[k]) if k in changes else getattr(old, k)
+                for k in _WIRE]
         if name != old.name and await conn.fetchval(
                 "SELECT 1 FROM edge_sync_policies WHERE project_id = $1 AND name = $2",
                 project_id, name):
             raise ConflictError(f"a sync policy named {name!r} exists in this project")
         row = await conn.fetchrow(
             "UPDATE edge_sync_policies SET name = $2, description = $3, table_strategies = $4, "
-            "sample_tables = $5, version = version + 1, updated_at = now() WHERE id = $1 "
-            f"RETURNING {_COLUMNS}", policy_id, name, description, strategies, sample)
+            "sample_tables = $5, compression = $6, max_bytes_per_second = $7, "
+            "max_bytes_per_day = $8, version = version + 1, updated_at = now() "
+            f"WHERE id = $1 RETURNING {_COLUMNS}", policy_id, name, description, strategies,
+            sample, *wire)
         assert row is not None
-        if strategies != old.table_strategies:
+        if strategies != old.table_strategies or wire != [getattr(old, k) for k in _WIRE]:
             await _deliver(conn, await _governed(conn, policy_id))
     return _out(row)
 
@@ -304,6 +347,7 @@ async def list_attachments(conn: Conn, project_id: uuid.UUID, policy_id: uuid.UU
 
 _EFFECTIVE = """
 SELECT d.id AS device_id, p.id AS policy_id, p.name, p.version, p.table_strategies,
+       p.compression, p.max_bytes_per_second, p.max_bytes_per_day,
        CASE WHEN own.id IS NOT NULL THEN 'device' ELSE 'fleet' END AS attached_via
 FROM edge_devices d
 LEFT JOIN edge_sync_policy_attachments own ON own.device_id = d.id
@@ -340,8 +384,8 @@ async def policy_devices(conn: Conn, project_id: uuid.UUID, policy_id: uuid.UUID
 
 
 async def _deliver(conn: Conn, device_ids: list[uuid.UUID]) -> None:
-    """Queue each (live) device's effective policy; none left: ``table_strategies`` null,
-    which puts the agent back on its YAML's strategies."""
+    """Queue each (live) device's effective policy; none left: ``table_strategies`` (and
+    the wire settings) null, which puts the agent back on its YAML's."""
     if not device_ids:
         return
     live = await conn.fetch("SELECT id FROM edge_devices WHERE id = ANY($1::uuid[]) "
@@ -354,4 +398,5 @@ async def _deliver(conn: Conn, device_ids: list[uuid.UUID]) -> None:
             "policy_id": str(policy.policy_id) if policy else None,
             "policy_name": policy.name if policy else None,
             "policy_version": policy.version if policy else None,
-            "table_strategies": policy.table_strategies if policy else None})
+            "table_strategies": policy.table_strategies if policy else None,
+            **{k: getattr(policy, k) if policy else None for k in _WIRE}})

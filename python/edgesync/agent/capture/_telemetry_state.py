@@ -139,11 +139,12 @@ class TelemetryState:
                 self._db.execute("INSERT OR REPLACE INTO telemetry_rowid VALUES (?, ?)",
                                  (name, high_water[0]))
 
-    def unpublished(self, name: str) -> list[OutboxBatch]:
+    def unpublished(self, name: str, limit: int = -1) -> list[OutboxBatch]:
+        """The table's unpublished batches in order (the first ``limit``; -1: all)."""
         return [OutboxBatch(*r) for r in self._db.execute(
             "SELECT source_table, batch_seq, batch_id, payload, row_count FROM "
-            "telemetry_outbox WHERE source_table=? AND published=0 ORDER BY batch_seq",
-            (name,))]
+            "telemetry_outbox WHERE source_table=? AND published=0 ORDER BY batch_seq "
+            "LIMIT ?", (name, limit))]
 
     def published(self, batch: OutboxBatch, at: float | None = None) -> None:
         """The broker took ``batch`` (at ``at``, ``time.time()``); it stays in the outbox

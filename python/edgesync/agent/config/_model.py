@@ -12,7 +12,7 @@ from pathlib import Path
 
 import platformdirs
 
-from edgesync.protocol import BrokerUrl, TableStrategy, TlsFiles, parse_broker_url
+from edgesync.protocol import BrokerUrl, Compression, TableStrategy, TlsFiles, parse_broker_url
 
 __all__ = ["AgentConfig", "ConnectionConfig", "ReplicationConfig", "SecurityConfig",
            "default_state_db_path"]
@@ -32,6 +32,10 @@ class ConnectionConfig:
     tls_ca_cert_path: Path | None = None
     tls_client_cert_path: Path | None = None
     tls_client_key_path: Path | None = None
+    # What the agent may publish (wire bytes; 0: unlimited): a token bucket, and a UTC
+    # day's budget after which data waits (controls, acks and status reports still go).
+    max_bytes_per_second: int = 0
+    max_bytes_per_day: int = 0
 
     @property
     def broker(self) -> BrokerUrl:
@@ -68,6 +72,8 @@ class ReplicationConfig:
     # A sync policy the cloud sends (a ``sync_policy`` control) replaces table_strategies
     # only when this is true; otherwise the YAML's own strategies stay (docs/agent.md).
     remote_policy: bool = False
+    # How row and telemetry batches go on the wire (docs/protocol.md "Compressed batches").
+    compression: Compression = Compression.NONE
 
     def strategy_for(self, table: str) -> TableStrategy:
         """The configured strategy of ``table``; unlisted tables replicate as ``rows``."""

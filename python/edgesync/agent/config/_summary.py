@@ -25,8 +25,14 @@ def summarize_config(cfg: AgentConfig) -> list[str]:
         f"signed control: {'on' if cfg.security.signed_control else 'off'}",
         f"remote sync policy: {'applied' if rep.remote_policy else 'ignored (local YAML wins)'}",
     ]
+    if rep.compression != "none":
+        lines.append(f"batches on the wire: {rep.compression} frames")
+    if c.max_bytes_per_second or c.max_bytes_per_day:
+        lines.append(f"bandwidth budget: {c.max_bytes_per_second or 'unlimited'} bytes/s, "
+                     f"{c.max_bytes_per_day or 'unlimited'} bytes per UTC day")
     for table, ts in sorted(rep.table_strategies.items()):
         lines.append(f"table {table}: {ts.strategy}"
-                     + (f" (ts_column {ts.ts_column})" if ts.ts_column else ""))
+                     + (f" (ts_column {ts.ts_column})" if ts.ts_column else "")
+                     + (f" priority {ts.priority}" if ts.priority is not None else ""))
     lines.append("other tables: rows")
     return lines

@@ -36,6 +36,7 @@ from edgesync.agent.config._checks import (
     YamlKey,
     choice,
     load_mapping,
+    parse_size,
     scalar,
     section,
 )
@@ -48,10 +49,12 @@ from edgesync.agent.config._model import (
 )
 from edgesync.errors import ConfigError
 from edgesync.protocol import (
+    Compression,
     TableStrategy,
     TlsFiles,
     check_table_strategies,
     parse_broker_url,
+    parse_compression,
     read_table_strategy,
 )
 
@@ -61,6 +64,28 @@ __all__ = ["load_config", "parse_config", "read_config"]
 _OptStr = Annotated[str | None, OPT_STR]
 _Bool = Annotated[bool, BOOL]
 _Duration = Annotated[float, DURATION]
+
+
+def _rate(value: object) -> int:
+    """A byte budget: 0 (unlimited) or a size such as ``64KiB``."""
+    if value == 0 and not isinstance(value, bool):
+        return 0
+    try:
+        return parse_size(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a budget; use 0 (unlimited) or a size such as "
+                         "65536 or 64KiB") from None
+
+
+def _compression(value: object, path: str, errors: list[ConfigError]) -> object:
+    try:
+        return parse_compression(value, path)
+    except ConfigError as exc:
+        errors.append(exc)
+        return BAD
+
+
+_Rate = Annotated[int, scalar(_rate)]
 
 
 @dataclass(slots=True)
@@ -89,6 +114,8 @@ class _FileConnection:
     device_id_env: _OptStr = None
     root_topic: _OptStr = None
     root_topic_env: _OptStr = None
+    max_bytes_per_second: _Rate = 0
+    max_bytes_per_day: _Rate = 0
     mqtt: Annotated[_FileMqtt, section(_FileMqtt)] = field(default_factory=_FileMqtt)
 
 
@@ -137,6 +164,7 @@ class _FileReplication:
     confirm_timeout: _Duration = 60.0
     upload_backlog_rows: Annotated[int, COUNT] = 50_000
     remote_policy: _Bool = False
+    compression: Annotated[Compression, _compression] = Compression.NONE
 
 
 @dataclass(slots=True)
@@ -298,6 +326,8 @@ def _resolve(raw: _File, environ: Mapping[str, str]) -> tuple[AgentConfig | None
             tls_ca_cert_path=tls_paths["ca_cert_path"],
             tls_client_cert_path=tls_paths["client_cert_path"],
             tls_client_key_path=tls_paths["client_key_path"],
+            max_bytes_per_second=conn.max_bytes_per_second,
+            max_bytes_per_day=conn.max_bytes_per_day,
         ),
         security=SecurityConfig(
             auth_token=auth_token,
@@ -315,6 +345,7 @@ def _resolve(raw: _File, environ: Mapping[str, str]) -> tuple[AgentConfig | None
             confirm_timeout_s=rep.confirm_timeout,
             upload_backlog_rows=rep.upload_backlog_rows,
             remote_policy=rep.remote_policy,
+            compression=rep.compression,
         ),
     )
     return cfg, []

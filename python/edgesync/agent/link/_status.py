@@ -60,8 +60,10 @@ class StatusReporter:
         return time.monotonic() - self._last >= self.interval_s
 
     def report(self, journal_bytes: int, *, connected: bool,
-               state: AgentState = AgentState.RUNNING) -> bytes:
-        """The report now (kept in ``state.db`` too)."""
+               state: AgentState = AgentState.RUNNING,
+               usage: dict[str, int | None] | None = None,
+               rows_tables: list[str] | None = None) -> bytes:
+        """The report now (kept in ``state.db`` too); ``usage``: the wire figures."""
         self._last = time.monotonic()
         depth, oldest = self._source.execute(
             f"SELECT count(*), min(commit_seq) FROM {_J}").fetchone()
@@ -79,12 +81,30 @@ class StatusReporter:
                    oldest_unconfirmed_age_s=None if age is None else round(age, 3),
                    buffer_bytes=int(journal_bytes) + int(outbox_bytes),
                    unconfirmed_batches=int(published) + int(outbox_batches),
-                   paused_tables=paused)
+                   paused_tables=paused, **(usage or {}),
+                   backlog_by_table=self._backlog(rows_tables or []))
         payload = orjson.dumps(doc)
         with self._state.tx():
             self._state.set_meta(_META_KEY, orjson.dumps(
                 {**doc, "reported_at": time.time(), "connected": connected}).decode())
         return payload
+
+
+    def _backlog(self, rows_tables: list[str]) -> dict[str, int]:
+        """Rows waiting to be published, per table: journaled changes after the table's
+        published cursor, and the rows of unpublished telemetry batches."""
+        backlog: dict[str, int] = {}
+        for name, cursor in self._state.db.execute(
+                "SELECT source_table, last_published_commit_seq FROM tables"):
+            if name in rows_tables:
+                backlog[name] = int(self._source.execute(
+                    f"SELECT count(*) FROM {_J} WHERE table_name=? AND commit_seq > ?",
+                    (name, cursor)).fetchone()[0])
+        for name, rows in self._state.db.execute(
+                "SELECT source_table, coalesce(sum(row_count), 0) FROM telemetry_outbox "
+                "WHERE published=0 GROUP BY source_table"):
+            backlog[name] = int(rows)
+        return {t: n for t, n in sorted(backlog.items()) if n}
 
 
 def _running_pid(state_db: Path) -> int | None:

@@ -27,8 +27,14 @@ router = APIRouter(prefix="/core/api/v1/projects/{project_id}/edge/sync-policies
                    tags=["sync policies"])
 
 _STRATEGIES = Field(
-    description="table → {strategy: rows|telemetry|ignore, ts_column?, include_columns?}; "
-                "unlisted tables replicate as rows (docs/agent.md)")
+    description="table → {strategy: rows|telemetry|ignore, ts_column?, include_columns?, "
+                "priority?}; unlisted tables replicate as rows (docs/agent.md)")
+_COMPRESSION = ("how the agents send row and telemetry batches: none or zstd; null leaves "
+                "each agent's YAML setting (docs/agent.md)")
+_PER_SECOND = ("the agents' connection.max_bytes_per_second (bytes, 0: unlimited); null "
+               "leaves each agent's YAML setting")
+_PER_DAY = ("the agents' connection.max_bytes_per_day (bytes of a UTC day, 0: unlimited); "
+            "null leaves each agent's YAML setting")
 
 
 class SyncPolicy(BaseModel):
@@ -38,6 +44,9 @@ class SyncPolicy(BaseModel):
     table_strategies: dict[str, dict[str, Any]] = _STRATEGIES
     sample_tables: dict[str, list[str]] | None = Field(
         description="the sample database's tables and columns the strategies were picked from")
+    compression: str | None = Field(None, description=_COMPRESSION)
+    max_bytes_per_second: int | None = Field(None, description=_PER_SECOND)
+    max_bytes_per_day: int | None = Field(None, description=_PER_DAY)
     version: int = Field(description="raised by every change")
     created_at: datetime
     updated_at: datetime
@@ -53,6 +62,9 @@ class SyncPolicyIn(BaseModel):
     sample_tables: dict[str, Any] | None = Field(
         None, description="table → column names (from /introspect); when given, every table "
                           "and column the strategies name must be in it")
+    compression: str | None = Field(None, description=_COMPRESSION)
+    max_bytes_per_second: int | None = Field(None, description=_PER_SECOND)
+    max_bytes_per_day: int | None = Field(None, description=_PER_DAY)
 
 
 class SyncPolicyPatch(BaseModel):
@@ -64,6 +76,13 @@ class SyncPolicyPatch(BaseModel):
     description: str | None = Field(None, max_length=2000)
     table_strategies: dict[str, Any] | None = None
     sample_tables: dict[str, Any] | None = None
+    compression: str | None = Field(None, description=_COMPRESSION)
+    max_bytes_per_second: int | None = Field(None, description=_PER_SECOND)
+    max_bytes_per_day: int | None = Field(None, description=_PER_DAY)
+
+
+# PATCH keys whose null is a value (not "unchanged"): back to none / to the agents' YAML.
+_NULLABLE = ("sample_tables", "compression", "max_bytes_per_second", "max_bytes_per_day")
 
 
 class Target(BaseModel):
@@ -185,7 +204,10 @@ async def create_sync_policy(access: CanManage, conn: Db, request: Request, body
         try:
             policy = await syncpolicy.create_policy(
                 tx, access.project_id, name=body.name, description=body.description,
-                table_strategies=body.table_strategies, sample_tables=body.sample_tables)
+                table_strategies=body.table_strategies, sample_tables=body.sample_tables,
+                wire={"compression": body.compression,
+                      "max_bytes_per_second": body.max_bytes_per_second,
+                      "max_bytes_per_day": body.max_bytes_per_day})
         except ConflictError as exc:
             raise _api(exc) from exc
         return 201, Item[SyncPolicy](data=model_of(SyncPolicy, policy))
@@ -209,7 +231,7 @@ async def patch_sync_policy(access: CanManage, conn: Db, request: Request,
                             policy_id: uuid.UUID, body: SyncPolicyPatch,
                             idempotency_key: IdempotencyKey = None) -> Response:
     changes = {k: v for k, v in body.model_dump(exclude_unset=True).items()
-               if v is not None or k == "sample_tables"}
+               if v is not None or k in _NULLABLE}
 
     async def work(tx: Conn) -> tuple[int, Item[SyncPolicy]]:
         try:
