@@ -1,5 +1,11 @@
 """Wire protocol shared by the device agent and the cloud worker."""
 
+from edgesync.protocol._broker_rotation import (
+    BrokerRotation,
+    parse_broker_urls,
+    rotation_of,
+    split_urls,
+)
 from edgesync.protocol._broker_url import BrokerUrl, parse_broker_url
 from edgesync.protocol._consuming import ConsumingClient, MqttMessage
 from edgesync.protocol._control_kinds import ControlKind
@@ -66,6 +72,7 @@ __all__ = [
     "STRATEGIES",
     "AgentState",
     "Backoff",
+    "BrokerRotation",
     "BrokerUrl",
     "ConsumingClient",
     "ControlKind",
@@ -94,6 +101,7 @@ __all__ = [
     "loop_state",
     "mqtt_client",
     "parse_broker_url",
+    "parse_broker_urls",
     "parse_filter",
     "parse_status",
     "parse_table_strategies",
@@ -102,8 +110,10 @@ __all__ = [
     "pk_json",
     "raise_if_cancelling",
     "read_table_strategy",
+    "rotation_of",
     "session_loop",
     "sign_control",
+    "split_urls",
     "table_strategies_doc",
     "tls_context",
     "topic_for",

@@ -32,10 +32,21 @@ class ConnectionConfig:
     tls_ca_cert_path: Path | None = None
     tls_client_cert_path: Path | None = None
     tls_client_key_path: Path | None = None
+    # Every node of a broker cluster (``connection.server_urls``; server_url is the first):
+    # the link takes the next one each time it connects. Empty: server_url alone.
+    server_urls: tuple[str, ...] = ()
 
     @property
     def broker(self) -> BrokerUrl:
         return parse_broker_url(self.server_url, "connection.server_url")
+
+    @property
+    def brokers(self) -> tuple[BrokerUrl, ...]:
+        """The URLs the link tries in turn (server_url alone when no list is given)."""
+        if not self.server_urls:
+            return (self.broker,)
+        return tuple(parse_broker_url(url, "connection.server_urls")
+                     for url in self.server_urls)
 
     @property
     def tls_files(self) -> TlsFiles | None:
