@@ -51,6 +51,10 @@ class MqttLink:
         self._backoff = backoff or Backoff()
         self._brokers = BrokerRotation(conn.brokers)
         self._client: aiomqtt.Client | None = None
+        # Set when the current session ends: a publish still waiting for its PUBACK fails
+        # then, instead of waiting out its timeout (paho keeps it for a client that is
+        # never used again: the next session is a new client, maybe on another node).
+        self._ended = asyncio.Event()
         self.connected = asyncio.Event()
         self.control_topic = topic_for(conn.root_topic, TopicKind.INGEST_CONTROL)
 
@@ -76,6 +80,7 @@ class MqttLink:
             log.info("connected to %s as %s; subscribed to %s", broker,
                      self._conn.device_id, self.control_topic)
             self._client = client
+            self._ended = asyncio.Event()
             self.connected.set()
             try:
                 async for message in client.messages:
@@ -87,17 +92,31 @@ class MqttLink:
             finally:
                 self.connected.clear()
                 self._client = None
+                self._ended.set()
 
     async def publish(self, topic: str, payload: bytes) -> None:
         """Publish at QoS 1 and wait for the PUBACK; BrokerError when that fails."""
         raise_if_cancelling()  # never wait for a connection a stopping link will not make
         await self.connected.wait()
-        client = self._client
+        client, ended = self._client, self._ended
         if client is None:
             raise BrokerError("not connected to the MQTT broker")
+        sending = asyncio.ensure_future(
+            client.publish(topic, payload, qos=1, timeout=self._publish_timeout))
+        lost = asyncio.ensure_future(ended.wait())
         try:
-            await client.publish(topic, payload, qos=1, timeout=self._publish_timeout)
-        except aiomqtt.MqttError as exc:
-            raise_if_cancelling()
-            raise BrokerError(f"publish to {topic} failed: {exc}") from exc
+            await asyncio.wait({sending, lost}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            sending.cancel()
+            raise
+        finally:
+            lost.cancel()
         raise_if_cancelling()
+        if not sending.done():
+            sending.cancel()
+            raise BrokerError(f"publish to {topic} failed: the connection to the broker "
+                              "was lost before its PUBACK")
+        try:
+            sending.result()
+        except aiomqtt.MqttError as exc:
+            raise BrokerError(f"publish to {topic} failed: {exc}") from exc
