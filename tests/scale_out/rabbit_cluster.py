@@ -147,6 +147,9 @@ class Node:
 @contextlib.contextmanager
 def rabbit_cluster(root: Path, unique: str, size: int = 3) -> Iterator[list[Node]]:
     """``size`` nodes clustered with the first, every one up with its MQTT listener."""
+    if not (BIN / "rabbitmq-server").exists():
+        raise RuntimeError(f"RabbitMQ is not installed ({BIN}/rabbitmq-server is missing; "
+                           "ci/services.sh installs it)")
     home = root / "home"
     home.mkdir(parents=True)
     cookie = home / ".erlang.cookie"
