@@ -98,11 +98,20 @@ bash ci/userland.sh armhf
 EDGESYNC_EMULATED_REQUIRE=aarch64,armv7l bounded .venv-test/bin/python -m pytest \
   -p no:cacheprovider -q tests/platform
 
+stage "faults of the servers around us (bad links, PostgreSQL failover, broker cluster)"
+# Real processes on real servers the tests start themselves: an agent in a network
+# namespace behind a fault proxy and tbf (tests/links, root), a private PostgreSQL primary
+# and standby (tests/failover), a 3-node RabbitMQ cluster (test_broker_cluster). A stage of
+# their own, bounded on its own: together they take minutes.
+infra=(tests/links tests/failover tests/scale_out/test_broker_cluster.py)
+bounded .venv-test/bin/python -m pytest -p no:cacheprovider -q "${infra[@]}"
+
 stage pytest
 # Run from the tests' point of view with the installed package, never the source tree.
-# tests/platform ran in the stage above.
+# tests/platform and the infrastructure faults ran in the stages above.
 cd "$root"
-bounded .venv-test/bin/python -m pytest -p no:cacheprovider --ignore=tests/platform "$@"
+bounded .venv-test/bin/python -m pytest -p no:cacheprovider --ignore=tests/platform \
+  "${infra[@]/#/--ignore=}" "$@"
 
 stage "pytest on uvloop"
 # uvloop runs Python signal handlers from inside its loop callbacks, where the exception

@@ -70,6 +70,12 @@ URL_CASES = [
     (["--mqtt-url", "http://broker"],
      "edgesync: error: --mqtt-url: scheme 'http' not supported; use tcp://, mqtt://, ssl:// "
      "or mqtts://"),
+    (["--mqtt-url", "mqtt://127.0.0.1:1883, http://broker"],  # every node of a cluster
+     "edgesync: error: --mqtt-url: scheme 'http' not supported; use tcp://, mqtt://, ssl:// "
+     "or mqtts://"),
+    (["--mqtt-url", "mqtt://127.0.0.1:1883", "--amqp-url", "amqp://127.0.0.1,mqtt://x"],
+     "edgesync: error: --amqp-url: scheme 'mqtt' not supported; use "
+     "amqp://user:password@host:5672/vhost or amqps://"),
     (["--mqtt-ca", "/missing.pem", "--mqtt-url", "mqtts://127.0.0.1:8883"],
      f"edgesync: error: --mqtt-ca: file '/missing.pem' does not exist; {PEM_HINT}"),
     (["--mqtt-cert", "/missing.pem", "--mqtt-key", "/missing-key.pem", "--mqtt-url",

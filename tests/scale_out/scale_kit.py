@@ -1,5 +1,6 @@
 """``edgesync serve`` worker processes for the scale-out tests (tests/amqp): started with
-their output in a log file, waited for by a line of that log, killed or stopped."""
+their output in a log file, waited for by a line of that log, killed or stopped (and
+``edgesync agent run`` processes alike: ``command=("agent", "run")``)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ EDGESYNC = str(Path(sys.executable).with_name("edgesync"))
 
 
 class Worker:
-    def __init__(self, name: str, log: Path, args: list[str]) -> None:
-        self.name, self.log, self.args = name, log, args
+    def __init__(self, name: str, log: Path, args: list[str],
+                 command: tuple[str, ...] = ("serve",)) -> None:
+        self.name, self.log, self.args, self.command = name, log, args, command
         self.proc: asyncio.subprocess.Process | None = None
 
     async def start(self, ready: str) -> None:
@@ -25,7 +27,7 @@ class Worker:
         env = {**os.environ, "EDGESYNC_LOG_LEVEL": "INFO"}
         with self.log.open("ab") as out:
             self.proc = await asyncio.create_subprocess_exec(
-                EDGESYNC, "serve", *self.args, stdout=out, stderr=out, env=env)
+                EDGESYNC, *self.command, *self.args, stdout=out, stderr=out, env=env)
 
         async def up() -> bool:
             assert self.proc is not None

@@ -70,7 +70,6 @@ def _status(path: Path, output: str) -> int:
 async def _run(path: Path) -> None:
     from edgesync._version import version
     from edgesync.agent import Agent, load_config
-    from edgesync.protocol import parse_broker_url
 
     config = load_config(path)
     # Logged once it opened: an agent refused at the start says only why (the CLI's
@@ -78,7 +77,7 @@ async def _run(path: Path) -> None:
     async with Agent(config) as agent:
         _log.info("edgesync %s agent started: device %s, source %s, broker %s", version(),
                   config.connection.device_id, config.replication.source_db_path,
-                  parse_broker_url(config.connection.server_url))  # no password
+                  ", ".join(str(url) for url in config.connection.brokers))  # no password
         try:
             await agent.run()
         finally:

@@ -30,7 +30,9 @@ def add_serve_parser(sub: Any) -> None:
                     "embedded MQTT broker listens on 127.0.0.1.")
     server_db_options(serve)
     serve.add_argument("--mqtt-url", default=os.environ.get("EDGESYNC_MQTT_URL"),
-                       help="broker URL: tcp:// or mqtt:// (plain), ssl:// or mqtts:// (TLS) "
+                       help="broker URL: tcp:// or mqtt:// (plain), ssl:// or mqtts:// (TLS); "
+                            "several, comma-separated, for the nodes of one broker cluster "
+                            "(tried in turn when the connection is lost) "
                             "(env EDGESYNC_MQTT_URL)")
     serve.add_argument("--embedded-mqtt-port", type=int,
                        default=int(os.environ.get("EDGESYNC_EMBEDDED_MQTT_PORT", "1883")),
@@ -50,9 +52,10 @@ def add_serve_parser(sub: Any) -> None:
                             "several workers split the load")
     serve.add_argument("--amqp-url", default=os.environ.get("EDGESYNC_AMQP_URL"),
                        help="ingest from an AMQP queue instead of MQTT subscriptions: "
-                            "amqp://user:password@host:5672/vhost or amqps:// (env "
-                            "EDGESYNC_AMQP_URL); needs --mqtt-url for the controls, e.g. "
-                            "RabbitMQ's MQTT plugin")
+                            "amqp://user:password@host:5672/vhost or amqps://; several, "
+                            "comma-separated, for the nodes of a RabbitMQ cluster (tried in "
+                            "turn when the connection is lost) (env EDGESYNC_AMQP_URL); needs "
+                            "--mqtt-url for the controls, e.g. RabbitMQ's MQTT plugin")
     serve.add_argument("--amqp-queue", default=os.environ.get("EDGESYNC_AMQP_QUEUE",
                                                               "edgesync.ingest"),
                        help="durable quorum queue every worker consumes, declared and "

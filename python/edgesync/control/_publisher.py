@@ -9,11 +9,13 @@ from typing import NoReturn
 
 from edgesync.errors import BrokerError
 from edgesync.protocol import (
+    BrokerRotation,
     BrokerUrl,
     Healthy,
     PublishingClient,
     TlsFiles,
     raise_if_cancelling,
+    rotation_of,
     session_loop,
     tls_context,
 )
@@ -24,8 +26,10 @@ _log = logging.getLogger(__name__)
 
 
 class MqttPublisher:
-    def __init__(self, url: BrokerUrl, *, client_id: str, tls: TlsFiles | None = None) -> None:
-        self._url = url
+    def __init__(self, url: BrokerUrl | BrokerRotation, *, client_id: str,
+                 tls: TlsFiles | None = None) -> None:
+        # Several URLs (a broker cluster): each connection attempt takes the next one.
+        self._url = rotation_of(url)
         self._client_id = client_id
         self._tls = tls
         self._client: PublishingClient | None = None
@@ -35,7 +39,7 @@ class MqttPublisher:
         await session_loop(f"control publisher on {self._url}", self._session, logger=_log)
 
     async def _session(self, healthy: Healthy) -> None:
-        url = self._url
+        url = self._url.take()
         client = PublishingClient(
             url.host, url.port, client_id=self._client_id, username=url.username,
             password=url.password,

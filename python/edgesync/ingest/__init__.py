@@ -1,6 +1,6 @@
 """Cloud ingest: topic routing, validation, dedupe, governance hand-off, the write path, replay."""
 
-from edgesync.ingest._amqp import AmqpIngest, check_amqp_url
+from edgesync.ingest._amqp import AmqpIngest, check_amqp_url, check_amqp_urls
 from edgesync.ingest._amqp_keys import amqp_binding_keys, routing_key_of, topic_candidates
 from edgesync.ingest._consumer import MqttIngest
 from edgesync.ingest._group import GroupWriter
@@ -11,5 +11,4 @@ from edgesync.ingest._replay import Replayer
 
 __all__ = ["AmqpIngest", "GroupWriter", "IngestOutcome", "IngestPipeline", "LedgerOutcome",
            "MqttIngest", "ObjectIngester", "OutcomeStatus", "Replayer", "amqp_binding_keys",
-           "check_amqp_url",
-           "routing_key_of", "topic_candidates"]
+           "check_amqp_url", "check_amqp_urls", "routing_key_of", "topic_candidates"]

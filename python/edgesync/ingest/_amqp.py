@@ -21,6 +21,10 @@ Acknowledgement policy (a message is acknowledged only once it is settled):
   re-sends a batch whose progress the cloud never confirmed. The queue's own
   ``x-delivery-limit`` drops a message that kills workers before they can answer.
 
+Several URLs (the nodes of a RabbitMQ cluster) are tried in turn: each connection
+attempt takes the next, so losing the node a worker consumes through moves it to another
+after the backoff; the quorum queue's other members go on serving it meanwhile.
+
 Up to ``prefetch`` messages are handled at once (their batches meet in the pipeline's
 group writer, which writes them in shared transactions), and the broker sends no more
 than that unacknowledged: the window bounds the worker's memory, not the backlog.
@@ -31,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 import aio_pika
@@ -41,10 +46,10 @@ from edgesync.errors import ConfigError
 from edgesync.fleet import DeviceResolver
 from edgesync.ingest._amqp_keys import TopicResolver, amqp_binding_keys
 from edgesync.ingest._pipeline import IngestPipeline
-from edgesync.protocol import Backoff, raise_if_cancelling
+from edgesync.protocol import Backoff, raise_if_cancelling, split_urls
 from edgesync.store import TRANSIENT_ERRORS
 
-__all__ = ["AmqpIngest", "check_amqp_url"]
+__all__ = ["AmqpIngest", "check_amqp_url", "check_amqp_urls"]
 
 _log = logging.getLogger(__name__)
 
@@ -73,6 +78,15 @@ def check_amqp_url(url: str, field: str = "amqp_url") -> str:
     return url.strip()
 
 
+def check_amqp_urls(urls: str | Sequence[str], field: str = "amqp_url") -> tuple[str, ...]:
+    """Several AMQP URLs (a comma-separated string or a sequence), each checked by
+    ``check_amqp_url``; ConfigError naming ``field`` when none is given."""
+    items = split_urls(urls) if isinstance(urls, str) else list(urls)
+    if not items:
+        raise ConfigError(field, "names no AMQP URL")
+    return tuple(check_amqp_url(url, field) for url in items)
+
+
 def _display(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.hostname}:{parts.port or ''}{parts.path or '/'}"
@@ -82,12 +96,14 @@ class AmqpIngest:
     """Consume device messages from the durable quorum queue ``queue`` (declared and
     bound to ``amq.topic`` when missing) and hand each to ``pipeline``."""
 
-    def __init__(self, pipeline: IngestPipeline, amqp_url: str, *, devices: DeviceResolver,
+    def __init__(self, pipeline: IngestPipeline, amqp_url: str | Sequence[str], *,
+                 devices: DeviceResolver,
                  queue: str = DEFAULT_QUEUE, prefetch: int = 256, name: str = "") -> None:
         if prefetch < 1:
             raise ConfigError("prefetch", f"must be at least 1, not {prefetch}")
         self._pipeline = pipeline
-        self._url = check_amqp_url(amqp_url)
+        self._urls = check_amqp_urls(amqp_url)
+        self._turn = 0  # the next connection attempt's URL, round robin
         self._topics = TopicResolver(devices)
         self._queue = queue
         self._prefetch = prefetch
@@ -95,7 +111,8 @@ class AmqpIngest:
         self.connected = asyncio.Event()
 
     def __str__(self) -> str:
-        return f"{_display(self._url)} queue {self._queue}"
+        nodes = ", ".join(_display(url) for url in self._urls)
+        return f"{nodes} queue {self._queue}"
 
     async def run(self) -> None:
         """Consume until cancelled, reconnecting with backoff whenever the broker is lost."""
@@ -116,7 +133,9 @@ class AmqpIngest:
     async def _session(self, backoff: Backoff) -> None:
         """One connection: declare the queue, bind it, consume."""
         # named, so an operator sees which worker holds what (management UI, rabbitmqctl)
-        connection = await aio_pika.connect(self._url, client_properties={
+        url = self._urls[self._turn % len(self._urls)]
+        self._turn += 1
+        connection = await aio_pika.connect(url, client_properties={
             "connection_name": f"edgesync-ingest {self._queue} {self.name}"})
         async with connection:
             channel = await connection.channel()

@@ -28,11 +28,13 @@ from edgesync.errors import BrokerError
 from edgesync.ingest._pipeline import IngestPipeline
 from edgesync.protocol import (
     Backoff,
+    BrokerRotation,
     BrokerUrl,
     ConsumingClient,
     Healthy,
     MqttMessage,
     TlsFiles,
+    rotation_of,
     session_loop,
     tls_context,
     worker_subscriptions,
@@ -49,13 +51,15 @@ _log = logging.getLogger(__name__)
 
 
 class MqttIngest:
-    def __init__(self, pipeline: IngestPipeline, url: BrokerUrl, *, client_id: str,
+    def __init__(self, pipeline: IngestPipeline, url: BrokerUrl | BrokerRotation, *,
+                 client_id: str,
                  tls: TlsFiles | None = None, shared_group: str | None = None,
                  window: int = 256) -> None:
         if window < 1:
             raise ValueError(f"window must be at least 1, got {window}")
         self._pipeline = pipeline
-        self._url = url
+        # Several URLs (a broker cluster): each connection attempt takes the next one.
+        self._url = rotation_of(url)
         self._client_id = client_id
         self._tls = tls
         self._shared_group = shared_group
@@ -68,7 +72,7 @@ class MqttIngest:
         await session_loop(f"ingest from {self._url}", self._session, logger=_log)
 
     async def _session(self, healthy: Healthy) -> None:
-        url = self._url
+        url = self._url.take()
         client = ConsumingClient(
             url.host, url.port, client_id=self._client_id, username=url.username,
             password=url.password, window=self._window,
@@ -87,12 +91,12 @@ class MqttIngest:
                         # for a SUBACK queued behind the whole backlog.
                         healthy()
                         self.connected.set()
-                        _log.info("ingest subscribed on %s (session resumed)", self._url)
+                        _log.info("ingest subscribed on %s (session resumed)", url)
                     await _first(reader, self._subscribe(client))
                     healthy()
                     if not self.connected.is_set():
                         self.connected.set()
-                        _log.info("ingest subscribed on %s", self._url)
+                        _log.info("ingest subscribed on %s", url)
                     await reader
                 finally:
                     reader.cancel()

@@ -1,5 +1,11 @@
 """Wire protocol shared by the device agent and the cloud worker."""
 
+from edgesync.protocol._broker_rotation import (
+    BrokerRotation,
+    parse_broker_urls,
+    rotation_of,
+    split_urls,
+)
 from edgesync.protocol._broker_url import BrokerUrl, parse_broker_url
 from edgesync.protocol._consuming import ConsumingClient, MqttMessage
 from edgesync.protocol._control_kinds import ControlKind
@@ -72,6 +78,7 @@ __all__ = [
     "STATUS_REQUEST_KIND",
     "AgentState",
     "Backoff",
+    "BrokerRotation",
     "BrokerUrl",
     "Compression",
     "ConsumingClient",
@@ -102,6 +109,7 @@ __all__ = [
     "loop_state",
     "mqtt_client",
     "parse_broker_url",
+    "parse_broker_urls",
     "parse_byte_budget",
     "parse_compression",
     "parse_filter",
@@ -112,8 +120,10 @@ __all__ = [
     "pk_json",
     "raise_if_cancelling",
     "read_table_strategy",
+    "rotation_of",
     "session_loop",
     "sign_control",
+    "split_urls",
     "table_strategies_doc",
     "tls_context",
     "topic_for",

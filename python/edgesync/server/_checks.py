@@ -13,8 +13,8 @@ import socket
 from typing import TYPE_CHECKING
 
 from edgesync.errors import ConfigError
-from edgesync.ingest import check_amqp_url
-from edgesync.protocol import BrokerUrl, parse_broker_url
+from edgesync.ingest import check_amqp_urls
+from edgesync.protocol import BrokerUrl, parse_broker_urls
 from edgesync.store import check_database_url
 
 if TYPE_CHECKING:
@@ -26,11 +26,12 @@ _TLS_OPTIONS = {"ca": "--mqtt-ca", "cert": "--mqtt-cert", "key": "--mqtt-key"}
 
 
 def check_settings(s: ServerSettings) -> BrokerUrl | None:
-    """Every check that needs no server; returns the parsed ``--mqtt-url`` (None: embedded)."""
+    """Every check that needs no server; returns the parsed ``--mqtt-url`` (its first URL
+    when it names several, the nodes of one broker cluster; None: embedded)."""
     if s.database_url:
         check_database_url(s.database_url, "--database-url")
     if s.amqp_url:
-        check_amqp_url(s.amqp_url, "--amqp-url")
+        check_amqp_urls(s.amqp_url, "--amqp-url")
         if not s.mqtt_url:
             raise ConfigError("--amqp-url", "needs --mqtt-url, the broker devices get "
                               "their controls from (e.g. RabbitMQ's MQTT plugin)")
@@ -44,7 +45,7 @@ def check_settings(s: ServerSettings) -> BrokerUrl | None:
     if s.tls is not None:
         s.tls.check(_TLS_OPTIONS)
     if s.mqtt_url:
-        return parse_broker_url(s.mqtt_url, "--mqtt-url")
+        return parse_broker_urls(s.mqtt_url, "--mqtt-url")[0]
     if s.embedded_mqtt_port:
         # Free now, so the broker's own bind (after PostgreSQL started) is expected to work.
         _probe("127.0.0.1", s.embedded_mqtt_port, "--embedded-mqtt-port",

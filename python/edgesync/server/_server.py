@@ -45,7 +45,15 @@ from edgesync.observe import Check, database_checks, loop_checks
 from edgesync.observe._event_log import EventLog
 from edgesync.observe._gauges import ScrapeCollector
 from edgesync.observe._summary import ThroughputLog
-from edgesync.protocol import BrokerUrl, LoopStatus, TlsFiles, loop_state
+from edgesync.protocol import (
+    BrokerRotation,
+    BrokerUrl,
+    LoopStatus,
+    TlsFiles,
+    loop_state,
+    parse_broker_urls,
+    split_urls,
+)
 from edgesync.server._checks import bind_api_socket, check_settings
 from edgesync.server._lifecycle import ServerLifecycle, misuse, require
 from edgesync.store import check_replica_visibility, create_pool, embedded_postgres, migrate
@@ -88,6 +96,8 @@ class ServerSettings:
     # The URL devices use to reach the API (for presigned uploads); default: the API's own.
     public_url: str | None = None
     """Port of the HTTP API (0: any free port); ``None`` serves no API."""
+    # ``mqtt_url`` and ``amqp_url`` may name several URLs, comma-separated: the nodes of
+    # one broker cluster, tried in turn when the connection is lost (docs/production.md).
     # Ingest from this AMQP queue (RabbitMQ behind its MQTT plugin) instead of MQTT
     # subscriptions; controls and confirmations still go out over ``mqtt_url``.
     amqp_url: str | None = None
@@ -197,6 +207,9 @@ class Server:
             if broker is None:
                 broker = await self._stack.enter_async_context(
                     embedded_broker(port=s.embedded_mqtt_port))
+            # Every node of a broker cluster (--mqtt-url a,b,c), tried in turn.
+            brokers = (BrokerRotation(parse_broker_urls(s.mqtt_url, "--mqtt-url"))
+                       if s.mqtt_url else BrokerRotation([broker]))
             # The API's revocations clear these caches: this worker refuses at once.
             resolvers = [DeviceResolver(pool), DeviceResolver(pool)]
             pipeline = IngestPipeline(pool, resolvers[0])
@@ -206,13 +219,15 @@ class Server:
                                     queue=s.amqp_queue, prefetch=s.amqp_prefetch,
                                     name=s.client_id)
             else:
-                ingest = MqttIngest(pipeline, broker, client_id=s.client_id,
+                ingest = MqttIngest(pipeline, brokers, client_id=s.client_id,
                                     tls=s.tls, shared_group=s.shared_group)
             store = ObjectStore(s.data_dir / "objects")
             api = None
             if sock is not None:
                 routers = [upload_router(lambda: pool, store),
-                           make_jitr_router(mqtt_broker_url=s.mqtt_url)]
+                           make_jitr_router(  # devices are told one node
+                               mqtt_broker_url=split_urls(s.mqtt_url)[0] if s.mqtt_url
+                               else None)]
                 registry = pipeline.metrics.registry
                 registry.register(ScrapeCollector(self._gauges))
                 refresh = (BrokerRefresh.from_dir(s.broker_config_out, s.broker_pid_file)
@@ -225,7 +240,7 @@ class Server:
                                 sock)
                 pipeline.upload_base_url = s.public_url or api.url
                 _log.info("HTTP API listening on %s", api.url)
-            publisher = MqttPublisher(broker, client_id=f"{s.client_id}-control", tls=s.tls)
+            publisher = MqttPublisher(brokers, client_id=f"{s.client_id}-control", tls=s.tls)
             self._parts = _Parts(
                 database_url=database_url, broker=broker, pool=pool, pipeline=pipeline,
                 ingest=ingest, replayer=Replayer(pool),

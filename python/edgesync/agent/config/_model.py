@@ -36,10 +36,21 @@ class ConnectionConfig:
     # day's budget after which data waits (controls, acks and status reports still go).
     max_bytes_per_second: int = 0
     max_bytes_per_day: int = 0
+    # Every node of a broker cluster (``connection.server_urls``; server_url is the first):
+    # the link takes the next one each time it connects. Empty: server_url alone.
+    server_urls: tuple[str, ...] = ()
 
     @property
     def broker(self) -> BrokerUrl:
         return parse_broker_url(self.server_url, "connection.server_url")
+
+    @property
+    def brokers(self) -> tuple[BrokerUrl, ...]:
+        """The URLs the link tries in turn (server_url alone when no list is given)."""
+        if not self.server_urls:
+            return (self.broker,)
+        return tuple(parse_broker_url(url, "connection.server_urls")
+                     for url in self.server_urls)
 
     @property
     def tls_files(self) -> TlsFiles | None:

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-from edgesync.agent.config._model import AgentConfig
+from edgesync.agent.config._model import AgentConfig, ConnectionConfig
 
 __all__ = ["summarize_config"]
+
+
+def _brokers(c: ConnectionConfig) -> str:
+    if not c.server_urls:
+        return f"broker: {c.broker}"
+    return "brokers (in turn): " + ", ".join(str(url) for url in c.brokers)
 
 
 def summarize_config(cfg: AgentConfig) -> list[str]:
     """Human-readable lines describing a resolved config (secrets left out)."""
     c, rep = cfg.connection, cfg.replication
     lines = [
-        f"broker: {c.broker} (device {c.device_id}, root topic {c.root_topic}, "
+        f"{_brokers(c)} (device {c.device_id}, root topic {c.root_topic}, "
         f"keep-alive {c.keep_alive_s:g}s, clean_session {str(c.clean_session).lower()})",
         f"tls: ca={c.tls_ca_cert_path or '-'} cert={c.tls_client_cert_path or '-'} "
         f"key={c.tls_client_key_path or '-'}",

@@ -110,6 +110,8 @@ class _FileConnection:
     transport: Annotated[str, scalar(choice("mqtt"))] = "mqtt"
     server_url: _OptStr = None
     server_url_env: _OptStr = None
+    # The nodes of a broker cluster, tried in turn (instead of server_url).
+    server_urls: Annotated[list[str], STR_LIST] = field(default_factory=list)
     device_id: _OptStr = None
     device_id_env: _OptStr = None
     root_topic: _OptStr = None
@@ -240,16 +242,38 @@ def _check_topic_part(r: _Resolver, field: str, value: str, *, allow_slash: bool
         r.fail(field, f"{value!r} must not contain {chars}")
 
 
+def _server_urls(r: _Resolver, conn: _FileConnection) -> tuple[str, ...]:
+    """``connection.server_urls`` checked; () when it is not given (server_url then)."""
+    if not conn.server_urls:
+        return ()
+    if conn.server_url is not None or conn.server_url_env is not None:
+        r.fail("connection.server_urls", "give either server_urls (a list) or "
+               "server_url / server_url_env (one URL), not both")
+        return ()
+    urls: list[str] = []
+    for n, url in enumerate(conn.server_urls):
+        try:
+            parse_broker_url(url, f"connection.server_urls[{n}]")
+        except ConfigError as exc:
+            r.errors.append(exc)
+        urls.append(url.strip())
+    return tuple(urls)
+
+
 def _resolve(raw: _File, environ: Mapping[str, str]) -> tuple[AgentConfig | None,
                                                                 list[ConfigError]]:
     r = _Resolver(environ)
     conn = raw.connection
-    server_url = r.value("connection", conn, "server_url", required=True)
-    if server_url is not None:
-        try:
-            parse_broker_url(server_url, "connection.server_url")
-        except ConfigError as exc:
-            r.errors.append(exc)
+    server_urls = _server_urls(r, conn)
+    if conn.server_urls:  # server_url is the list's first; both given: one error
+        server_url = server_urls[0] if server_urls else None
+    else:
+        server_url = r.value("connection", conn, "server_url", required=True)
+        if server_url is not None:
+            try:
+                parse_broker_url(server_url, "connection.server_url")
+            except ConfigError as exc:
+                r.errors.append(exc)
     device_id = r.value("connection", conn, "device_id", required=True)
     if device_id is not None:
         _check_topic_part(r, "connection.device_id", device_id, allow_slash=False)
@@ -328,6 +352,7 @@ def _resolve(raw: _File, environ: Mapping[str, str]) -> tuple[AgentConfig | None
             tls_client_key_path=tls_paths["client_key_path"],
             max_bytes_per_second=conn.max_bytes_per_second,
             max_bytes_per_day=conn.max_bytes_per_day,
+            server_urls=server_urls,
         ),
         security=SecurityConfig(
             auth_token=auth_token,

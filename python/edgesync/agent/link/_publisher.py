@@ -5,7 +5,9 @@ subscribes to ``{root}/sync/ingest/control`` at QoS 1 right after connecting, ha
 every control payload to a callback in arrival order, and reconnects after any failure
 (the broker's or a control handler's: ``session_loop``). ``publish()`` waits for a
 connection, publishes at QoS 1 and returns once the broker's PUBACK arrived. aiomqtt
-errors never leave this module: they become ``BrokerError``.
+errors never leave this module: they become ``BrokerError``. Given several URLs
+(``connection.server_urls``, the nodes of one broker cluster), each connection attempt
+takes the next one, round robin, after the usual backoff.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from edgesync.agent.config import ConnectionConfig
 from edgesync.errors import BrokerError
 from edgesync.protocol import (
     Backoff,
+    BrokerRotation,
     Healthy,
     TopicKind,
     mqtt_client,
@@ -46,6 +49,7 @@ class MqttLink:
         self._on_control = on_control
         self._publish_timeout = publish_timeout_s
         self._backoff = backoff or Backoff()
+        self._brokers = BrokerRotation(conn.brokers)
         self._client: aiomqtt.Client | None = None
         self.connected = asyncio.Event()
         # Publishes waiting for their PUBACK: aiomqtt leaves them waiting out the timeout
@@ -55,12 +59,13 @@ class MqttLink:
 
     async def run(self) -> NoReturn:
         """Stay connected forever; cancel the task to stop."""
-        await session_loop(f"MQTT broker {self._conn.broker}", self._session,
+        await session_loop(f"MQTT broker {self._brokers}", self._session,
                            backoff=self._backoff, logger=log)
 
     async def _session(self, healthy: Healthy) -> None:
+        broker = self._brokers.take()
         client = mqtt_client(
-            self._conn.broker,
+            broker,
             identifier=self._conn.device_id,
             clean_session=self._conn.clean_session,
             keepalive=max(1, round(self._conn.keep_alive_s)),
@@ -71,7 +76,7 @@ class MqttLink:
         async with client:
             await client.subscribe(self.control_topic, qos=1)
             healthy()  # first: it raises a stop swallowed while connecting or subscribing
-            log.info("connected to %s as %s; subscribed to %s", self._conn.broker,
+            log.info("connected to %s as %s; subscribed to %s", broker,
                      self._conn.device_id, self.control_topic)
             self._client = client
             self.connected.set()
@@ -112,4 +117,3 @@ class MqttLink:
             raise BrokerError(f"publish to {topic} failed: {exc}") from exc
         finally:
             self._awaiting.discard(sending)
-        raise_if_cancelling()
