@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 
 from edgesync.errors import NotFoundError
+from edgesync.governance._classify import Classification
 from edgesync.governance._statuses import SchemaStatus
+from edgesync.protocol import Pipeline
 from edgesync.store import Conn, from_record
 
 __all__ = ["CoalescedMirror", "RegistryDevice", "RegistryEntry", "RegistryEntryDetail",
            "get_coalesced_mirror", "get_registry_entry", "list_coalesced_mirrors",
            "list_registry_entries"]
+
+E = TypeVar("E", bound="RegistryEntry")
 
 # ``q`` (``$4``): a case-insensitive substring of the target or source table or of the name
 # of a device writing to it (strpos: ``%`` and ``_`` are themselves, not wildcards).
@@ -53,10 +58,10 @@ class RegistryEntry:
     project_id: uuid.UUID
     fleet_id: uuid.UUID | None  # set for fleet scope
     scope: str  # project | fleet
-    pipeline: str  # rows | telemetry
+    pipeline: Pipeline
     source_table: str
     schema_hash: str
-    classification: str
+    classification: Classification
     status: SchemaStatus
     target_table: str | None  # the coalesced target, once approved
     # JSON, as stored: the decision (``ColumnAction.as_json`` each) and the columns as
@@ -90,11 +95,18 @@ class CoalescedMirror:
     target_table: str
     scope: str
     fleet_id: uuid.UUID | None
-    pipeline: str
+    pipeline: Pipeline
     source_table: str
     schema_hashes: tuple[str, ...]
     device_count: int
     created_at: datetime
+
+
+def _entry(cls: type[E], rec: asyncpg.Record | Mapping[str, Any], **given: Any) -> E:
+    """A registry entry (or its detail) from its row, the words as their enums."""
+    return from_record(cls, rec, status=SchemaStatus(rec["status"]),
+                       pipeline=Pipeline(rec["pipeline"]),
+                       classification=Classification(rec["classification"]), **given)
 
 
 async def list_registry_entries(conn: Conn, project_id: uuid.UUID, *,
@@ -104,7 +116,7 @@ async def list_registry_entries(conn: Conn, project_id: uuid.UUID, *,
         _ENTRY + "WHERE r.project_id = $1 AND ($2::uuid IS NULL OR r.fleet_id = $2) "
         "AND ($3::text IS NULL OR r.status = $3) ORDER BY r.created_at",
         project_id, fleet_id, status)
-    return [from_record(RegistryEntry, r, status=SchemaStatus(r["status"])) for r in rows]
+    return [_entry(RegistryEntry, r) for r in rows]
 
 
 async def get_registry_entry(conn: Conn, project_id: uuid.UUID,
@@ -117,14 +129,15 @@ async def get_registry_entry(conn: Conn, project_id: uuid.UUID,
         "SELECT v.lineage_id, l.device_id, v.status FROM edge_schema_versions v "
         "JOIN edge_table_lineages l ON l.id = v.lineage_id WHERE v.registry_id = $1 "
         "ORDER BY v.first_seen_at", registry_id)
-    return from_record(RegistryEntryDetail, row, status=SchemaStatus(row["status"]),
+    return _entry(RegistryEntryDetail, row,
                        devices=tuple(RegistryDevice(d["lineage_id"], d["device_id"],
                                                     SchemaStatus(d["status"]))
                                      for d in devices))
 
 
 def _mirror(rec: asyncpg.Record) -> CoalescedMirror:
-    return from_record(CoalescedMirror, rec, schema_hashes=tuple(rec["schema_hashes"]))
+    return from_record(CoalescedMirror, rec, schema_hashes=tuple(rec["schema_hashes"]),
+                       pipeline=Pipeline(rec["pipeline"]))
 
 
 async def list_coalesced_mirrors(conn: Conn, project_id: uuid.UUID, *,

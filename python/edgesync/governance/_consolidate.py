@@ -60,7 +60,7 @@ class ConsolidatedLineage:
 
     lineage_id: uuid.UUID
     device_id: uuid.UUID
-    pipeline: str
+    pipeline: Pipeline
     schema_hash: str  # its approved schema, now bound to the registry's column actions
     registry_id: uuid.UUID
     from_table: str
@@ -76,7 +76,7 @@ class SkippedLineage:
 
     lineage_id: uuid.UUID
     device_id: uuid.UUID
-    pipeline: str
+    pipeline: Pipeline
     schema_hash: str | None
     target_table: str | None
     reason: str
@@ -155,7 +155,8 @@ async def _skipped(conn: Conn, lineage_id: uuid.UUID, reason: str,
         "SELECT id AS lineage_id, device_id, pipeline, approved_schema_hash AS schema_hash, "
         "target_table FROM edge_table_lineages WHERE id = $1", lineage_id)
     assert row is not None
-    return from_record(SkippedLineage, row, reason=reason, detail=detail)
+    return from_record(SkippedLineage, row, reason=reason, detail=detail,
+                       pipeline=Pipeline(row["pipeline"]))
 
 
 def _key(mode: str, lineage: Lineage, device_fleet_id: uuid.UUID | None) -> RegistryKey:

@@ -19,6 +19,7 @@ import asyncpg
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
 from edgesync.governance._approval_check import check_approval, refused
 from edgesync.governance._bindings import approve_schema, provision_target
+from edgesync.governance._classify import Classification
 from edgesync.governance._events import EventType, emit
 from edgesync.governance._lineages import Lineage
 from edgesync.governance._mapping import resolve_mapped
@@ -31,6 +32,7 @@ from edgesync.governance._registry import (
 from edgesync.governance._review_queue import open_device_review, record_transition
 from edgesync.governance._statuses import ReviewStatus, SchemaStatus
 from edgesync.governance._versions import detach_waiting, reject_waiting
+from edgesync.protocol import Pipeline
 from edgesync.store import Conn, from_record
 
 __all__ = ["RegistryReview", "abandon_registry_review", "approve_registry_review",
@@ -58,10 +60,10 @@ class RegistryReview:
     project_id: uuid.UUID
     fleet_id: uuid.UUID | None  # set for fleet scope
     scope: str  # project | fleet
-    pipeline: str  # rows | telemetry
+    pipeline: Pipeline
     source_table: str
     schema_hash: str
-    classification: str
+    classification: Classification
     status: ReviewStatus
     registry_status: SchemaStatus  # the entry's
     target_table: str | None  # the coalesced target, once approved
@@ -77,7 +79,9 @@ class RegistryReview:
     @classmethod
     def from_record(cls, rec: asyncpg.Record) -> RegistryReview:
         return from_record(cls, rec, status=ReviewStatus(rec["status"]),
-                           registry_status=SchemaStatus(rec["registry_status"]))
+                           registry_status=SchemaStatus(rec["registry_status"]),
+                           pipeline=Pipeline(rec["pipeline"]),
+                           classification=Classification(rec["classification"]))
 
 
 # ``q`` (``$4``): a case-insensitive substring of the source or target table, schema hash,

@@ -16,6 +16,7 @@ import asyncpg
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
 from edgesync.governance._approval_check import check_approval, refused
 from edgesync.governance._bindings import approve_schema, device_target
+from edgesync.governance._classify import Classification
 from edgesync.governance._events import EventType, emit
 from edgesync.governance._lineages import (
     PauseReason,
@@ -55,7 +56,7 @@ class Review:
     device_name: str
     source_table: str
     schema_hash: str
-    classification: str
+    classification: Classification
     status: ReviewStatus
     action_version: int
     claimed_by: str | None
@@ -72,7 +73,8 @@ class Review:
 
     @classmethod
     def from_record(cls, rec: asyncpg.Record) -> Review:
-        return from_record(cls, rec, status=ReviewStatus(rec["status"]))
+        return from_record(cls, rec, status=ReviewStatus(rec["status"]),
+                           classification=Classification(rec["classification"]))
 
     @property
     def columns(self) -> list[dict[str, Any]]:

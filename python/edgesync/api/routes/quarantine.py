@@ -33,7 +33,8 @@ LineageId = Annotated[uuid.UUID, Path(description="lineage UUID")]
 RowId = Annotated[int, Path(ge=1, le=2**63 - 1, description="quarantined row id")]
 _READ_ERRORS = error_responses(400, 401, 404, 422)
 _WRITE_ERRORS = error_responses(400, 401, 403, 404, 409, 422)
-Status = Literal["open", "superseded", "retried"]
+Status = Literal[quarantine.QuarantineStatus.OPEN, quarantine.QuarantineStatus.SUPERSEDED,
+                 quarantine.QuarantineStatus.RETRIED]
 
 
 class QuarantinedRowOut(BaseModel):
