@@ -134,13 +134,16 @@ class Presence:
         return got
 
     def group_committed(self, works: Iterable[Committed]) -> None:
-        """The group writer's hook: a group's transaction committed these batches."""
+        """The group writer's hook: a group's transaction committed these batches.
+
+        Whether the device is online was decided when each batch was received
+        (``received``), in the order its messages came: a batch committed after the
+        agent's ``stopped`` report, but sent before it, must not bring it back online."""
         now = time.time()
         for w in works:
             out = w.outcome
             d = self._device(w.scope.device_id)
             d.seen = d.batch = now
-            d.online, d.online_at = True, now
             if out is None or out.status not in _WRITTEN or out.lineage_id is None:
                 continue
             ms = w.batch.first_seen_at_ms
@@ -165,12 +168,14 @@ class Presence:
         d.online, d.online_at = True, now
 
     def received(self, device_id: uuid.UUID, wire: int, json: int) -> None:
-        """Bytes of a batch message of the device: ``wire`` as it came (a zstd frame or
-        plain JSON), ``json`` once inflated (the group writer calls it once for each)."""
-        now = time.time()
+        """A batch message of the device, as it arrives: a sign of life, in arrival order
+        with its reports; ``wire`` bytes as it came (a zstd frame or plain JSON), ``json``
+        once inflated (the group writer calls it once for each, a frame's JSON later)."""
         d = self._device(device_id)
-        d.seen = now
-        d.online, d.online_at = True, now
+        if wire:
+            now = time.time()
+            d.seen = now
+            d.online, d.online_at = True, now
         d.received += wire
         d.json += json
 
