@@ -84,8 +84,10 @@ class ApiScreen(Screen[None]):
             self.app.pop_screen()
 
     def say(self, message: str, *, error: bool = False) -> None:
-        self.query_one("#status", Static).update(
-            Text(message, style="bold red" if error else "green"))
+        # A worker of a screen the operator just left may finish (its API call was in a
+        # thread) after the screen is gone: there is no status line to say it on then.
+        for line in self.query("#status").results(Static):
+            line.update(Text(message, style="bold red" if error else "green"))
 
     @property
     def status_text(self) -> str:
