@@ -248,15 +248,17 @@ class Worker:
     """``edgesync serve`` as a subprocess with a stable client id (its persistent session
     keeps what the broker queued for it while it is stopped)."""
 
-    def __init__(self, work: Path, database_url: str, mqtt_url: str) -> None:
+    def __init__(self, work: Path, database_url: str, mqtt_url: str, *,
+                 env: dict[str, str] | None = None) -> None:
         self.work, self.database_url, self.mqtt_url = work, database_url, mqtt_url
+        self.env = env or {}  # more of serve's settings (e.g. EDGESYNC_TRACE_BATCHES)
         self.client_id = f"fanin-worker-{uuid.uuid4().hex[:8]}"
         self.log = work / "serve.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
     async def start(self) -> None:
         offset = self.log.stat().st_size if self.log.exists() else 0
-        env = {**os.environ, "EDGESYNC_LOG_LEVEL": "INFO"}
+        env = {**os.environ, "EDGESYNC_LOG_LEVEL": "INFO", **self.env}
         self.proc = spawn([EDGESYNC, "serve", "--database-url", self.database_url,
                            "--mqtt-url", self.mqtt_url, "--client-id", self.client_id,
                            "--api-port", "0", "--data-dir", str(self.work / "data")],

@@ -85,6 +85,11 @@ def add_serve_parser(sub: Any) -> None:
                             "replayed their commit (needs the pg_monitor role), so a failover "
                             "under asynchronous replication loses nothing; confirmations wait "
                             "while no standby keeps up (env EDGESYNC_CONFIRM_AFTER_REPLICA=1)")
+    serve.add_argument("--trace-batches", type=Path, metavar="FILE",
+                       default=os.environ.get("EDGESYNC_TRACE_BATCHES"),
+                       help="diagnosis: append each batch's timings inside the worker "
+                            "(received, grouped, written, committed, acknowledged) to FILE as "
+                            "JSON lines (env EDGESYNC_TRACE_BATCHES; default: off)")
     serve.add_argument("--broker-pid-file", type=Path,
                        default=os.environ.get("EDGESYNC_BROKER_PID_FILE"),
                        help="Mosquitto's pid file: sent SIGHUP after a rewrite "
@@ -120,7 +125,7 @@ async def serve(args: argparse.Namespace) -> None:
         api_port=args.api_port, public_url=args.public_url, amqp_url=args.amqp_url,
         amqp_queue=args.amqp_queue, amqp_prefetch=args.amqp_prefetch,
         broker_config_out=args.broker_config_out, broker_pid_file=args.broker_pid_file,
-        confirm_after_replica=args.confirm_after_replica)
+        confirm_after_replica=args.confirm_after_replica, trace_batches=args.trace_batches)
     if args.client_id:
         settings.client_id = args.client_id
     async with Server(settings) as server:

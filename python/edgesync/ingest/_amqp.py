@@ -46,6 +46,7 @@ from edgesync.errors import ConfigError
 from edgesync.fleet import DeviceResolver
 from edgesync.ingest._amqp_keys import TopicResolver, amqp_binding_keys
 from edgesync.ingest._pipeline import IngestPipeline
+from edgesync.ingest._trace import BatchTrace
 from edgesync.protocol import Backoff, raise_if_cancelling, split_urls
 from edgesync.store import TRANSIENT_ERRORS
 
@@ -98,7 +99,8 @@ class AmqpIngest:
 
     def __init__(self, pipeline: IngestPipeline, amqp_url: str | Sequence[str], *,
                  devices: DeviceResolver,
-                 queue: str = DEFAULT_QUEUE, prefetch: int = 256, name: str = "") -> None:
+                 queue: str = DEFAULT_QUEUE, prefetch: int = 256, name: str = "",
+                 trace: BatchTrace | None = None) -> None:
         if prefetch < 1:
             raise ConfigError("prefetch", f"must be at least 1, not {prefetch}")
         self._pipeline = pipeline
@@ -108,6 +110,7 @@ class AmqpIngest:
         self._queue = queue
         self._prefetch = prefetch
         self.name = name  # the worker's, in the connection name
+        self._trace = trace  # serve --trace-batches
         self.connected = asyncio.Event()
 
     def __str__(self) -> str:
@@ -167,6 +170,8 @@ class AmqpIngest:
             await asyncio.gather(*handling, return_exceptions=True)
 
     async def _settle(self, message: AbstractIncomingMessage) -> None:
+        # (A task of its own: the stamps begun here are this message's alone.)
+        stamps = self._trace.begin() if self._trace is not None else None
         backoff = Backoff(base=0.2, cap=30.0)
         while True:
             try:
@@ -198,6 +203,8 @@ class AmqpIngest:
                 await _answer(message, ack=False)
                 return
         await _answer(message, ack=True)
+        if stamps is not None and self._trace is not None:
+            self._trace.end(stamps)
 
 
 def _deliveries(message: AbstractIncomingMessage) -> int:

@@ -26,6 +26,7 @@ from typing import NoReturn
 
 from edgesync.errors import BrokerError
 from edgesync.ingest._pipeline import IngestPipeline
+from edgesync.ingest._trace import BatchTrace
 from edgesync.protocol import (
     Backoff,
     BrokerRotation,
@@ -54,7 +55,7 @@ class MqttIngest:
     def __init__(self, pipeline: IngestPipeline, url: BrokerUrl | BrokerRotation, *,
                  client_id: str,
                  tls: TlsFiles | None = None, shared_group: str | None = None,
-                 window: int = 256) -> None:
+                 window: int = 256, trace: BatchTrace | None = None) -> None:
         if window < 1:
             raise ValueError(f"window must be at least 1, got {window}")
         self._pipeline = pipeline
@@ -64,6 +65,7 @@ class MqttIngest:
         self._tls = tls
         self._shared_group = shared_group
         self._window = window
+        self._trace = trace  # serve --trace-batches
         self.connected = asyncio.Event()
         # The most messages ever in flight at once (the window holds: tests, metrics).
         self.max_in_flight = 0
@@ -122,12 +124,16 @@ class MqttIngest:
             self.max_in_flight = max(self.max_in_flight, client.most_unfinished)
 
     async def _process(self, client: ConsumingClient, message: MqttMessage) -> None:
+        # (A task of its own: the stamps begun here are this message's alone.)
+        stamps = self._trace.begin() if self._trace is not None else None
         try:
             await self._handle(message.topic, message.payload)
         except asyncio.CancelledError:
             client.finished(message, ack=False)  # abandoned: the broker sends it again
             raise
         client.finished(message)
+        if stamps is not None and self._trace is not None:
+            self._trace.end(stamps)
 
     async def _handle(self, topic: str, payload: bytes) -> None:
         """Hand one message to the pipeline. Batches wait out database outages in the

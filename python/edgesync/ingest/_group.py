@@ -60,6 +60,7 @@ from edgesync.ingest._ledger import (
     record_rejection,
 )
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
+from edgesync.ingest._trace import BatchStamps, current_stamps
 from edgesync.ingest._write import isolate
 from edgesync.materialize import WRITE_ERRORS
 from edgesync.protocol import Backoff, RejectionCode, TopicKind
@@ -96,6 +97,8 @@ class _Entry:
     backoff: Backoff | None = field(default=None, repr=False)
     # What its caller waits on: the outcome, or a lane to lead (``nudge``).
     wake: asyncio.Future[None] | None = field(default=None, repr=False)
+    # Its timings, when batches are traced (``serve --trace-batches``).
+    stamps: BatchStamps | None = field(default=None, repr=False)
 
     @property
     def device_name(self) -> str:
@@ -164,6 +167,9 @@ class GroupWriter:
             framed = payload.startswith(_core.ZSTD_MAGIC)
             self.on_received(scope.device_id, len(payload), 0 if framed else len(payload))
         entry = _Entry(scope, kind, payload, max_payload_bytes, loop.create_future())
+        if (stamps := current_stamps()) is not None:
+            stamps.submitted = time.monotonic()
+            entry.stamps = stamps
         self._pending.append(entry)
         try:
             while not entry.future.done():
@@ -235,8 +241,11 @@ class GroupWriter:
             e = self._pending.popleft()
             (skipped if self._writing[e.scope.device_id] else group).append(e)
         self._pending.extendleft(reversed(skipped))
+        now = time.monotonic()
         for e in group:
             e.taken = True
+            if e.stamps is not None:
+                e.stamps.grouped, e.stamps.group = now, len(group)
         for e in group:  # after the loop: a device's batches may be several in one group
             self._writing[e.scope.device_id] += 1
         return group
@@ -382,12 +391,15 @@ class GroupWriter:
                 # The slow path writes rows in savepoints: asyncpg's own transaction.
                 async with conn.transaction():
                     await accept_group(conn, works)
+                    _stamp(todo, "written")
             else:
                 # The upserts and the settle travel with the COMMIT: one round trip.
                 async with committing(conn, self._prelude) as tail:
                     await accept_group(conn, works, tail)
+                    _stamp(todo, "written")
                 self._prelude = list(dict.fromkeys(
                     tail.ensured + self._prelude))[:_PRELUDE_MAX]
+            _stamp(todo, "committed")
             if self.on_committed is not None:
                 self.on_committed(works)
         for e in todo:
@@ -413,3 +425,12 @@ def _decoder(kind: TopicKind, max_payload_bytes: int | None
     if kind is TopicKind.TELEMETRY_BATCH:
         return _core.decode_telemetry_batch
     return lambda p: _core.decode_row_batch(p, max_payload_bytes)
+
+
+def _stamp(entries: list[_Entry], step: str) -> None:
+    """Traced batches (``serve --trace-batches``): the time ``step`` was reached."""
+    now = time.monotonic()
+    for e in entries:
+        if e.stamps is not None and e.work is not None:
+            setattr(e.stamps, step, now)
+            e.stamps.batch_id = e.work.batch.batch_id

@@ -39,8 +39,16 @@ from edgesync.control import (
     VerificationScheduler,
 )
 from edgesync.credentials import BrokerRefresh
+from edgesync.errors import ConfigError
 from edgesync.fleet import DeviceResolver
-from edgesync.ingest import AmqpIngest, IngestPipeline, MqttIngest, ObjectIngester, Replayer
+from edgesync.ingest import (
+    AmqpIngest,
+    BatchTrace,
+    IngestPipeline,
+    MqttIngest,
+    ObjectIngester,
+    Replayer,
+)
 from edgesync.observe import Check, database_checks, loop_checks
 from edgesync.observe._event_log import EventLog
 from edgesync.observe._gauges import ScrapeCollector
@@ -111,6 +119,9 @@ class ServerSettings:
     # asynchronous-replication failover cannot lose rows a device already forgot
     # (docs/production.md, "PostgreSQL failover").
     confirm_after_replica: bool = False
+    # Append each batch's timings inside the worker to this file (diagnosis: see
+    # ``edgesync.ingest.BatchTrace``).
+    trace_batches: Path | None = None
 
 
 @dataclass(slots=True)
@@ -213,14 +224,22 @@ class Server:
             # The API's revocations clear these caches: this worker refuses at once.
             resolvers = [DeviceResolver(pool), DeviceResolver(pool)]
             pipeline = IngestPipeline(pool, resolvers[0])
+            trace = None
+            if s.trace_batches is not None:
+                try:
+                    trace = BatchTrace(s.trace_batches)
+                except OSError as exc:
+                    raise ConfigError("--trace-batches", f"cannot append to "
+                                      f"{s.trace_batches}: {exc.strerror}") from exc
+                self._stack.callback(trace.close)
             ingest: MqttIngest | AmqpIngest
             if s.amqp_url:
                 ingest = AmqpIngest(pipeline, s.amqp_url, devices=resolvers[1],
                                     queue=s.amqp_queue, prefetch=s.amqp_prefetch,
-                                    name=s.client_id)
+                                    name=s.client_id, trace=trace)
             else:
                 ingest = MqttIngest(pipeline, brokers, client_id=s.client_id,
-                                    tls=s.tls, shared_group=s.shared_group)
+                                    tls=s.tls, shared_group=s.shared_group, trace=trace)
             store = ObjectStore(s.data_dir / "objects")
             api = None
             if sock is not None:

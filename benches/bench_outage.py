@@ -1,0 +1,431 @@
+"""Fleet ingest after an outage: a backlog burst, then half its rate, on the machine's
+PostgreSQL as it is configured — and where the slowest 1 % of batches spend their time.
+
+The shape (issue 31), for each pipeline (state upserts, then telemetry), on a fresh
+database of the local PostgreSQL (its own settings: here autovacuum off, ``max_wal_size``
+1 GB, ``shared_buffers`` 128 MB, ``synchronous_commit`` on), a private Mosquitto and an
+``edgesync serve`` with its defaults (plus ``--trace-batches``):
+
+1. ``devices`` registered devices of one project, its registry's approval of both schemas
+   (a seed device's first batches), then every device's first state and telemetry batch
+   (one lineage each per table);
+2. **burst**: ``burst`` batches of 50 rows from every device published at once (the
+   backlog of an outage), timed from the first publish until the last row is committed;
+3. **paced**: at once, half the burst's batch rate for ``paced_s`` seconds; each batch is
+   timed from its publish until its ledger row — committed in the transaction that
+   writes its rows — is visible to another connection (polled every 5 ms);
+4. **ceiling**: one COPY of as many rows of the same shape into a clone of the target (its
+   keys, indexes and partitions), after the paced phase.
+
+No VACUUM and no CHECKPOINT between the phases. The tail's anatomy reads the worker's
+``--trace-batches`` file: for the slowest 1 % of paced batches and for the middle ones
+(p45–p55), the mean time from publish to the worker receiving the message, then received
+→ submitted → grouped → written → committed → acknowledged, and acknowledged → seen by
+the bench; the group sizes; and what PostgreSQL was doing meanwhile (the share of the
+batches' time spans that a checkpoint was running, from the server log's ``checkpoint
+starting``/``complete`` lines; WAL written per second; autovacuum workers running).
+
+Measure (two consecutive runs are the figure)::
+
+    pytest benches/bench_outage.py --benchmark-only -s -p no:cacheprovider
+
+Smoke (CI: 10 devices, 3 burst batches each, 2 s paced; asserts every batch arrived once,
+never a speed): ``pytest benches/bench_outage.py --benchmark-disable``.
+
+Knobs (environment): ``EDGESYNC_OUTAGE_DEVICES`` (1000), ``EDGESYNC_OUTAGE_BURST`` (20
+batches per device), ``EDGESYNC_OUTAGE_PACED_S`` (10), ``EDGESYNC_OUTAGE_PUBLISHERS`` (4),
+``EDGESYNC_OUTAGE_SERVE_ENV`` (``NAME=value,…`` more settings for ``edgesync serve``, for
+side-by-side trials), ``EDGESYNC_OUTAGE_JSON`` (write the figures there). Results:
+docs/benchmarks.md, "Fleet ingest after an outage".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import glob
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import orjson
+import pytest
+from bench_fanin import (
+    ROWS,
+    Fleet,
+    copy_reference,
+    cycle,
+    make_state,
+    make_tele,
+    ms,
+    not_materialized,
+    pct,
+    seed_and_approve,
+    verify,
+)
+from bench_ingest import BASE_DB, _loop
+from fanin_kit import (
+    STATE_TABLE,
+    TELEMETRY_TABLE,
+    Broker,
+    Publishers,
+    Tracked,
+    Watcher,
+    Worker,
+    register_fleet,
+    scratch_database,
+)
+
+import edgesync.fleet
+from edgesync.store import create_pool, migrate
+
+# The steps of a batch inside the worker (edgesync.ingest.BatchTrace), in order.
+STEPS = ["received", "submitted", "grouped", "written", "committed", "acked"]
+WARM_CAP = 900.0
+PG_LOGS = "/var/log/postgresql/postgresql-*-main.log"
+
+
+@dataclass(frozen=True)
+class Config:
+    devices: int
+    burst: int
+    paced_s: float
+    publishers: int
+    serve_env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, smoke: bool) -> Config:
+        env = os.environ.get
+        serve_env = _pairs("EDGESYNC_OUTAGE_SERVE_ENV", env("EDGESYNC_OUTAGE_SERVE_ENV", ""))
+        if smoke:
+            return cls(devices=10, burst=3, paced_s=2, publishers=2, serve_env=serve_env)
+        return cls(devices=_positive("EDGESYNC_OUTAGE_DEVICES", env("EDGESYNC_OUTAGE_DEVICES",
+                                                                    "1000")),
+                   burst=_positive("EDGESYNC_OUTAGE_BURST", env("EDGESYNC_OUTAGE_BURST", "20")),
+                   paced_s=float(env("EDGESYNC_OUTAGE_PACED_S", "10")),
+                   publishers=_positive("EDGESYNC_OUTAGE_PUBLISHERS",
+                                        env("EDGESYNC_OUTAGE_PUBLISHERS", "4")),
+                   serve_env=serve_env)
+
+
+def _positive(name: str, value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{name} must be a whole number of at least 1, not {value!r}")
+    return int(value)
+
+
+def _pairs(name: str, value: str) -> dict[str, str]:
+    out = {}
+    for item in filter(None, (i.strip() for i in value.split(","))):
+        key, sep, setting = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{name}: {item!r} is not NAME=value "
+                             "(e.g. EDGESYNC_LOG_LEVEL=DEBUG)")
+        out[key.strip()] = setting.strip()
+    return out
+
+
+# ------------------------------------------------------------------ what PostgreSQL did
+
+class ServerActivity:
+    """WAL position and autovacuum workers sampled every 100 ms during a phase, and the
+    checkpoints the server log shows (``log_checkpoints`` is on by default)."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self.conn = conn
+        self.samples: list[tuple[float, int, int]] = []  # (monotonic, wal bytes, autovacuum)
+        self._task: asyncio.Task[None] | None = None
+        # The log's wall-clock timestamps onto this machine's monotonic clock.
+        self._offset = time.time() - time.monotonic()
+
+    async def _sample(self) -> None:
+        while True:
+            row = await self.conn.fetchrow(
+                "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn AS wal, (SELECT count(*) FROM "
+                "pg_stat_activity WHERE backend_type = 'autovacuum worker') AS av")
+            assert row is not None
+            self.samples.append((time.monotonic(), int(row["wal"]), int(row["av"])))
+            await asyncio.sleep(0.1)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._sample())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def checkpoints(self, since: float) -> list[tuple[float, float]]:
+        """(start, end) of each checkpoint in the server log since monotonic ``since``
+        (an empty list when the log cannot be read: the anatomy then says unknown)."""
+        spans: list[tuple[float, float]] = []
+        begun: float | None = None
+        stamp = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+) \w+ .*checkpoint "
+                           r"(starting|complete)")
+        for path in glob.glob(PG_LOGS):
+            try:
+                text = Path(path).read_text(errors="replace")
+            except OSError:
+                continue
+            for line in text.splitlines()[-5000:]:
+                m = stamp.match(line)
+                if not m:
+                    continue
+                at = datetime.fromisoformat(m[1] + "+00:00").timestamp() - self._offset
+                if m[2] == "starting":
+                    begun = at
+                elif begun is not None:
+                    if at >= since:
+                        spans.append((begun, at))
+                    begun = None
+            if begun is not None and begun >= since - 600:
+                spans.append((begun, time.monotonic()))
+        return spans
+
+    def during(self, start: float, end: float) -> tuple[float, float]:
+        """WAL MB/s and mean autovacuum workers over [start, end] (the samples around it)."""
+        inside = [s for s in self.samples if start - 0.1 <= s[0] <= end + 0.1]
+        if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+            return 0.0, 0.0
+        wal = (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0]) / 2**20
+        return wal, sum(s[2] for s in inside) / len(inside)
+
+
+# ------------------------------------------------------------------ the tail's anatomy
+
+def read_trace(path: Path) -> dict[str, dict[str, Any]]:
+    out = {}
+    if path.exists():
+        for line in path.read_bytes().splitlines():
+            doc = orjson.loads(line)
+            out[doc["batch_id"]] = doc  # a redelivery's line replaces the first
+    return out
+
+
+def anatomy(paced: Tracked, trace: dict[str, dict[str, Any]], activity: ServerActivity,
+            checkpoints: list[tuple[float, float]]) -> dict[str, Any]:
+    """Mean ms of each step for the slowest 1 % of paced batches and for the middle
+    ones, with what PostgreSQL was doing while they were in flight."""
+    lat = sorted((paced.seen[b] - paced.published[b], b) for b in paced.seen)
+    if not lat:
+        return {}
+    n = len(lat)
+    slow = lat[max(0, n - max(1, n // 100)):]
+    middle = lat[int(n * 0.45):max(int(n * 0.55), int(n * 0.45) + 1)]
+    out: dict[str, Any] = {}
+    for label, chosen in (("slowest_1pct", slow), ("middle", middle)):
+        spans: dict[str, list[float]] = {}
+        groups, in_checkpoint, wal, autovac = [], 0.0, [], []
+        for _, b in chosen:
+            published, seen = paced.published[b], paced.seen[b]
+            t = trace.get(b)
+            if t is None:
+                continue
+            marks = [("publish→received", published, t["received"])]
+            marks += [(f"{a}→{z}", t[a], t[z]) for a, z in zip(STEPS, STEPS[1:], strict=False)]
+            marks.append(("acked→seen", t["acked"], seen))
+            for name, a, z in marks:
+                spans.setdefault(name, []).append(max(0.0, z - a))
+            groups.append(t["group"])
+            overlap = sum(max(0.0, min(seen, e) - max(published, s)) for s, e in checkpoints)
+            in_checkpoint += overlap / max(seen - published, 1e-6)
+            w, av = activity.during(published, seen)
+            wal.append(w)
+            autovac.append(av)
+        k = len(groups)
+        if not k:
+            continue
+        out[label] = {"batches": k, "total_ms": round(ms(sum(x for x, _ in chosen) / len(chosen)), 1),
+                      **{name: round(ms(sum(v) / len(v)), 1) for name, v in spans.items()},
+                      "group_size": round(sum(groups) / k, 1),
+                      "in_checkpoint": round(in_checkpoint / k, 2),
+                      "wal_mb_s": round(sum(wal) / k, 1),
+                      "autovacuum_workers": round(sum(autovac) / k, 2)}
+    out["checkpoints"] = len(checkpoints)
+    return out
+
+
+def timeline(paced: Tracked, trace: dict[str, dict[str, Any]], step: float = 0.5
+             ) -> list[dict[str, float]]:
+    """The paced phase in ``step``-second slices of publish time: batches, p50 and max
+    ms, mean group size (where the slow batches sit: at the start, after the burst, or
+    spread out)."""
+    if not paced.seen:
+        return []
+    t0 = min(paced.published.values())
+    slices: dict[int, list[tuple[float, int]]] = {}
+    for b, seen in paced.seen.items():
+        k = int((paced.published[b] - t0) / step)
+        slices.setdefault(k, []).append((seen - paced.published[b],
+                                         trace.get(b, {}).get("group", 0)))
+    out = []
+    for k in sorted(slices):
+        lat = [x for x, _ in slices[k]]
+        out.append({"t": round(k * step, 1), "batches": len(lat),
+                    "p50_ms": round(ms(pct(lat, 0.5)), 1), "max_ms": round(ms(max(lat)), 1),
+                    "group": round(sum(g for _, g in slices[k]) / len(lat), 1)})
+    return out
+
+
+# ------------------------------------------------------------------ one run
+
+async def run(cfg: Config, log: Any) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="outage-") as tmp:
+        work = Path(tmp)
+        async with scratch_database(BASE_DB, "edgesync_outage") as url:
+            return await _fleet(cfg, work, url, log)
+
+
+async def _fleet(cfg: Config, work: Path, url: str, log: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"config": dict(cfg.__dict__)}
+    broker = Broker(work)
+    pool = await create_pool(url, max_size=4)
+    trace_path = work / "trace.jsonl"
+    worker = Worker(work, url, broker.url,
+                    env={"EDGESYNC_TRACE_BATCHES": str(trace_path), **cfg.serve_env})
+    try:
+        await broker.start()
+        async with pool.acquire() as conn:
+            await migrate(conn)
+            project_id = await edgesync.fleet.ensure_project(conn, "outage", "outage")
+            await conn.execute("UPDATE edge_projects SET policy = policy || $2 WHERE id = $1",
+                               project_id, {"schema_coalescing_mode": "project"})
+            devices = await register_fleet(conn, project_id, "outage", cfg.devices, "dev-")
+            (seed,) = await register_fleet(conn, project_id, "outage", 1, "seed-")
+        targets = await seed_and_approve(pool, seed)
+        await worker.start()
+        watch_conn = await asyncpg.connect(url, server_settings={"enable_seqscan": "off"})
+        activity = ServerActivity(await asyncpg.connect(url))
+        problems: dict[str, dict[str, int]] = {}
+        async with Watcher(watch_conn).running() as watcher, \
+                Publishers("127.0.0.1", broker.port, cfg.publishers) as pubs:
+            fleet = Fleet(pubs, watcher)
+            started = time.monotonic()
+            for make in (make_state, make_tele):  # every device's first batches
+                first = await fleet.saturate(make, devices, WARM_CAP)
+                if bad := not_materialized(first):
+                    problems[f"first_{make.__name__}"] = bad
+            out["first_batches_per_s"] = 2 * cfg.devices / (time.monotonic() - started)
+            log(f"{cfg.devices} devices: first batches at {out['first_batches_per_s']:.0f}/s")
+            phases: dict[str, Any] = {}
+            for kind, make, table in (("state", make_state, STATE_TABLE),
+                                      ("telemetry", make_tele, TELEMETRY_TABLE)):
+                phases[kind] = await _phases(cfg, fleet, activity, kind, make, devices,
+                                             problems, log)
+                async with pool.acquire() as conn:
+                    copy = await copy_reference(conn, targets[table], kind, devices,
+                                                cfg.devices * cfg.burst * ROWS)
+                phases[kind] |= {"copy_rows_per_s": copy,
+                                 "ratio_to_copy": phases[kind]["burst_rows_per_s"] / copy}
+                log(f"{kind}: COPY {copy:,.0f} rows/s, ratio "
+                    f"{phases[kind]['ratio_to_copy']:.2f}")
+        await watch_conn.close()
+        await activity.conn.close()
+        out["checks"] = await verify(pool, fleet, targets)
+        worker.stop()  # the trace's last lines are written as it stops
+        trace = read_trace(trace_path)
+        for kind, figures in phases.items():
+            paced: Tracked = figures.pop("_paced")
+            figures["anatomy"] = anatomy(paced, trace, activity, figures.pop("_checkpoints"))
+            figures["timeline"] = timeline(paced, trace)
+        out |= {"phases": phases, "problems": problems}
+    finally:
+        worker.stop()
+        broker.stop()
+        await pool.close()
+    return out
+
+
+async def _phases(cfg: Config, fleet: Fleet, activity: ServerActivity, kind: str, make: Any,
+                  devices: list[Any], problems: dict[str, dict[str, int]], log: Any
+                  ) -> dict[str, Any]:
+    """The burst, then at once the paced phase at half its rate."""
+    fig: dict[str, Any] = {}
+    burst = await fleet.flood(make, cycle(devices, cfg.burst), cfg.devices * cfg.burst)
+    await fleet.drain(burst)
+    if bad := not_materialized(burst):
+        problems[f"burst_{kind}"] = bad
+    span = max(burst.seen.values()) - min(burst.published.values())
+    rows = sum(burst.rows.values())
+    fig |= {"burst_batches": len(burst.published), "burst_s": span,
+            "burst_rows_per_s": rows / span}
+    rate = 0.5 * len(burst.published) / span
+    log(f"{kind} burst: {rows:,} rows in {span:.1f}s, {rows / span:,.0f} rows/s; paced at "
+        f"{rate:.0f} batches/s")
+    fleet.watcher.interval = 0.005
+    activity.start()
+    since = time.monotonic()
+    paced = await fleet.paced(make, cycle(devices, 0), rate, cfg.paced_s)
+    await activity.stop()
+    fleet.watcher.interval = 0.02
+    if bad := not_materialized(paced):
+        problems[f"paced_{kind}"] = bad
+    lat = [paced.seen[b] - paced.published[b] for b in paced.seen]
+    fig |= {"paced_batches_per_s": rate, "paced_samples": len(lat),
+            "paced_p50_ms": ms(pct(lat, 0.5)), "paced_p99_ms": ms(pct(lat, 0.99)),
+            "paced_max_ms": ms(max(lat)), "_paced": paced,
+            "_checkpoints": activity.checkpoints(since)}
+    log(f"{kind} paced: p50 {fig['paced_p50_ms']:.1f} ms, p99 {fig['paced_p99_ms']:.1f} ms, "
+        f"max {fig['paced_max_ms']:.1f} ms")
+    return fig
+
+
+# ------------------------------------------------------------------ output
+
+def report(results: dict[str, Any]) -> str:
+    lines = ["", f"{results['config']['devices']:,} devices, first batches "
+                 f"{results['first_batches_per_s']:.0f}/s",
+             "pipeline   burst rows/s   COPY rows/s  ratio  paced p50  p99     max",
+             ]
+    for kind, f in results["phases"].items():
+        lines.append(f"{kind:<10} {f['burst_rows_per_s']:12,.0f} {f['copy_rows_per_s']:13,.0f}"
+                     f"  {f['ratio_to_copy']:5.2f}  {f['paced_p50_ms']:6.1f}  "
+                     f"{f['paced_p99_ms']:6.1f}  {f['paced_max_ms']:6.1f}")
+    for kind, f in results["phases"].items():
+        a = f["anatomy"]
+        lines.append(f"{kind}: anatomy (mean ms; checkpoints during the paced phase: "
+                     f"{a.get('checkpoints')})")
+        names = [k for k in a.get("middle", {}) if k != "batches"]
+        for label in ("middle", "slowest_1pct"):
+            if label in a:
+                lines.append(f"  {label:<13} " + "  ".join(f"{k} {a[label][k]}" for k in names))
+    lines.append(f"checks: {results['checks']}")
+    lines.append(f"problems: {results['problems']}")
+    return "\n".join(lines)
+
+
+@pytest.mark.benchmark(group="outage")
+@pytest.mark.timeout(3 * 3600)
+def test_ingest_after_an_outage(benchmark: Any) -> None:
+    smoke = bool(benchmark.disabled)
+    cfg = Config.from_env(smoke)
+    results: dict[str, Any] = {}
+
+    def log(line: str) -> None:
+        print(f"[outage {time.strftime('%H:%M:%S')}] {line}", flush=True)
+
+    def once() -> None:
+        with asyncio.Runner(loop_factory=_loop) as runner:
+            results.update(runner.run(run(cfg, log)))
+
+    benchmark.pedantic(once, rounds=1, iterations=1)
+    benchmark.extra_info.update({k: v for k, v in results.items() if k != "config"})
+    print(report(results))
+    if path := os.environ.get("EDGESYNC_OUTAGE_JSON"):
+        Path(path).write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    # Correctness only (never speed): every batch arrived once and materialized.
+    assert results["problems"] == {}, results["problems"]
+    c = results["checks"]
+    assert c["ledger_rows"] == c["ledger_distinct"] == c["materialized"] == c["batches_sent"], c
+    assert c["state_rows"] == c["state_rows_expected"], c
+    assert c["telemetry_rows"] == c["telemetry_distinct_rows"] == c["telemetry_rows_expected"], c
+    for kind in ("state", "telemetry"):  # the trace covers the paced batches
+        anatomy_of = results["phases"][kind]["anatomy"]
+        assert anatomy_of.get("middle", {}).get("batches"), (kind, anatomy_of)
