@@ -88,8 +88,6 @@ from fanin_kit import (
     TunedPostgres,
     Worker,
     approve_registry,
-    cpu_by_kind,
-    cpu_split,
     register_fleet,
     scratch_database,
 )
@@ -680,7 +678,6 @@ class Soak:
         background = [asyncio.create_task(c) for c in (
             tail.run(), self.sample(), self.retain(), uplink.resend_unconfirmed(),
             self.schema_change(), self.pg_restart(), self.broker_restart())]
-        cpu_before = cpu_by_kind(self.worker.proc.pid if self.worker.proc else None)
         gc.freeze()  # the setup's objects out of the collector's sight (see bench_fanin)
         devices = fleet.devices
         n, late = 0, 0.0
@@ -725,9 +722,7 @@ class Soak:
                 "not_seen": len(pending), "outcomes_seen": dict(tail.outcomes),
                 "watcher_swept": tail.swept, "watcher_reconnects": tail.reconnects,
                 "resent": uplink.resent, "failed_publishes": uplink.failed_publishes,
-                "publisher_reconnects": uplink.reconnects, "windows": windows.closed,
-                "cores": cpu_split(cpu_before, cpu_by_kind(
-                    self.worker.proc.pid if self.worker.proc else None), wall)}
+                "publisher_reconnects": uplink.reconnects, "windows": windows.closed}
 
     # --- the accounting --------------------------------------------------------------
 
@@ -961,7 +956,7 @@ def report(results: dict[str, Any]) -> str:
         lines.append(f"{key}: {results[key]}")
     for key in ("data_gb_max", "pacer_max_late_s", "not_seen", "resent", "failed_publishes",
                 "publisher_reconnects", "watcher_swept", "watcher_reconnects", "outcomes_seen",
-                "worker_error_lines", "cores", "retention"):
+                "worker_error_lines", "retention"):
         lines.append(f"{key}: {results[key]}")
     lines.append(f"accounting: {results['accounting']}")
     return "\n".join(lines)
