@@ -212,6 +212,21 @@ class TunedPostgres:
             self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w",
                       "stop")
 
+    def restart(self) -> None:
+        """``pg_ctl restart -m fast``: clients are disconnected, a shutdown checkpoint is
+        written, and the server comes back with the options of its start (bench_soak)."""
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w",
+                  "-t", "120", "-l", str(self.root / "postgres.log"), "restart")
+
+    def data_bytes(self) -> int:
+        """Bytes of the data directory (tables, indexes, WAL): the cluster's disk."""
+        total = 0
+        for top, _, files in os.walk(self.data):
+            for name in files:
+                with contextlib.suppress(OSError):  # a file removed since the listing
+                    total += os.lstat(os.path.join(top, name)).st_size
+        return total
+
 
 class Broker:
     """A private Mosquitto on a free port: nothing queued or in flight is limited (its
@@ -242,6 +257,12 @@ class Broker:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=30)
+
+    async def restart(self) -> None:
+        """Stopped and started on the same port (without persistence, what it held is
+        gone: sessions, queued and in-flight messages)."""
+        self.stop()
+        await self.start()
 
 
 class Worker:
@@ -308,6 +329,11 @@ class Worker:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
         raise AssertionError("no VmRSS")
+
+    def open_fds(self) -> int:
+        """File descriptors the worker holds (sockets, files, pipes)."""
+        assert self.proc is not None
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

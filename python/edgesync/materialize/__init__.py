@@ -9,6 +9,7 @@ from edgesync.materialize._identifiers import (
     quote_ident,
     target_table_name,
 )
+from edgesync.materialize._retention import drop_partitions_before
 from edgesync.materialize._state_target import StateTarget
 from edgesync.materialize._sweep import sweep_state_rows
 from edgesync.materialize._ts_target import TS_PLATFORM_COLUMNS, TsTarget, ts_table_name
@@ -41,6 +42,7 @@ __all__ = [
     "check_column_name",
     "copy_state_rows",
     "copy_ts_rows",
+    "drop_partitions_before",
     "lock_ddl",
     "pg_type_for",
     "quote_ident",
