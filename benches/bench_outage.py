@@ -19,7 +19,7 @@ database of the local PostgreSQL (its own settings: here autovacuum off, ``max_w
 
 No VACUUM and no CHECKPOINT between the phases. The tail's anatomy reads the worker's
 ``--trace-batches`` file: for the slowest 1 % of paced batches and for the middle ones
-(p45–p55), the mean time from publish to the worker receiving the message, then received
+(p45 to p55), the mean time from publish to the worker receiving the message, then received
 → submitted → grouped → written → committed → acknowledged, and acknowledged → seen by
 the bench; the group sizes; and what PostgreSQL was doing meanwhile (the share of the
 batches' time spans that a checkpoint was running, from the server log's ``checkpoint
@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import glob
+import itertools
 import os
 import re
 import tempfile
@@ -71,6 +72,7 @@ from bench_fanin import (
 )
 from bench_ingest import BASE_DB, _loop
 from fanin_kit import (
+    PG_BIN,
     STATE_TABLE,
     TELEMETRY_TABLE,
     Broker,
@@ -98,26 +100,47 @@ class Config:
     paced_s: float
     publishers: int
     serve_env: dict[str, str] = field(default_factory=dict)
+    # The paced phases' WAL by relation (pg_waldump; EDGESYNC_OUTAGE_WAL=0: off).
+    wal_detail: bool = True
+    # Side by side in one run (EDGESYNC_OUTAGE_TRIALS): (name, more settings of serve).
+    trials: list[tuple[str, dict[str, str]]] = field(
+        default_factory=lambda: [("defaults", {})])
 
     @classmethod
     def from_env(cls, smoke: bool) -> Config:
         env = os.environ.get
         serve_env = _pairs("EDGESYNC_OUTAGE_SERVE_ENV", env("EDGESYNC_OUTAGE_SERVE_ENV", ""))
+        trials = _trials(env("EDGESYNC_OUTAGE_TRIALS", ""))
         if smoke:
-            return cls(devices=10, burst=3, paced_s=2, publishers=2, serve_env=serve_env)
+            return cls(devices=10, burst=3, paced_s=2, publishers=2, serve_env=serve_env,
+                       trials=trials, wal_detail=False)
         return cls(devices=_positive("EDGESYNC_OUTAGE_DEVICES", env("EDGESYNC_OUTAGE_DEVICES",
                                                                     "1000")),
                    burst=_positive("EDGESYNC_OUTAGE_BURST", env("EDGESYNC_OUTAGE_BURST", "20")),
                    paced_s=float(env("EDGESYNC_OUTAGE_PACED_S", "10")),
                    publishers=_positive("EDGESYNC_OUTAGE_PUBLISHERS",
                                         env("EDGESYNC_OUTAGE_PUBLISHERS", "4")),
-                   serve_env=serve_env)
+                   serve_env=serve_env, trials=trials,
+                   wal_detail=env("EDGESYNC_OUTAGE_WAL", "1") != "0")
 
 
 def _positive(name: str, value: str) -> int:
     if not value.isdigit() or int(value) < 1:
         raise ValueError(f"{name} must be a whole number of at least 1, not {value!r}")
     return int(value)
+
+
+def _trials(value: str) -> list[tuple[str, dict[str, str]]]:
+    """``name:NAME=value,…;name:…`` → the trials, in order (default: one, serve's
+    defaults)."""
+    out = []
+    for item in filter(None, (i.strip() for i in value.split(";"))):
+        name, sep, pairs = item.partition(":")
+        if not sep or not re.fullmatch(r"[a-z0-9_-]+", name.strip()):
+            raise ValueError(f"EDGESYNC_OUTAGE_TRIALS: {item!r} is not name:NAME=value,… "
+                             "(e.g. 'before:;after:EDGESYNC_INGEST_GROUP_MS=40')")
+        out.append((name.strip(), _pairs("EDGESYNC_OUTAGE_TRIALS", pairs)))
+    return out or [("defaults", {})]
 
 
 def _pairs(name: str, value: str) -> dict[str, str]:
@@ -198,6 +221,65 @@ class ServerActivity:
         return wal, sum(s[2] for s in inside) / len(inside)
 
 
+class WalByRelation:
+    """The WAL a phase wrote, by the relation it was for (pg_waldump over the phase's
+    range, kept by a replication slot meanwhile): where a batch's WAL bytes go — the
+    target and its indexes, the ledger, lineage counters, commit records — and how much
+    of it is full-page images (the first change of a page after a checkpoint began)."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self.conn = conn
+        self.slot = f"outage_{os.getpid()}"
+        self.start: str | None = None
+
+    async def begin(self) -> None:
+        # (The slot keeps WAL from the last checkpoint's redo point on, not from now.)
+        await self.conn.execute("SELECT pg_create_physical_replication_slot($1, true)",
+                                self.slot)
+        self.start = await self.conn.fetchval("SELECT pg_current_wal_lsn()::text")
+
+    async def end(self, batches: int) -> dict[str, Any]:
+        end = await self.conn.fetchval("SELECT pg_current_wal_lsn()::text")
+        pg_wal = Path(await self.conn.fetchval("SHOW data_directory")) / "pg_wal"
+        db = await self.conn.fetchval(
+            "SELECT oid FROM pg_database WHERE datname = current_database()")
+        names = {int(r["node"]): r["name"] for r in await self.conn.fetch(
+            "SELECT pg_relation_filenode(c.oid) AS node, coalesce(p.relname || ' (partitions)', "
+            "c.relname) AS name FROM pg_class c LEFT JOIN pg_inherits i ON i.inhrelid = c.oid "
+            "LEFT JOIN pg_class p ON p.oid = i.inhparent "
+            "WHERE pg_relation_filenode(c.oid) IS NOT NULL")}
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                str(PG_BIN[0] / "pg_waldump"), "-p", str(pg_wal), "-s", str(self.start),
+                "-e", str(end), stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL)
+            text, _ = await proc.communicate()
+        finally:
+            await self.conn.execute("SELECT pg_drop_replication_slot($1)", self.slot)
+        rmgr_re = re.compile(rb"rmgr: (\w+)\s+len \(rec/tot\):\s+\d+/\s*(\d+)")
+        rel_re = re.compile(rb"blkref #0: rel \d+/(\d+)/(\d+)")
+        by: dict[str, int] = {}
+        fpw = total = 0
+        for line in text.splitlines():
+            m = rmgr_re.match(line)
+            if not m:
+                continue
+            size = int(m[2])
+            rel = rel_re.search(line)
+            if rel is not None and int(rel[1]) != db:
+                continue  # another database's (the server is shared)
+            total += size
+            key = (f"({m[1].decode()} records)" if rel is None
+                   else names.get(int(rel[2]), "(other relations: catalogs, dropped)"))
+            by[key] = by.get(key, 0) + size
+            fpw += size if b" FPW" in line else 0
+        top = sorted(by.items(), key=lambda kv: -kv[1])[:8]
+        per = max(batches, 1)
+        return {"kb_per_batch": round(total / per / 1024, 1),
+                "full_page_images_share": round(fpw / max(total, 1), 2),
+                "kb_per_batch_by_relation": {k: round(v / per / 1024, 2) for k, v in top}}
+
+
 # ------------------------------------------------------------------ the tail's anatomy
 
 def read_trace(path: Path) -> dict[str, dict[str, Any]]:
@@ -229,7 +311,7 @@ def anatomy(paced: Tracked, trace: dict[str, dict[str, Any]], activity: ServerAc
             if t is None:
                 continue
             marks = [("publish→received", published, t["received"])]
-            marks += [(f"{a}→{z}", t[a], t[z]) for a, z in zip(STEPS, STEPS[1:], strict=False)]
+            marks += [(f"{a}→{z}", t[a], t[z]) for a, z in itertools.pairwise(STEPS)]
             marks.append(("acked→seen", t["acked"], seen))
             for name, a, z in marks:
                 spans.setdefault(name, []).append(max(0.0, z - a))
@@ -242,7 +324,8 @@ def anatomy(paced: Tracked, trace: dict[str, dict[str, Any]], activity: ServerAc
         k = len(groups)
         if not k:
             continue
-        out[label] = {"batches": k, "total_ms": round(ms(sum(x for x, _ in chosen) / len(chosen)), 1),
+        total = sum(x for x, _ in chosen) / len(chosen)
+        out[label] = {"batches": k, "total_ms": round(ms(total), 1),
                       **{name: round(ms(sum(v) / len(v)), 1) for name, v in spans.items()},
                       "group_size": round(sum(groups) / k, 1),
                       "in_checkpoint": round(in_checkpoint / k, 2),
@@ -287,9 +370,22 @@ async def _fleet(cfg: Config, work: Path, url: str, log: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"config": dict(cfg.__dict__)}
     broker = Broker(work)
     pool = await create_pool(url, max_size=4)
-    trace_path = work / "trace.jsonl"
-    worker = Worker(work, url, broker.url,
-                    env={"EDGESYNC_TRACE_BATCHES": str(trace_path), **cfg.serve_env})
+    # One worker per trial, one running at a time (the others' sessions forgotten: the
+    # broker would queue every batch for them too).
+    workers: dict[str, Worker] = {}
+    for name, env in cfg.trials:
+        (work / name).mkdir()
+        workers[name] = Worker(work / name, url, broker.url, env={
+            "EDGESYNC_TRACE_BATCHES": str(work / name / "trace.jsonl"), **cfg.serve_env, **env})
+    running: list[Worker] = []
+
+    async def switch_to(name: str) -> None:
+        for w in running:
+            w.stop()
+            await w.forget_session("127.0.0.1", broker.port)
+        running[:] = [workers[name]]
+        await workers[name].start()
+
     try:
         await broker.start()
         async with pool.acquire() as conn:
@@ -300,10 +396,11 @@ async def _fleet(cfg: Config, work: Path, url: str, log: Any) -> dict[str, Any]:
             devices = await register_fleet(conn, project_id, "outage", cfg.devices, "dev-")
             (seed,) = await register_fleet(conn, project_id, "outage", 1, "seed-")
         targets = await seed_and_approve(pool, seed)
-        await worker.start()
+        await switch_to(cfg.trials[0][0])
         watch_conn = await asyncpg.connect(url, server_settings={"enable_seqscan": "off"})
         activity = ServerActivity(await asyncpg.connect(url))
         problems: dict[str, dict[str, int]] = {}
+        phases: dict[str, Any] = {}
         async with Watcher(watch_conn).running() as watcher, \
                 Publishers("127.0.0.1", broker.port, cfg.publishers) as pubs:
             fleet = Fleet(pubs, watcher)
@@ -314,65 +411,81 @@ async def _fleet(cfg: Config, work: Path, url: str, log: Any) -> dict[str, Any]:
                     problems[f"first_{make.__name__}"] = bad
             out["first_batches_per_s"] = 2 * cfg.devices / (time.monotonic() - started)
             log(f"{cfg.devices} devices: first batches at {out['first_batches_per_s']:.0f}/s")
-            phases: dict[str, Any] = {}
             for kind, make, table in (("state", make_state, STATE_TABLE),
                                       ("telemetry", make_tele, TELEMETRY_TABLE)):
-                phases[kind] = await _phases(cfg, fleet, activity, kind, make, devices,
-                                             problems, log)
+                rate = None  # every trial paced at the first trial's half-burst rate
+                for name, _ in cfg.trials:
+                    if running[0] is not workers[name]:
+                        await switch_to(name)
+                    label = kind if len(cfg.trials) == 1 else f"{kind} {name}"
+                    phases[label] = fig = await _phases(cfg, fleet, activity, label, make,
+                                                        devices, problems, log, rate)
+                    fig["trial"] = name
+                    rate = rate or fig["paced_batches_per_s"]
                 async with pool.acquire() as conn:
                     copy = await copy_reference(conn, targets[table], kind, devices,
                                                 cfg.devices * cfg.burst * ROWS)
-                phases[kind] |= {"copy_rows_per_s": copy,
-                                 "ratio_to_copy": phases[kind]["burst_rows_per_s"] / copy}
-                log(f"{kind}: COPY {copy:,.0f} rows/s, ratio "
-                    f"{phases[kind]['ratio_to_copy']:.2f}")
+                for label, fig in phases.items():
+                    if label.split()[0] == kind:
+                        fig |= {"copy_rows_per_s": copy,
+                                "ratio_to_copy": fig["burst_rows_per_s"] / copy}
+                log(f"{kind}: COPY {copy:,.0f} rows/s")
         await watch_conn.close()
         await activity.conn.close()
         out["checks"] = await verify(pool, fleet, targets)
-        worker.stop()  # the trace's last lines are written as it stops
-        trace = read_trace(trace_path)
-        for kind, figures in phases.items():
+        for w in running:
+            w.stop()  # the trace's last lines are written as it stops
+        traces = {name: read_trace(w.work / "trace.jsonl") for name, w in workers.items()}
+        for figures in phases.values():
             paced: Tracked = figures.pop("_paced")
+            trace = traces[figures["trial"]]
             figures["anatomy"] = anatomy(paced, trace, activity, figures.pop("_checkpoints"))
             figures["timeline"] = timeline(paced, trace)
         out |= {"phases": phases, "problems": problems}
     finally:
-        worker.stop()
+        for w in workers.values():
+            w.stop()
         broker.stop()
         await pool.close()
     return out
 
 
-async def _phases(cfg: Config, fleet: Fleet, activity: ServerActivity, kind: str, make: Any,
-                  devices: list[Any], problems: dict[str, dict[str, int]], log: Any
-                  ) -> dict[str, Any]:
-    """The burst, then at once the paced phase at half its rate."""
+async def _phases(cfg: Config, fleet: Fleet, activity: ServerActivity, label: str, make: Any,
+                  devices: list[Any], problems: dict[str, dict[str, int]], log: Any,
+                  rate: float | None) -> dict[str, Any]:
+    """The burst, then at once the paced phase at half its rate (or at ``rate``)."""
     fig: dict[str, Any] = {}
     burst = await fleet.flood(make, cycle(devices, cfg.burst), cfg.devices * cfg.burst)
     await fleet.drain(burst)
     if bad := not_materialized(burst):
-        problems[f"burst_{kind}"] = bad
+        problems[f"burst {label}"] = bad
     span = max(burst.seen.values()) - min(burst.published.values())
     rows = sum(burst.rows.values())
     fig |= {"burst_batches": len(burst.published), "burst_s": span,
             "burst_rows_per_s": rows / span}
-    rate = 0.5 * len(burst.published) / span
-    log(f"{kind} burst: {rows:,} rows in {span:.1f}s, {rows / span:,.0f} rows/s; paced at "
+    rate = rate or 0.5 * len(burst.published) / span
+    log(f"{label} burst: {rows:,} rows in {span:.1f}s, {rows / span:,.0f} rows/s; paced at "
         f"{rate:.0f} batches/s")
     fleet.watcher.interval = 0.005
+    wal = WalByRelation(activity.conn) if cfg.wal_detail else None
+    if wal is not None:
+        await wal.begin()
     activity.start()
     since = time.monotonic()
     paced = await fleet.paced(make, cycle(devices, 0), rate, cfg.paced_s)
     await activity.stop()
     fleet.watcher.interval = 0.02
+    if wal is not None:
+        fig["wal"] = await wal.end(len(paced.published))
+        log(f"{label} paced: WAL {fig['wal']}")
     if bad := not_materialized(paced):
-        problems[f"paced_{kind}"] = bad
+        problems[f"paced {label}"] = bad
     lat = [paced.seen[b] - paced.published[b] for b in paced.seen]
     fig |= {"paced_batches_per_s": rate, "paced_samples": len(lat),
             "paced_p50_ms": ms(pct(lat, 0.5)), "paced_p99_ms": ms(pct(lat, 0.99)),
             "paced_max_ms": ms(max(lat)), "_paced": paced,
             "_checkpoints": activity.checkpoints(since)}
-    log(f"{kind} paced: p50 {fig['paced_p50_ms']:.1f} ms, p99 {fig['paced_p99_ms']:.1f} ms, "
+    log(f"{label} paced: p50 {fig['paced_p50_ms']:.1f} ms, p99 {fig['paced_p99_ms']:.1f} ms, "
         f"max {fig['paced_max_ms']:.1f} ms")
     return fig
 
@@ -382,11 +495,12 @@ async def _phases(cfg: Config, fleet: Fleet, activity: ServerActivity, kind: str
 def report(results: dict[str, Any]) -> str:
     lines = ["", f"{results['config']['devices']:,} devices, first batches "
                  f"{results['first_batches_per_s']:.0f}/s",
-             "pipeline   burst rows/s   COPY rows/s  ratio  paced p50  p99     max",
+             "pipeline (trial)     burst rows/s   COPY rows/s  ratio  paced/s  p50     p99     max",
              ]
     for kind, f in results["phases"].items():
-        lines.append(f"{kind:<10} {f['burst_rows_per_s']:12,.0f} {f['copy_rows_per_s']:13,.0f}"
-                     f"  {f['ratio_to_copy']:5.2f}  {f['paced_p50_ms']:6.1f}  "
+        lines.append(f"{kind:<20} {f['burst_rows_per_s']:12,.0f} {f['copy_rows_per_s']:13,.0f}"
+                     f"  {f['ratio_to_copy']:5.2f}  {f['paced_batches_per_s']:7.0f}  "
+                     f"{f['paced_p50_ms']:6.1f}  "
                      f"{f['paced_p99_ms']:6.1f}  {f['paced_max_ms']:6.1f}")
     for kind, f in results["phases"].items():
         a = f["anatomy"]
@@ -426,6 +540,5 @@ def test_ingest_after_an_outage(benchmark: Any) -> None:
     assert c["ledger_rows"] == c["ledger_distinct"] == c["materialized"] == c["batches_sent"], c
     assert c["state_rows"] == c["state_rows_expected"], c
     assert c["telemetry_rows"] == c["telemetry_distinct_rows"] == c["telemetry_rows_expected"], c
-    for kind in ("state", "telemetry"):  # the trace covers the paced batches
-        anatomy_of = results["phases"][kind]["anatomy"]
-        assert anatomy_of.get("middle", {}).get("batches"), (kind, anatomy_of)
+    for label, figures in results["phases"].items():  # the trace covers the paced batches
+        assert figures["anatomy"].get("middle", {}).get("batches"), (label, figures)

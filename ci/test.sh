@@ -121,9 +121,9 @@ EDGESYNC_TEST_UVLOOP=1 bounded .venv-test/bin/python -m pytest -p no:cacheprovid
   --timeout-method=thread -m "not once" "$@"
 
 stage "fuzz smoke"
-# Every cargo-fuzz target of rust/fuzz for 40 s from its seeds and the corpus kept in
+# Every cargo-fuzz target of rust/fuzz for 30 s from its seeds and the corpus kept in
 # ~/.cache/edgesync-ci (docs/security.md "Fuzzing"); a crash or a hang fails the run.
-bash ci/fuzz.sh 40
+bash ci/fuzz.sh 30
 
 stage "benchmark smoke"
 bounded .venv-test/bin/python -m pytest -p no:cacheprovider -q \

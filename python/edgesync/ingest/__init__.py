@@ -10,6 +10,7 @@ from edgesync.ingest._pipeline import IngestPipeline
 from edgesync.ingest._replay import Replayer
 from edgesync.ingest._trace import BatchTrace
 
-__all__ = ["AmqpIngest", "BatchTrace", "GroupWriter", "IngestOutcome", "IngestPipeline", "LedgerOutcome",
-           "MqttIngest", "ObjectIngester", "OutcomeStatus", "Replayer", "amqp_binding_keys",
-           "check_amqp_url", "check_amqp_urls", "routing_key_of", "topic_candidates"]
+__all__ = ["AmqpIngest", "BatchTrace", "GroupWriter", "IngestOutcome", "IngestPipeline",
+           "LedgerOutcome", "MqttIngest", "ObjectIngester", "OutcomeStatus", "Replayer",
+           "amqp_binding_keys", "check_amqp_url", "check_amqp_urls", "routing_key_of",
+           "topic_candidates"]
