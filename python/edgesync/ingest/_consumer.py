@@ -35,6 +35,8 @@ from edgesync.protocol import (
     Healthy,
     MqttMessage,
     TlsFiles,
+    TopicKind,
+    parse_topic,
     rotation_of,
     session_loop,
     tls_context,
@@ -45,8 +47,14 @@ from edgesync.store import TRANSIENT_ERRORS
 __all__ = ["MqttIngest"]
 
 # Messages other than batches (ACKs, observations, requests) are retried this often
-# on a transient database error; their senders repeat them anyway.
+# on a transient database error; their senders repeat them anyway. A batch is retried for
+# as long as the database is away: acknowledged, it would be gone from the broker with
+# nothing committed (the device's scope is read before the group writer, which waits out
+# outages itself, when the resolver's cache of it has expired).
 _ATTEMPTS = 5
+_BATCH_KINDS = frozenset({TopicKind.ROWS_BATCH, TopicKind.TELEMETRY_BATCH})
+# Backoff between attempts (base, cap) in seconds.
+_RETRY = (0.2, 5.0)
 
 _log = logging.getLogger(__name__)
 
@@ -136,15 +144,26 @@ class MqttIngest:
             self._trace.end(stamps)
 
     async def _handle(self, topic: str, payload: bytes) -> None:
-        """Hand one message to the pipeline. Batches wait out database outages in the
-        group writer; other messages are retried a few times. An unexpected error is
-        logged and the message acknowledged: the device re-sends what the cloud never
-        confirmed."""
-        backoff = Backoff(base=0.2, cap=5.0)
-        for attempt in range(1, _ATTEMPTS + 1):
+        """Hand one message to the pipeline. A batch waits out a database outage for as
+        long as it lasts (unacknowledged meanwhile, so the window fills and reading
+        stops); other messages are retried a few times. An unexpected error is logged and
+        the message acknowledged: the device re-sends what the cloud never confirmed."""
+        backoff = Backoff(base=_RETRY[0], cap=_RETRY[1])
+        ref = parse_topic(topic)
+        batch = ref is not None and ref.kind in _BATCH_KINDS
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 outcome = await self._pipeline.handle(topic, payload)
-            except TRANSIENT_ERRORS as exc:  # (batches never raise these: see GroupWriter)
+            except TRANSIENT_ERRORS as exc:
+                if batch:
+                    wait = backoff.next_delay()
+                    if attempt == _ATTEMPTS:  # once, not at every attempt
+                        _log.warning("ingest of a batch on %s waits for the database (%s); "
+                                     "retrying every %.1fs at most", topic, exc, _RETRY[1])
+                    await asyncio.sleep(wait)
+                    continue
                 if attempt == _ATTEMPTS:
                     _log.error("ingest of a message on %s failed %d times: %s", topic,
                                attempt, exc)
