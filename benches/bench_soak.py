@@ -865,8 +865,10 @@ async def _soak(cfg: Config, work: Path, pg: TunedPostgres, url: str,
                 "rss_growth": growth(soak.samples, "rss_mb", cfg.baseline_s),
                 "fds_growth": growth(soak.samples, "fds", cfg.baseline_s),
                 "data_gb_max": max((s["data_gb"] for s in soak.samples), default=None)}
-        out["worker_error_lines"] = sum(
-            " ERROR " in line for line in worker.log.read_text(errors="replace").splitlines())
+        errors = [line for line in worker.log.read_text(errors="replace").splitlines()
+                  if " ERROR " in line]
+        # The first of them kept: the log goes with the run's temporary directory.
+        out |= {"worker_error_lines": len(errors), "worker_errors": errors[:10]}
         return out
     finally:
         if worker is not None:
@@ -956,7 +958,7 @@ def report(results: dict[str, Any]) -> str:
         lines.append(f"{key}: {results[key]}")
     for key in ("data_gb_max", "pacer_max_late_s", "not_seen", "resent", "failed_publishes",
                 "publisher_reconnects", "watcher_swept", "watcher_reconnects", "outcomes_seen",
-                "worker_error_lines", "retention"):
+                "worker_error_lines", "worker_errors", "retention"):
         lines.append(f"{key}: {results[key]}")
     lines.append(f"accounting: {results['accounting']}")
     return "\n".join(lines)
