@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import glob
 import itertools
 import os
@@ -80,6 +81,7 @@ from fanin_kit import (
     Tracked,
     Watcher,
     Worker,
+    bench_pauses,
     register_fleet,
     scratch_database,
 )
@@ -472,7 +474,13 @@ async def _phases(cfg: Config, fleet: Fleet, activity: ServerActivity, label: st
         await wal.begin()
     activity.start()
     since = time.monotonic()
-    paced = await fleet.paced(make, cycle(devices, 0), rate, cfg.paced_s)
+    # What the bench holds (every batch sent, 100,000s of objects) out of its collector's
+    # sight: a full collection stalls this process, the watcher with it, and each batch
+    # committed meanwhile would be seen that much late (as in bench_fanin's windows).
+    gc.freeze()
+    with bench_pauses() as pauses:
+        paced = await fleet.paced(make, cycle(devices, 0), rate, cfg.paced_s)
+    fig["bench_gc"] = {"collections": len(pauses), "max_ms": round(max(pauses, default=0), 1)}
     await activity.stop()
     fleet.watcher.interval = 0.02
     if wal is not None:
