@@ -75,10 +75,14 @@ class _Flaky:
         return IngestOutcome(OutcomeStatus.MATERIALIZED)
 
 
-@pytest.mark.parametrize(("failures", "calls"), [(2, 3), (9, 5)])
-async def test_transient_errors_are_retried_with_backoff(failures: int, calls: int) -> None:
+@pytest.mark.parametrize(("topic", "failures", "calls"),
+                         [("a/b/sync/rows/batch", 2, 3), ("a/b/sync/schema/observe", 9, 5)])
+async def test_transient_errors_are_retried_with_backoff(topic: str, failures: int,
+                                                         calls: int) -> None:
     flaky = _Flaky(failures)
     ingest = MqttIngest(flaky, parse_broker_url("mqtt://127.0.0.1"),  # type: ignore[arg-type]
                         client_id="t")
-    await ingest._handle("a/b/sync/rows/batch", b"{}")
-    assert flaky.calls == calls  # succeeds on the 3rd try; gives up after 5
+    await ingest._handle(topic, b"{}")
+    # Succeeds on the 3rd try; a message that is no batch gives up after 5 (a batch never
+    # does: tests/ingest/test_consumer_outage.py).
+    assert flaky.calls == calls
