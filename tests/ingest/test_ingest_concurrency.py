@@ -12,7 +12,7 @@ import pytest
 from kits.review_helpers import approve
 
 from edgesync import fleet
-from edgesync.ingest import IngestPipeline, MqttIngest, Replayer
+from edgesync.ingest import IngestPipeline, MqttIngest, Replayer, _consumer
 from edgesync.ingest._outcome import IngestOutcome, OutcomeStatus
 from edgesync.materialize import quote_ident
 from edgesync.protocol import parse_broker_url
@@ -84,5 +84,30 @@ async def test_transient_errors_are_retried_with_backoff(topic: str, failures: i
                         client_id="t")
     await ingest._handle(topic, b"{}")
     # Succeeds on the 3rd try; a message that is no batch gives up after 5 (a batch never
-    # does: tests/ingest/test_consumer_outage.py).
+    # does: test_a_batch_waits_out_a_long_outage).
     assert flaky.calls == calls
+
+
+@pytest.mark.parametrize("kind", ["rows", "telemetry"])
+async def test_a_batch_waits_out_a_long_outage(kind: str, monkeypatch: pytest.MonkeyPatch
+                                               ) -> None:
+    # The device resolver meets the outage when its cache of the device has expired,
+    # before the group writer (which waits out outages itself): never acknowledged then.
+    monkeypatch.setattr(_consumer, "_RETRY", (0.001, 0.002))
+    flaky = _Flaky(3 * _consumer._ATTEMPTS)
+    ingest = MqttIngest(flaky, parse_broker_url("mqtt://127.0.0.1"),  # type: ignore[arg-type]
+                        client_id="t")
+    await ingest._handle(f"a/b/sync/{kind}/batch", b"{}")
+    assert flaky.calls == 3 * _consumer._ATTEMPTS + 1  # handled once it came back
+
+
+async def test_other_messages_give_up_after_a_few_attempts(caplog: pytest.LogCaptureFixture,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    monkeypatch.setattr(_consumer, "_RETRY", (0.001, 0.002))
+    flaky = _Flaky(100)
+    ingest = MqttIngest(flaky, parse_broker_url("mqtt://127.0.0.1"),  # type: ignore[arg-type]
+                        client_id="t")
+    await ingest._handle("a/b/sync/schema/observe", b"{}")
+    assert flaky.calls == _consumer._ATTEMPTS
+    assert "failed 5 times" in caplog.text
