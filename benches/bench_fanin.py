@@ -63,7 +63,7 @@ from typing import Any
 import asyncpg
 import orjson
 import pytest
-from bench_ingest import BASE_DB, COLUMNS, PG_TYPES, _loop, clone_table, fields, uuid7
+from bench_ingest import BASE_DB, COLUMNS, PG_TYPES, clone_table, fields, uuid7
 from fanin_kit import (
     STATE_TABLE,
     TELEMETRY_TABLE,
@@ -80,6 +80,7 @@ from fanin_kit import (
     cpu_by_kind,
     cpu_split,
     register_fleet,
+    run_once,
     scratch_database,
     state_batch,
     telemetry_batch,
@@ -837,16 +838,7 @@ def report(results: dict[str, Any]) -> str:
 def test_fleet_fan_in(benchmark: Any) -> None:
     smoke = bool(benchmark.disabled)
     cfg = Config.from_env(smoke)
-    results: dict[str, Any] = {}
-
-    def log(line: str) -> None:
-        print(f"[fanin {time.strftime('%H:%M:%S')}] {line}", flush=True)
-
-    def once() -> None:
-        with asyncio.Runner(loop_factory=_loop) as runner:
-            results.update(runner.run(run(cfg, log)))
-
-    benchmark.pedantic(once, rounds=1, iterations=1)
+    results = run_once(benchmark, "fanin", lambda log: run(cfg, log))
     benchmark.extra_info.update({k: v for k, v in results.items() if k != "config"})
     print(report(results))
     if path := os.environ.get("EDGESYNC_FANIN_JSON"):

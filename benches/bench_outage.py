@@ -71,7 +71,7 @@ from bench_fanin import (
     seed_and_approve,
     verify,
 )
-from bench_ingest import BASE_DB, _loop
+from bench_ingest import BASE_DB
 from fanin_kit import (
     PG_BIN,
     STATE_TABLE,
@@ -83,6 +83,7 @@ from fanin_kit import (
     Worker,
     bench_pauses,
     register_fleet,
+    run_once,
     scratch_database,
 )
 
@@ -528,16 +529,7 @@ def report(results: dict[str, Any]) -> str:
 def test_ingest_after_an_outage(benchmark: Any) -> None:
     smoke = bool(benchmark.disabled)
     cfg = Config.from_env(smoke)
-    results: dict[str, Any] = {}
-
-    def log(line: str) -> None:
-        print(f"[outage {time.strftime('%H:%M:%S')}] {line}", flush=True)
-
-    def once() -> None:
-        with asyncio.Runner(loop_factory=_loop) as runner:
-            results.update(runner.run(run(cfg, log)))
-
-    benchmark.pedantic(once, rounds=1, iterations=1)
+    results = run_once(benchmark, "outage", lambda log: run(cfg, log))
     benchmark.extra_info.update({k: v for k, v in results.items() if k != "config"})
     print(report(results))
     if path := os.environ.get("EDGESYNC_OUTAGE_JSON"):

@@ -75,7 +75,7 @@ import asyncpg
 import orjson
 import pytest
 from bench_fanin import ms, pct, seed_and_approve
-from bench_ingest import COLUMNS, T0, _loop, fields
+from bench_ingest import COLUMNS, T0, fields
 from fanin_kit import (
     _BATCH_ID,
     _EPOCH,
@@ -89,6 +89,7 @@ from fanin_kit import (
     Worker,
     approve_registry,
     register_fleet,
+    run_once,
     scratch_database,
 )
 
@@ -969,16 +970,7 @@ def report(results: dict[str, Any]) -> str:
 def test_soak(benchmark: Any) -> None:
     smoke = bool(benchmark.disabled)
     cfg = Config.from_env(smoke)
-    results: dict[str, Any] = {}
-
-    def log(line: str) -> None:
-        print(f"[soak {time.strftime('%H:%M:%S')}] {line}", flush=True)
-
-    def once() -> None:
-        with asyncio.Runner(loop_factory=_loop) as runner:
-            results.update(runner.run(run(cfg, log)))
-
-    benchmark.pedantic(once, rounds=1, iterations=1)
+    results = run_once(benchmark, "soak", lambda log: run(cfg, log))
     benchmark.extra_info.update({k: v for k, v in results.items()
                                  if k not in ("config", "samples")})
     print(report(results))

@@ -27,7 +27,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -36,7 +36,7 @@ from typing import Any
 import aiomqtt
 import asyncpg
 import orjson
-from bench_ingest import COLUMNS, T0, fields, uuid7
+from bench_ingest import COLUMNS, T0, _loop, fields, uuid7
 
 from edgesync import _core, governance
 from edgesync.protocol import PublishingClient
@@ -672,3 +672,22 @@ class Watcher:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def run_once(benchmark: Any, tag: str,
+             main: Callable[[Callable[[str], None]], Awaitable[dict[str, Any]]]
+             ) -> dict[str, Any]:
+    """One round of a fleet bench: ``main(log)`` on a fresh event loop (uvloop when the
+    suite runs on it), timed by pytest-benchmark; its figures returned. ``log`` prints a
+    line stamped with ``tag`` and the time."""
+    results: dict[str, Any] = {}
+
+    def log(line: str) -> None:
+        print(f"[{tag} {time.strftime('%H:%M:%S')}] {line}", flush=True)
+
+    def once() -> None:
+        with asyncio.Runner(loop_factory=_loop) as runner:
+            results.update(runner.run(main(log)))
+
+    benchmark.pedantic(once, rounds=1, iterations=1)
+    return results
