@@ -28,7 +28,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from edgesync._core import RowBatch, TelemetryBatch
 from edgesync.control import record_materialization_failure, resend_cloud_rows
@@ -169,11 +169,29 @@ async def isolate(batches: list[A], attempt: Callable[[list[A]], Awaitable[None]
     to ``retry``, which raises, or returns whether to attempt the batch again (having
     changed it or waited). A batch whose text PostgreSQL cannot store even unwritten
     goes to ``unstorable``."""
+    await _Isolation(attempt, retry, unstorable).run(batches)
 
-    async def alone(one: A, exc: Exception) -> None:
+
+class _Isolation(Generic[A]):
+    """``isolate``'s recursion as bound methods, not a closure: a nested function that
+    names itself is a reference cycle, which kept each call's ``attempt`` — and through
+    it a replay chunk's decoded batches — alive until the cyclic collector ran (a soak's
+    replay of 15,000 staged batches held ~2,500 of them, +100 MB of RSS)."""
+
+    __slots__ = ("_attempt", "_retry", "_unstorable")
+
+    def __init__(self, attempt: Callable[[list[A]], Awaitable[None]],
+                 retry: Callable[[A, Exception], Awaitable[bool]],
+                 unstorable: Callable[[A, Exception], Awaitable[None]]) -> None:
+        self._attempt, self._retry, self._unstorable = attempt, retry, unstorable
+
+    async def run(self, batches: list[A]) -> None:
+        await split_on((Exception,), batches, self._attempt, self._alone)
+
+    async def _alone(self, one: A, exc: Exception) -> None:
         if collided(exc):
-            if await retry(one, exc):
-                await split_on((Exception,), [one], attempt, alone)
+            if await self._retry(one, exc):
+                await self.run([one])
             return
         if isinstance(exc, ROW_ERRORS) and not one.rows_apart and one.write_error is None:
             _log.warning("writing a batch from %s failed, writing its rows apart: %s",
@@ -184,10 +202,8 @@ async def isolate(batches: list[A], attempt: Callable[[list[A]], Awaitable[None]
                          one.device_name, exc)
             one.write_error = str(exc)
         elif isinstance(exc, UNSTORABLE_TEXT_ERRORS):
-            await unstorable(one, exc)
+            await self._unstorable(one, exc)
             return
-        elif not await retry(one, exc):
+        elif not await self._retry(one, exc):
             return
-        await split_on((Exception,), [one], attempt, alone)
-
-    await split_on((Exception,), batches, attempt, alone)
+        await self.run([one])
