@@ -30,6 +30,15 @@ async def test_a_server_that_failed_to_open_is_closed_and_not_entered_again(
         await server.__aenter__()
 
 
+@pytest.mark.parametrize("setting", ["amqp_prefetch", "ingest_lanes", "ingest_group_max"])
+async def test_a_count_below_one_is_refused_naming_its_option(tmp_path: Path,
+                                                             setting: str) -> None:
+    server = Server(ServerSettings(data_dir=tmp_path, **{setting: 0}))
+    option = "--" + setting.replace("_", "-")
+    with pytest.raises(ConfigError, match=f"^{option}: must be at least 1, not 0"):
+        await server.__aenter__()
+
+
 async def test_an_open_server_runs_once_and_closes(database_url: str, mqtt_url: str,
                                                   tmp_path: Path, unique: str) -> None:
     settings = ServerSettings(database_url=database_url, mqtt_url=mqtt_url, data_dir=tmp_path,

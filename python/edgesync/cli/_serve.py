@@ -65,6 +65,14 @@ def add_serve_parser(sub: Any) -> None:
                        default=int(os.environ.get("EDGESYNC_AMQP_PREFETCH", "256")),
                        help="messages handled at once, unacknowledged until committed "
                             "(env EDGESYNC_AMQP_PREFETCH; default 256)")
+    serve.add_argument("--ingest-lanes", type=int,
+                       default=int(os.environ.get("EDGESYNC_INGEST_LANES", "2")),
+                       help="batch groups written at once, each in its own transaction "
+                            "(env EDGESYNC_INGEST_LANES; default 2)")
+    serve.add_argument("--ingest-group-max", type=int,
+                       default=int(os.environ.get("EDGESYNC_INGEST_GROUP_MAX", "128")),
+                       help="most batches one transaction writes (env "
+                            "EDGESYNC_INGEST_GROUP_MAX; default 128)")
     serve.add_argument("--api-host", default=os.environ.get("EDGESYNC_API_HOST", "127.0.0.1"),
                        help="address of the HTTP API (env EDGESYNC_API_HOST; default 127.0.0.1)")
     serve.add_argument("--api-port", type=int,
@@ -124,6 +132,7 @@ async def serve(args: argparse.Namespace) -> None:
         shared_group=args.shared_group, tls=tls, api_host=args.api_host,
         api_port=args.api_port, public_url=args.public_url, amqp_url=args.amqp_url,
         amqp_queue=args.amqp_queue, amqp_prefetch=args.amqp_prefetch,
+        ingest_lanes=args.ingest_lanes, ingest_group_max=args.ingest_group_max,
         broker_config_out=args.broker_config_out, broker_pid_file=args.broker_pid_file,
         confirm_after_replica=args.confirm_after_replica, trace_batches=args.trace_batches)
     if args.client_id:

@@ -40,8 +40,11 @@ def check_settings(s: ServerSettings) -> BrokerUrl | None:
         if port is not None and not 0 <= port <= 65535:
             raise ConfigError(option, f"{port} is not a TCP port; give 1 to 65535 (0 picks a "
                                       "free one)")
-    if s.amqp_prefetch < 1:
-        raise ConfigError("--amqp-prefetch", f"must be at least 1, not {s.amqp_prefetch}")
+    for option, value in (("--amqp-prefetch", s.amqp_prefetch),
+                          ("--ingest-lanes", s.ingest_lanes),
+                          ("--ingest-group-max", s.ingest_group_max)):
+        if value < 1:
+            raise ConfigError(option, f"must be at least 1, not {value}")
     if s.tls is not None:
         s.tls.check(_TLS_OPTIONS)
     if s.mqtt_url:

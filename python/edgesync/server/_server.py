@@ -44,6 +44,7 @@ from edgesync.fleet import DeviceResolver
 from edgesync.ingest import (
     AmqpIngest,
     BatchTrace,
+    GroupWriter,
     IngestPipeline,
     MqttIngest,
     ObjectIngester,
@@ -112,6 +113,10 @@ class ServerSettings:
     amqp_url: str | None = None
     amqp_queue: str = "edgesync.ingest"
     amqp_prefetch: int = 256
+    # The group writer (``ingest.GroupWriter``): transactions written at once, and the
+    # most batches in one.
+    ingest_lanes: int = 2
+    ingest_group_max: int = 128
     # The directory ``edgesync broker-config`` wrote: the API rewrites it (and signals
     # the broker through its pid file) when credentials change (docs/security.md).
     broker_config_out: Path | None = None
@@ -224,7 +229,8 @@ class Server:
                        if s.mqtt_url else BrokerRotation([broker]))
             # The API's revocations clear these caches: this worker refuses at once.
             resolvers = [DeviceResolver(pool), DeviceResolver(pool)]
-            pipeline = IngestPipeline(pool, resolvers[0])
+            pipeline = IngestPipeline(pool, resolvers[0], writer=GroupWriter(
+                pool, lanes=s.ingest_lanes, max_group=s.ingest_group_max))
             trace = None
             if s.trace_batches is not None:
                 try:
