@@ -161,3 +161,18 @@ def test_ctrl_c_during_start_up_is_a_clean_exit(embedded_dir: Path, delay: float
     # 130: stopped before the command had started; 0: stopped by the command's own handler.
     assert proc.returncode in (0, 130), out
     assert out in ("", "edgesync: interrupted\n"), out
+
+
+@pytest.mark.parametrize("env", ["EDGESYNC_AMQP_PREFETCH", "EDGESYNC_INGEST_LANES",
+                                 "EDGESYNC_INGEST_GROUP_MAX", "EDGESYNC_API_PORT"])
+def test_a_count_from_the_environment_that_is_no_number_is_a_usage_error(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], env: str) -> None:
+    from edgesync.cli._main import parser
+
+    monkeypatch.setenv(env, "two")
+    with pytest.raises(SystemExit) as exit_:
+        parser().parse_args(["serve"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "invalid int value: 'two'" in err.splitlines()[-1]

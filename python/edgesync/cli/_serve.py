@@ -35,7 +35,7 @@ def add_serve_parser(sub: Any) -> None:
                             "(tried in turn when the connection is lost) "
                             "(env EDGESYNC_MQTT_URL)")
     serve.add_argument("--embedded-mqtt-port", type=int,
-                       default=int(os.environ.get("EDGESYNC_EMBEDDED_MQTT_PORT", "1883")),
+                       default=os.environ.get("EDGESYNC_EMBEDDED_MQTT_PORT", "1883"),
                        help="port of the embedded broker when no --mqtt-url is given (env "
                             "EDGESYNC_EMBEDDED_MQTT_PORT; default 1883; 0 picks a free port)")
     serve.add_argument("--mqtt-ca", type=Path, help="CA certificate for a TLS broker")
@@ -62,21 +62,21 @@ def add_serve_parser(sub: Any) -> None:
                             "bound to amq.topic when missing (env EDGESYNC_AMQP_QUEUE; "
                             "default edgesync.ingest)")
     serve.add_argument("--amqp-prefetch", type=int,
-                       default=int(os.environ.get("EDGESYNC_AMQP_PREFETCH", "256")),
+                       default=os.environ.get("EDGESYNC_AMQP_PREFETCH", "256"),
                        help="messages handled at once, unacknowledged until committed "
                             "(env EDGESYNC_AMQP_PREFETCH; default 256)")
     serve.add_argument("--ingest-lanes", type=int,
-                       default=int(os.environ.get("EDGESYNC_INGEST_LANES", "2")),
+                       default=os.environ.get("EDGESYNC_INGEST_LANES", "2"),
                        help="batch groups written at once, each in its own transaction "
                             "(env EDGESYNC_INGEST_LANES; default 2)")
     serve.add_argument("--ingest-group-max", type=int,
-                       default=int(os.environ.get("EDGESYNC_INGEST_GROUP_MAX", "128")),
+                       default=os.environ.get("EDGESYNC_INGEST_GROUP_MAX", "128"),
                        help="most batches one transaction writes (env "
                             "EDGESYNC_INGEST_GROUP_MAX; default 128)")
     serve.add_argument("--api-host", default=os.environ.get("EDGESYNC_API_HOST", "127.0.0.1"),
                        help="address of the HTTP API (env EDGESYNC_API_HOST; default 127.0.0.1)")
     serve.add_argument("--api-port", type=int,
-                       default=int(os.environ.get("EDGESYNC_API_PORT", "8080")),
+                       default=os.environ.get("EDGESYNC_API_PORT", "8080"),
                        help="port of the HTTP API (env EDGESYNC_API_PORT; default 8080; "
                             "0 picks a free port)")
     serve.add_argument("--public-url", default=os.environ.get("EDGESYNC_PUBLIC_URL"),
