@@ -220,6 +220,48 @@ async def test_a_cancelled_leader_hands_its_group_to_the_others(pool, batches, u
     assert rows in (7, 8)  # the cancelled one may have committed before the cancel
 
 
+async def test_callers_cancelled_with_their_leader_leave_no_batch_in_the_queue(
+        pool, batches, unique):
+    """A lost broker connection cancels every message's task at once (abandoned, sent
+    again by the broker). A follower cancelled while its batch was in a group being
+    written must not be put back in the queue by its cancelled leader: at the head, with
+    nobody waiting on it, it took every nudge of a freed lane, and the batches queued
+    behind it waited for ever (found by the soak: a worker stuck after a broker restart
+    with a full window)."""
+    scopes, factories, _ = await fleet(pool, batches, unique, 6)
+    writer = GroupWriter(pool, lanes=2, max_group=2)
+    pipe = IngestPipeline(pool, writer=writer)
+    gate, both = asyncio.Event(), asyncio.Event()
+    write = writer._write
+    groups: list[list[int]] = []
+    index = {s.device_id: i for i, s in enumerate(scopes)}
+
+    async def held(group: list[_Entry]) -> None:
+        groups.append([index[e.scope.device_id] for e in group])
+        if len(groups) == 2:
+            both.set()
+        await gate.wait()
+        await write(group)
+
+    writer._write = held  # type: ignore[method-assign]
+    tasks = [asyncio.create_task(pipe.handle(topic(s), upserts(f, 0)))
+             for s, f in zip(scopes, factories, strict=True)]
+    await asyncio.wait_for(both.wait(), 30)
+    assert groups == [[0], [1, 2]]  # the first alone, the second after its linger; 3 wait
+    # The follower first, then its leader: the order in which the follower is still
+    # taken when it stops waiting.
+    tasks[2].cancel()
+    tasks[1].cancel()
+    await asyncio.gather(tasks[1], tasks[2], return_exceptions=True)
+    # Only batches whose callers wait are queued (a freed lane may lead some already).
+    waiting = {s.device_id for s in scopes[3:]}
+    assert {e.scope.device_id for e in writer._pending} <= waiting
+    gate.set()
+    outcomes = await asyncio.wait_for(asyncio.gather(tasks[0], *tasks[3:]), 30)
+    assert {o.status for o in outcomes} == {OutcomeStatus.MATERIALIZED}
+    assert writer.queued == 0
+
+
 async def test_a_group_records_the_columns_its_later_batch_carried(pool, batches, unique):
     async with pool.acquire() as conn:
         scope = await edgesync.fleet.add_device(conn, project=f"gs-{unique}", name=f"gs-{unique}",

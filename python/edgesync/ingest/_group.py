@@ -189,7 +189,12 @@ class GroupWriter:
                     if entry.taken and not entry.future.done():
                         self._free_lane()  # taken meanwhile: the nudge goes on to the next
         except BaseException:
-            if not entry.taken:  # nobody writes it now
+            if entry.taken:
+                # In a group being written: done (cancelled) now, so that its leader, if
+                # stopped too, does not put it back. Queued with nobody waiting on it,
+                # it would take every nudge of a freed lane and nobody would lead.
+                entry.future.cancel()
+            else:  # nobody writes it now
                 self._pending.remove(entry)
                 self._free_lane()  # it may have been woken to lead: the next one leads
             raise
