@@ -163,10 +163,13 @@ def test_ctrl_c_during_start_up_is_a_clean_exit(embedded_dir: Path, delay: float
     assert out in ("", "edgesync: interrupted\n"), out
 
 
-@pytest.mark.parametrize("env", ["EDGESYNC_AMQP_PREFETCH", "EDGESYNC_INGEST_LANES",
-                                 "EDGESYNC_INGEST_GROUP_MAX", "EDGESYNC_API_PORT"])
-def test_a_count_from_the_environment_that_is_no_number_is_a_usage_error(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], env: str) -> None:
+@pytest.mark.parametrize(("env", "kind"), [
+    ("EDGESYNC_AMQP_PREFETCH", "int"), ("EDGESYNC_INGEST_LANES", "int"),
+    ("EDGESYNC_INGEST_GROUP_MAX", "int"), ("EDGESYNC_API_PORT", "int"),
+    ("EDGESYNC_PROGRESS_INTERVAL", "float")])
+def test_a_number_from_the_environment_that_is_no_number_is_a_usage_error(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], env: str,
+        kind: str) -> None:
     from edgesync.cli._main import parser
 
     monkeypatch.setenv(env, "two")
@@ -175,4 +178,4 @@ def test_a_count_from_the_environment_that_is_no_number_is_a_usage_error(
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    assert "invalid int value: 'two'" in err.splitlines()[-1]
+    assert f"invalid {kind} value: 'two'" in err.splitlines()[-1]

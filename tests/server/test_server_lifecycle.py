@@ -39,6 +39,14 @@ async def test_a_count_below_one_is_refused_naming_its_option(tmp_path: Path,
         await server.__aenter__()
 
 
+@pytest.mark.parametrize("seconds", [0.0, 0.05, 31.0, float("nan")])
+async def test_a_progress_interval_out_of_range_is_refused(tmp_path: Path,
+                                                           seconds: float) -> None:
+    server = Server(ServerSettings(data_dir=tmp_path, progress_interval=seconds))
+    with pytest.raises(ConfigError, match=r"^--progress-interval: must be 0\.1 to 30 seconds"):
+        await server.__aenter__()
+
+
 async def test_an_open_server_runs_once_and_closes(database_url: str, mqtt_url: str,
                                                   tmp_path: Path, unique: str) -> None:
     settings = ServerSettings(database_url=database_url, mqtt_url=mqtt_url, data_dir=tmp_path,

@@ -73,6 +73,10 @@ def add_serve_parser(sub: Any) -> None:
                        default=os.environ.get("EDGESYNC_INGEST_GROUP_MAX", "128"),
                        help="most batches one transaction writes (env "
                             "EDGESYNC_INGEST_GROUP_MAX; default 128)")
+    serve.add_argument("--progress-interval", type=float, metavar="SECONDS",
+                       default=os.environ.get("EDGESYNC_PROGRESS_INTERVAL", "1"),
+                       help="seconds between rounds of progress confirmations to devices, "
+                            "0.1 to 30 (env EDGESYNC_PROGRESS_INTERVAL; default 1)")
     serve.add_argument("--api-host", default=os.environ.get("EDGESYNC_API_HOST", "127.0.0.1"),
                        help="address of the HTTP API (env EDGESYNC_API_HOST; default 127.0.0.1)")
     serve.add_argument("--api-port", type=int,
@@ -133,6 +137,7 @@ async def serve(args: argparse.Namespace) -> None:
         api_port=args.api_port, public_url=args.public_url, amqp_url=args.amqp_url,
         amqp_queue=args.amqp_queue, amqp_prefetch=args.amqp_prefetch,
         ingest_lanes=args.ingest_lanes, ingest_group_max=args.ingest_group_max,
+        progress_interval=args.progress_interval,
         broker_config_out=args.broker_config_out, broker_pid_file=args.broker_pid_file,
         confirm_after_replica=args.confirm_after_replica, trace_batches=args.trace_batches)
     if args.client_id:

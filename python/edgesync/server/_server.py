@@ -117,6 +117,9 @@ class ServerSettings:
     # most batches in one.
     ingest_lanes: int = 2
     ingest_group_max: int = 128
+    # Seconds between rounds of progress confirmations (``control.ProgressReporter``):
+    # longer rounds cost the worker less per batch, devices keep their journal longer.
+    progress_interval: float = 1.0
     # The directory ``edgesync broker-config`` wrote: the API rewrites it (and signals
     # the broker through its pid file) when credentials change (docs/security.md).
     broker_config_out: Path | None = None
@@ -272,7 +275,7 @@ class Server:
                 ingest=ingest, replayer=Replayer(pool),
                 objects=ObjectIngester(pool, pipeline, store), api=api, publisher=publisher,
                 controls=ControlSender(pool, publisher),
-                progress=ProgressReporter(pool, publisher,
+                progress=ProgressReporter(pool, publisher, interval=s.progress_interval,
                                           after_replica=s.confirm_after_replica),
                 sweeper=BackpressureSweeper(pool), verifier=VerificationScheduler(pool))
         except BaseException:
