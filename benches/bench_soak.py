@@ -39,6 +39,10 @@ approve both schemas before the fleet starts (``bench_fanin.seed_and_approve``).
   so per device and table the numbers 0 … n-1 are all there, once: no id is held in
   memory), no staged batch left, the state target holds each device's touched keys once
   with its last commit, and each telemetry day kept holds exactly the rows sent for it.
+* **Keeping up**: the most batches waiting (published, not seen committed) in a sample
+  before the first event. Over ``BEHIND_S`` seconds of the rate, the report warns that the
+  machine cannot take the rate: its windows then time a growing backlog (a slower machine:
+  lower ``EDGESYNC_SOAK_RATE``).
 
 Measure (the lead's hour; do not run it on a machine doing other work)::
 
@@ -942,6 +946,21 @@ def svg_plot(results: dict[str, Any], title: str) -> str:
     return "\n".join(parts) + "\n"
 
 
+# Batches waiting, in seconds of the rate, above which the worker did not keep up before
+# the first event: the windows then time a growing backlog, not the steady state.
+BEHIND_S = 2.0
+
+
+def steady_backlog(results: dict[str, Any]) -> dict[str, Any]:
+    """The most batches published and not yet seen committed in a sample before the
+    first event (the schema change), and what that is in seconds of the rate."""
+    first = min((e["t_s"] for e in results["events"]), default=results["wall_s"])
+    waiting = max((s["not_seen"] for s in results["samples"]
+                   if s["t_s"] < first and s.get("not_seen") is not None), default=0)
+    seconds = waiting / results["config"]["rate"]
+    return {"batches": waiting, "seconds": round(seconds, 2), "keeps_up": seconds <= BEHIND_S}
+
+
 def report(results: dict[str, Any]) -> str:
     cfg = results["config"]
     lines = ["", f"soak: {cfg['devices']} devices, {cfg['rate']:g} batches/s, "
@@ -955,6 +974,13 @@ def report(results: dict[str, Any]) -> str:
         lines.append(f"  {x['start_s']:6.0f}-{x['end_s']:6.0f}s  {x['published']:9}  "
                      f"{x['committed']:9}  {x['p50_ms'] or 0:7.1f}  {x['p99_ms'] or 0:7.1f}  "
                      f"{x['max_ms'] or 0:7.1f}")
+    backlog = results["steady_backlog"]
+    lines.append(f"steady_backlog: {backlog}")
+    if not backlog["keeps_up"]:
+        lines.append(f"WARNING: the worker did not keep up with {cfg['rate']:g} batches/s on "
+                     f"this machine: {backlog['batches']} batches waited before the first "
+                     "event; the windows time a backlog, not the steady state: lower "
+                     "EDGESYNC_SOAK_RATE")
     for key in ("rss_growth", "fds_growth"):
         lines.append(f"{key}: {results[key]}")
     for key in ("data_gb_max", "pacer_max_late_s", "not_seen", "resent", "failed_publishes",
@@ -971,6 +997,7 @@ def test_soak(benchmark: Any) -> None:
     smoke = bool(benchmark.disabled)
     cfg = Config.from_env(smoke)
     results = run_once(benchmark, "soak", lambda log: run(cfg, log))
+    results["steady_backlog"] = steady_backlog(results)
     benchmark.extra_info.update({k: v for k, v in results.items()
                                  if k not in ("config", "samples")})
     print(report(results))
