@@ -47,6 +47,14 @@ async def test_a_progress_interval_out_of_range_is_refused(tmp_path: Path,
         await server.__aenter__()
 
 
+async def test_the_progress_interval_sets_the_reporters_rounds(
+        database_url: str, mqtt_url: str, tmp_path: Path, unique: str) -> None:
+    settings = ServerSettings(database_url=database_url, mqtt_url=mqtt_url, data_dir=tmp_path,
+                              client_id=f"worker-{unique}", progress_interval=7.5)
+    async with Server(settings) as server:
+        assert server.progress.interval == 7.5
+
+
 async def test_an_open_server_runs_once_and_closes(database_url: str, mqtt_url: str,
                                                   tmp_path: Path, unique: str) -> None:
     settings = ServerSettings(database_url=database_url, mqtt_url=mqtt_url, data_dir=tmp_path,

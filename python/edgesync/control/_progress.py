@@ -48,12 +48,12 @@ class ProgressReporter:
         self._pool = pool
         self._replica = ReplicaGate(within=interval) if after_replica else None
         self._publisher = publisher
-        self._interval = interval
+        self.interval = interval  # seconds between rounds (serve --progress-interval)
         self._ttl = signature_ttl
         self._after: int | None = None
 
     async def run(self) -> NoReturn:
-        await periodic_loop("progress reporter", self.report, interval=self._interval,
+        await periodic_loop("progress reporter", self.report, interval=self.interval,
                             logger=_log)
 
     async def report(self) -> int:
