@@ -24,7 +24,7 @@ __all__ = ["bind_api_socket", "check_settings"]
 
 _TLS_OPTIONS = {"ca": "--mqtt-ca", "cert": "--mqtt-cert", "key": "--mqtt-key"}
 # Seconds between rounds of progress confirmations that --progress-interval accepts.
-PROGRESS_INTERVAL = (0.1, 30.0)
+_PROGRESS_INTERVAL = (0.1, 30.0)
 
 
 def check_settings(s: ServerSettings) -> BrokerUrl | None:
@@ -47,11 +47,11 @@ def check_settings(s: ServerSettings) -> BrokerUrl | None:
                           ("--ingest-group-max", s.ingest_group_max)):
         if value < 1:
             raise ConfigError(option, f"must be at least 1, not {value}")
-    if not PROGRESS_INTERVAL[0] <= s.progress_interval <= PROGRESS_INTERVAL[1]:
+    if not _PROGRESS_INTERVAL[0] <= s.progress_interval <= _PROGRESS_INTERVAL[1]:
         # Agents send again what stays unconfirmed for their confirm_timeout (60 s by
         # default): rounds further apart than half of it would make them resend.
         raise ConfigError("--progress-interval",
-                          f"must be {PROGRESS_INTERVAL[0]:g} to {PROGRESS_INTERVAL[1]:g} "
+                          f"must be {_PROGRESS_INTERVAL[0]:g} to {_PROGRESS_INTERVAL[1]:g} "
                           f"seconds, not {s.progress_interval:g} (agents send again what is "
                           "not confirmed within their confirm_timeout, 60 s by default)")
     if s.tls is not None:
