@@ -78,20 +78,42 @@ class MqttLink:
             healthy()  # first: it raises a stop swallowed while connecting or subscribing
             log.info("connected to %s as %s; subscribed to %s", broker,
                      self._conn.device_id, self.control_topic)
+            # Controls are handled in a task of their own, in arrival order, so the
+            # connection's loss is seen while a handler waits (for a PUBACK that will
+            # never come, say): the session then fails what waits on it at once.
+            inbox: asyncio.Queue[bytes] = asyncio.Queue()
+            reading = asyncio.ensure_future(self._read(client, inbox))
+            handling = asyncio.ensure_future(self._handle(inbox))
             self._client = client
             self.connected.set()
             try:
-                async for message in client.messages:
-                    if isinstance(message.payload, bytes | bytearray):
-                        await self._on_control(bytes(message.payload))
-                    else:
-                        log.warning("ignoring a non-binary control payload on %s",
-                                    message.topic)
+                done, _ = await asyncio.wait({reading, handling},
+                                             return_when=asyncio.FIRST_COMPLETED)
+                for ended in done:
+                    ended.result()  # the lost connection's error, or the handler's
             finally:
                 self.connected.clear()
                 self._client = None
                 for sending in self._awaiting:
                     sending.cancel()
+                reading.cancel()
+                handling.cancel()  # the control inbox is durable: a redelivery resumes it
+                await asyncio.wait({reading, handling})
+
+    @staticmethod
+    async def _read(client: aiomqtt.Client, inbox: asyncio.Queue[bytes]) -> NoReturn:
+        async for message in client.messages:
+            if isinstance(message.payload, bytes | bytearray):
+                inbox.put_nowait(bytes(message.payload))
+            else:
+                log.warning("ignoring a non-binary control payload on %s", message.topic)
+        raise BrokerError("the broker's message stream ended")
+
+    async def _handle(self, inbox: asyncio.Queue[bytes]) -> NoReturn:
+        while True:
+            payload = await inbox.get()
+            await self._on_control(payload)
+            raise_if_cancelling()  # a stop a handler's publish swallowed (wait_for, 3.11)
 
     async def publish(self, topic: str, payload: bytes) -> None:
         """Publish at QoS 1 and wait for the PUBACK; BrokerError when that fails."""
@@ -115,5 +137,7 @@ class MqttLink:
             for other in self._awaiting - {sending}:
                 other.cancel()
             raise BrokerError(f"publish to {topic} failed: {exc}") from exc
+        else:
+            raise_if_cancelling()  # a stop that came with the PUBACK (3.11 wait_for)
         finally:
             self._awaiting.discard(sending)
