@@ -3,6 +3,8 @@ a real PostgreSQL with a recording publisher in place of the broker."""
 
 from __future__ import annotations
 
+import itertools
+import time
 import uuid
 from collections.abc import Sequence
 from datetime import timedelta
@@ -200,6 +202,49 @@ async def test_progress_confirms_committed_and_redelivered_batches(pool, batches
     await reporter.report()
     (again,) = rec.kinds("progress")
     assert [c["batch_id"] for c in again["committed"]] == [orjson.loads(p2)["batch_id"]]
+
+
+class Timed(Recorder):
+    """A recorder of one project's devices that also notes when each publish call came."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.sent = []
+        self.calls: list[tuple[float, int]] = []
+
+    async def publish_all(self, messages: Sequence[tuple[str, bytes]]) -> None:
+        self.calls.append((time.monotonic(), len(messages)))
+        await super().publish_all(messages)
+
+
+async def test_a_fleets_round_of_confirmations_is_spread_over_the_interval(
+        pool, batches, unique):
+    """150 devices: 3 chunks of at most 64 controls, each one signed and published on its
+    own, at least an equal share of half the interval apart; every device confirmed."""
+    interval, devices = 0.3, 150
+    scopes = []
+    async with pool.acquire() as conn:
+        for i in range(devices):
+            scopes.append(await fleet.add_device(conn, project=f"fr-{unique}",
+                                                 name=f"gw-{i}", topic_slug=f"fr-{unique}"))
+    rec = Timed(f"fr-{unique}/")
+    reporter = ProgressReporter(pool, rec, interval=interval)
+    await reporter.report()  # start from "now"
+    rec.sent.clear()
+    rec.calls.clear()
+    pipe = IngestPipeline(pool)
+    for scope in scopes:
+        f = batches()
+        out = await pipe.handle(topic(scope), f.payload(
+            f.rows(("insert", {"id": 1, "mode": "m", "setpoint": 1.0}))))
+        assert out.status in (OutcomeStatus.MATERIALIZED, OutcomeStatus.STAGED), out
+    assert await reporter.report() == devices
+    assert sorted(t for t, _ in rec.sent) == sorted(
+        f"{s.root_topic}/sync/ingest/control" for s in scopes)
+    assert [n for _, n in rec.calls] == [64, 64, 22]
+    gap = interval * 0.5 / 3
+    starts = [t for t, _ in rec.calls]
+    assert all(b - a >= gap * 0.9 for a, b in itertools.pairwise(starts)), starts
 
 
 async def test_signed_devices_get_signed_controls(pool, batches, unique):

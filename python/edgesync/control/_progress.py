@@ -13,6 +13,7 @@ held and its batches come again next round (docs/production.md, PostgreSQL failo
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections import defaultdict
@@ -26,7 +27,7 @@ from edgesync.control._sender import Publisher
 from edgesync.control._signer import sign_for_devices
 from edgesync.errors import ConfigError
 from edgesync.protocol import ControlKind, TopicKind, periodic_loop, topic_for
-from edgesync.store import Conn, ReplicaGate
+from edgesync.store import ReplicaGate
 
 __all__ = ["ProgressReporter"]
 
@@ -36,6 +37,8 @@ _MAX_PER_CONTROL = 256
 # so that building and signing one chunk holds the event loop for a few milliseconds,
 # not the ~25 ms a round of 1,000 devices took in one piece (py-spy): ingest waited.
 _CONTROLS_PER_TRANSACTION = 64
+# The share of the interval a round's chunks are spread over.
+_SPREAD = 0.5
 # On start, confirm again what was seen shortly before: a restart must not leave a
 # device waiting for confirmations that were computed but never sent.
 _REPLAY_WINDOW = 20_000
@@ -75,27 +78,33 @@ class ProgressReporter:
                 return 0
             if self._replica is not None and not await self._replica.passed(conn):
                 return 0  # held: the same rows (and newer ones) next round
-            groups: dict[tuple[Any, ...], list[asyncpg.Record]] = defaultdict(list)
-            for rec in seen:
-                groups[(rec["device_id"], rec["name"], rec["topic_slug"], rec["source_table"],
-                        rec["journal_epoch"])].append(rec)
-            sent = 0
-            chunk: list[tuple[uuid.UUID, str, dict[str, Any]]] = []
-            for (device_id, name, slug, table, epoch), recs in groups.items():
-                topic = topic_for(f"{slug}/{name}", TopicKind.INGEST_CONTROL)
-                for start in range(0, len(recs), _MAX_PER_CONTROL):
-                    chunk.append((device_id, topic, _progress_body(
-                        table, epoch, recs[start:start + _MAX_PER_CONTROL])))
-                if len(chunk) >= _CONTROLS_PER_TRANSACTION:
-                    sent += await self._send(conn, chunk)
-                    chunk = []
-            if chunk:
-                sent += await self._send(conn, chunk)
-            self._after = int(seen[-1]["seen_seq"])
-            return sent
+        groups: dict[tuple[Any, ...], list[asyncpg.Record]] = defaultdict(list)
+        for rec in seen:
+            groups[(rec["device_id"], rec["name"], rec["topic_slug"], rec["source_table"],
+                    rec["journal_epoch"])].append(rec)
+        # One control per (device, table, epoch) and up to _MAX_PER_CONTROL batches; the
+        # bodies are built chunk by chunk, just before each is sent.
+        controls = [(key, recs[at:at + _MAX_PER_CONTROL]) for key, recs in groups.items()
+                    for at in range(0, len(recs), _MAX_PER_CONTROL)]
+        chunks = [controls[at:at + _CONTROLS_PER_TRANSACTION]
+                  for at in range(0, len(controls), _CONTROLS_PER_TRANSACTION)]
+        # A fleet's round at once is a burst of about one control a device, on the broker
+        # and in this loop, and the batches that arrive meanwhile wait behind it: the
+        # chunks are spread over part of the interval (the next round starts an interval
+        # after this one ends, so rounds never overlap).
+        gap = self.interval * _SPREAD / len(chunks)
+        sent = 0
+        for i, chunk in enumerate(chunks):
+            if i:
+                await asyncio.sleep(gap)
+            sent += await self._send([
+                (device_id, topic_for(f"{slug}/{name}", TopicKind.INGEST_CONTROL),
+                 _progress_body(table, epoch, recs))
+                for (device_id, name, slug, table, epoch), recs in chunk])
+        self._after = int(seen[-1]["seen_seq"])
+        return sent
 
-    async def _send(self, conn: Conn,
-                    controls: list[tuple[uuid.UUID, str, dict[str, Any]]]) -> int:
+    async def _send(self, controls: list[tuple[uuid.UUID, str, dict[str, Any]]]) -> int:
         """Sign ``controls`` in one statement and publish them all at once, inside the
         signing transaction (see ControlSender: sig_seq reaches each device in the order
         it was assigned; publishes on one connection go out in call order). The sig_seqs
@@ -103,7 +112,7 @@ class ProgressReporter:
         see that sig_seq again — and the failure is raised after: the round is sent
         again (progress is idempotent)."""
         failure: Exception | None = None
-        async with conn.transaction():
+        async with self._pool.acquire() as conn, conn.transaction():
             wires = await sign_for_devices(conn, [(d, body) for d, _, body in controls],
                                            ttl=self._ttl)
             messages = []
