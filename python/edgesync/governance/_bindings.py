@@ -134,18 +134,22 @@ async def load_state_targets(conn: Conn, wanted: list[tuple[Lineage, str]], *,
         by_lineage[r["lineage_id"]].append(r)
     for lin, h in unknown:
         assert lin.target_table is not None
-        columns = _columns(by_lineage[lin.id])
-        target_cache.put((lin.id, h, lin.target_table), columns)
+        columns = target_cache.put((lin.id, h, lin.target_table),
+                                   _columns(by_lineage[lin.id]))
         out[lin.id] = _target_of(lin, columns)
     return out
 
 
 def _columns(rows: list[asyncpg.Record]) -> TargetColumns:
-    cols = [MirrorColumn(r["source_column_name"], r["mirror_column_name"], r["target_type"],
-                         r["stored_type"])
-            for r in rows if r["action"] == ColumnActionKind.MIRROR]
-    mapped = [MappedColumn(r["source_column_name"], r["target_type"], r["device_data_point_id"])
-              for r in rows if r["action"] != ColumnActionKind.MIRROR]
+    # In name order, not the bindings' (which differs between devices of one schema):
+    # equal column sets are then equal, and kept once (target_cache).
+    cols = tuple(sorted((MirrorColumn(r["source_column_name"], r["mirror_column_name"],
+                                      r["target_type"], r["stored_type"])
+                         for r in rows if r["action"] == ColumnActionKind.MIRROR),
+                        key=lambda c: c.source))
+    mapped = tuple(MappedColumn(r["source_column_name"], r["target_type"],
+                                r["device_data_point_id"])
+                   for r in rows if r["action"] != ColumnActionKind.MIRROR)
     return cols, mapped
 
 

@@ -13,6 +13,10 @@ operator: a stale type shows as a write error, and the group writer calls
 ``forget_targets`` and tries the group once more, with the catalog read again, before
 it takes the error to be the data's. A target with a column that did
 not exist yet when read is not kept.
+
+Equal answers are kept once: the devices of a coalesced project share a target and a
+schema, so a fleet's thousands of lineages hold a handful of distinct column sets (a
+soak's worker held 31,000 equal column objects, 8 MB at 1,000 devices, before).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from edgesync.materialize import MappedColumn, MirrorColumn
 __all__ = ["TargetColumns", "forget_targets", "target_cache"]
 
 TargetKey = tuple[uuid.UUID, str, str]
-TargetColumns = tuple[list[MirrorColumn], list[MappedColumn]]
+TargetColumns = tuple[tuple[MirrorColumn, ...], tuple[MappedColumn, ...]]
 
 
 class _TargetCache:
@@ -33,6 +37,8 @@ class _TargetCache:
         self._limit = limit
         self._columns: collections.OrderedDict[TargetKey, TargetColumns] = (
             collections.OrderedDict())
+        # Each distinct answer once, with how many keys hold it.
+        self._shared: dict[TargetColumns, tuple[TargetColumns, int]] = {}
         # Answers given from the cache since the last ``forget``.
         self._hits = 0
 
@@ -43,23 +49,43 @@ class _TargetCache:
             self._hits += 1
         return found
 
-    def put(self, key: TargetKey, columns: TargetColumns) -> None:
+    def put(self, key: TargetKey, columns: TargetColumns) -> TargetColumns:
+        """Keep ``columns`` for ``key``; returns the kept equal answer (share it)."""
         if any(c.stored_type is None for c in columns[0]):
-            return
-        self._columns[key] = columns
-        self._columns.move_to_end(key)
+            return columns
+        self._release(key)
+        shared, holders = self._shared.get(columns, (columns, 0))
+        self._shared[shared] = (shared, holders + 1)
+        self._columns[key] = shared
         while len(self._columns) > self._limit:
-            self._columns.popitem(last=False)
+            self._release(next(iter(self._columns)))
+        return shared
+
+    def _release(self, key: TargetKey) -> None:
+        held = self._columns.pop(key, None)
+        if held is None:
+            return
+        shared, holders = self._shared[held]
+        if holders == 1:
+            del self._shared[held]
+        else:
+            self._shared[held] = (shared, holders - 1)
 
     def forget(self) -> bool:
         """Read every target from the catalog again (after a write error); returns
         whether any answer came from the cache since the last time."""
         hits, self._hits = self._hits, 0
         self._columns.clear()
+        self._shared.clear()
         return hits > 0
 
     def __len__(self) -> int:
         return len(self._columns)
+
+    @property
+    def distinct(self) -> int:
+        """How many distinct answers the kept ones are."""
+        return len(self._shared)
 
 
 target_cache = _TargetCache()
