@@ -99,6 +99,9 @@ class MqttLink:
                 reading.cancel()
                 handling.cancel()  # the control inbox is durable: a redelivery resumes it
                 await asyncio.wait({reading, handling})
+                for ended in (reading, handling):
+                    if not ended.cancelled():
+                        ended.exception()  # retrieved: the first failure is the one raised
 
     @staticmethod
     async def _read(client: aiomqtt.Client, inbox: asyncio.Queue[bytes]) -> NoReturn:
