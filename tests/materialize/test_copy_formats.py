@@ -14,6 +14,7 @@ import pytest
 from edgesync import _core
 from edgesync.errors import BatchRejected, SchemaError
 from edgesync.materialize import MirrorColumn, TsTarget, quote_ident
+from edgesync.materialize._types import copy_stream
 from edgesync.protocol import uuid7
 
 TYPES = [("n", "bigint"), ("f", "double precision"), ("t", "text"), ("b", "bytea"),
@@ -93,6 +94,34 @@ async def test_telemetry_rows_are_the_same_in_both_formats(pool: asyncpg.Pool) -
     assert text == binary
     assert binary[0][1].microsecond == 123456 and binary[0][1].utcoffset().total_seconds() == 0
     assert {str(r[0]) for r in binary} == {device}
+
+
+@pytest.mark.parametrize("fmt", ["text", "binary"])
+async def test_many_batches_stream_as_one_copy_in_bounded_chunks(pool: asyncpg.Pool,
+                                                               fmt: str) -> None:
+    """``copy_stream``: the batches' COPY parts (one header and one trailer in binary) go
+    in chunks of about the chunk size, a part never split, never joined into one buffer;
+    PostgreSQL reads the same rows as from the batches one by one."""
+    binary = fmt == "binary"
+    parts = [row_batch().encode_state_copy(TYPES, binary=binary) for _ in range(40)]
+    largest = max(len(p) for p in parts)
+    chunks = [c async for c in copy_stream(parts, fmt, chunk_bytes=3 * largest)]
+    assert len(chunks) > 4
+    assert all(len(c) < 4 * largest for c in chunks)
+    ddl = "h text, e uuid, s bigint, d boolean, " + ", ".join(f"{n} {t}" for n, t in TYPES)
+    async with pool.acquire() as conn:
+        streamed, apart = (f"copy_{w}_{uuid.uuid4().hex[:8]}" for w in ("streamed", "apart"))
+        for name in (streamed, apart):
+            await conn.execute(f"CREATE TEMP TABLE {name} ({ddl})")
+        await conn.copy_to_table(streamed, format=fmt,
+                                 source=copy_stream(parts, fmt, chunk_bytes=3 * largest))
+        for part in parts:
+            await conn.copy_to_table(apart, source=memoryview(part),  # type: ignore[arg-type]
+                                     format=fmt)
+        got = [await conn.fetch(f"SELECT * FROM {name} ORDER BY e, s") for name in (streamed,
+                                                                                  apart)]
+    assert len(got[0]) == 40 * (len(VALUES) + 1)
+    assert [tuple(r) for r in got[0]] == [tuple(r) for r in got[1]]
 
 
 def test_numeric_needs_text_and_mismatches_name_the_field() -> None:

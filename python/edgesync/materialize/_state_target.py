@@ -19,7 +19,7 @@ from edgesync.materialize._data_points import MappedColumn, state_values_sql, te
 from edgesync.materialize._ddl import lock_ddl
 from edgesync.materialize._identifiers import quote_ident
 from edgesync.materialize._ts_target import TsTarget
-from edgesync.materialize._types import MirrorColumn, copy_format, join_copy
+from edgesync.materialize._types import MirrorColumn, copy_format, copy_stream
 from edgesync.store import CommitTail, Conn
 
 __all__ = ["MirrorColumn", "StateTarget"]
@@ -202,7 +202,7 @@ class StateTarget:
             used.add(staging)
         fmt = self.copy_format
         await conn.copy_to_table(staging, format=fmt,
-                                 source=join_copy([c for _, c in parts], fmt))  # type: ignore[arg-type]
+                                 source=copy_stream([c for _, c in parts], fmt))
         # The newest change of each (device, key) is needed only when one could be there
         # twice: no sort when every batch is of another device and its keys are distinct.
         keys_unique = ((len(parts) == 1 or distinct_devices)

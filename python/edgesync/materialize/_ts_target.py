@@ -33,7 +33,7 @@ from edgesync.materialize._data_points import (
 )
 from edgesync.materialize._ddl import lock_ddl, relations, table_columns
 from edgesync.materialize._identifiers import MAX_IDENT_BYTES, quote_ident, target_table_name
-from edgesync.materialize._types import MirrorColumn, copy_format, join_copy
+from edgesync.materialize._types import MirrorColumn, copy_format, copy_stream
 from edgesync.store import Conn
 
 __all__ = ["TS_PLATFORM_COLUMNS", "TsRows", "TsTarget", "ts_table_name"]
@@ -190,7 +190,7 @@ class TsTarget:
                                          datetime.fromisoformat(part.batch.last_event_ts))
         fmt = self.copy_format
         await conn.copy_to_table(
-            self.table, source=join_copy([p.copy for p in parts], fmt),  # type: ignore[arg-type]
+            self.table, source=copy_stream([p.copy for p in parts], fmt),
             columns=[*TS_PLATFORM_COLUMNS, *(c.target for c in self.columns)], format=fmt)
         for part in parts:
             if part.values is not None:

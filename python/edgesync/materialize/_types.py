@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["PG_TYPES", "MirrorColumn", "copy_format", "join_copy", "pg_type_for"]
+__all__ = ["COPY_CHUNK_BYTES", "PG_TYPES", "MirrorColumn", "copy_format", "copy_stream",
+           "pg_type_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,13 +50,31 @@ _BINARY_HEADER = 19
 _BINARY_TRAILER = 2
 
 
-def join_copy(parts: Sequence[bytes], fmt: str) -> memoryview:
+# A group's COPY goes to the server in pieces of about this size: the parts are never
+# joined into one buffer (asyncpg copies a buffer source whole into one message, so a
+# group of 127 state batches held its 1.2 MB of COPY data three times).
+COPY_CHUNK_BYTES = 256 * 1024
+
+
+async def copy_stream(parts: Sequence[bytes], fmt: str,
+                      chunk_bytes: int = COPY_CHUNK_BYTES) -> AsyncIterator[bytes]:
     """Several COPY streams of one format and layout as one stream (one COPY for many
-    batches). A memoryview: asyncpg would take plain bytes for a file path."""
-    if len(parts) == 1:
-        return memoryview(parts[0])
-    if fmt == "text":
-        return memoryview(b"".join(parts))
-    body = [memoryview(p)[_BINARY_HEADER:len(p) - _BINARY_TRAILER] for p in parts]
-    first = parts[0]
-    return memoryview(b"".join([first[:_BINARY_HEADER], *body, first[-_BINARY_TRAILER:]]))
+    batches), in chunks of about ``chunk_bytes`` (a part is never split): an asyncpg
+    ``copy_to_table`` source."""
+    binary = fmt != "text" and len(parts) > 1
+    pending: list[bytes | memoryview] = []
+    size = 0
+    for i, part in enumerate(parts):
+        if binary:  # one header (the first part's) and one trailer (the last part's)
+            view = memoryview(part)
+            part_view = view[_BINARY_HEADER if i else 0:
+                             len(part) - (_BINARY_TRAILER if i < len(parts) - 1 else 0)]
+        else:
+            part_view = memoryview(part)
+        pending.append(part_view)
+        size += len(part_view)
+        if size >= chunk_bytes:
+            yield b"".join(pending)
+            pending, size = [], 0
+    if pending:
+        yield b"".join(pending)
