@@ -202,7 +202,7 @@ class StateTarget:
             used.add(staging)
         fmt = self.copy_format
         await conn.copy_to_table(staging, format=fmt,
-                                 source=copy_stream([c for _, c in parts], fmt))
+                                 source=copy_stream([c for _, c in parts], fmt))  # type: ignore[arg-type]
         # The newest change of each (device, key) is needed only when one could be there
         # twice: no sort when every batch is of another device and its keys are distinct.
         keys_unique = ((len(parts) == 1 or distinct_devices)

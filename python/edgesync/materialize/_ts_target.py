@@ -190,7 +190,7 @@ class TsTarget:
                                          datetime.fromisoformat(part.batch.last_event_ts))
         fmt = self.copy_format
         await conn.copy_to_table(
-            self.table, source=copy_stream([p.copy for p in parts], fmt),
+            self.table, source=copy_stream([p.copy for p in parts], fmt),  # type: ignore[arg-type]
             columns=[*TS_PLATFORM_COLUMNS, *(c.target for c in self.columns)], format=fmt)
         for part in parts:
             if part.values is not None:

@@ -57,12 +57,13 @@ COPY_CHUNK_BYTES = 256 * 1024
 
 
 async def copy_stream(parts: Sequence[bytes], fmt: str,
-                      chunk_bytes: int = COPY_CHUNK_BYTES) -> AsyncIterator[bytes]:
+                      chunk_bytes: int = COPY_CHUNK_BYTES
+                      ) -> AsyncIterator[bytes | memoryview]:
     """Several COPY streams of one format and layout as one stream (one COPY for many
     batches), in chunks of about ``chunk_bytes`` (a part is never split): an asyncpg
-    ``copy_to_table`` source."""
+    ``copy_to_table`` source (which takes any buffer, though typed as bytes)."""
     binary = fmt != "text" and len(parts) > 1
-    pending: list[bytes | memoryview] = []
+    pending: list[memoryview] = []
     size = 0
     for i, part in enumerate(parts):
         if binary:  # one header (the first part's) and one trailer (the last part's)
@@ -74,7 +75,11 @@ async def copy_stream(parts: Sequence[bytes], fmt: str,
         pending.append(part_view)
         size += len(part_view)
         if size >= chunk_bytes:
-            yield b"".join(pending)
+            yield _joined(pending)
             pending, size = [], 0
     if pending:
-        yield b"".join(pending)
+        yield _joined(pending)
+
+
+def _joined(pieces: list[memoryview]) -> bytes | memoryview:
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)  # one: no copy
