@@ -89,9 +89,9 @@ class ProgressReporter:
         chunks = [controls[at:at + _CONTROLS_PER_TRANSACTION]
                   for at in range(0, len(controls), _CONTROLS_PER_TRANSACTION)]
         # A fleet's round at once is a burst of about one control a device, on the broker
-        # and in this loop, and the batches that arrive meanwhile wait behind it: the
-        # chunks are spread over part of the interval (the next round starts an interval
-        # after this one ends, so rounds never overlap).
+        # and in this loop (on a slow machine, longer intervals cut the paced p99 of
+        # ingest: docs/benchmarks.md), so the chunks are spread over part of the interval
+        # (the next round starts an interval after this one ends: rounds never overlap).
         gap = self.interval * _SPREAD / len(chunks)
         sent = 0
         for i, chunk in enumerate(chunks):
