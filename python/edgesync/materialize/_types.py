@@ -6,8 +6,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["COPY_CHUNK_BYTES", "PG_TYPES", "MirrorColumn", "copy_format", "copy_stream",
-           "pg_type_for"]
+__all__ = ["PG_TYPES", "MirrorColumn", "copy_format", "copy_stream", "pg_type_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +52,11 @@ _BINARY_TRAILER = 2
 # A group's COPY goes to the server in pieces of about this size: the parts are never
 # joined into one buffer (asyncpg copies a buffer source whole into one message, so a
 # group of 127 state batches held its 1.2 MB of COPY data three times).
-COPY_CHUNK_BYTES = 256 * 1024
+_COPY_CHUNK_BYTES = 256 * 1024
 
 
 async def copy_stream(parts: Sequence[bytes], fmt: str,
-                      chunk_bytes: int = COPY_CHUNK_BYTES
+                      chunk_bytes: int = _COPY_CHUNK_BYTES
                       ) -> AsyncIterator[bytes | memoryview]:
     """Several COPY streams of one format and layout as one stream (one COPY for many
     batches), in chunks of about ``chunk_bytes`` (a part is never split): an asyncpg
@@ -66,14 +65,12 @@ async def copy_stream(parts: Sequence[bytes], fmt: str,
     pending: list[memoryview] = []
     size = 0
     for i, part in enumerate(parts):
+        view = memoryview(part)
         if binary:  # one header (the first part's) and one trailer (the last part's)
-            view = memoryview(part)
-            part_view = view[_BINARY_HEADER if i else 0:
-                             len(part) - (_BINARY_TRAILER if i < len(parts) - 1 else 0)]
-        else:
-            part_view = memoryview(part)
-        pending.append(part_view)
-        size += len(part_view)
+            view = view[_BINARY_HEADER if i else 0:
+                        len(part) - (_BINARY_TRAILER if i < len(parts) - 1 else 0)]
+        pending.append(view)
+        size += len(view)
         if size >= chunk_bytes:
             yield _joined(pending)
             pending, size = [], 0
