@@ -283,6 +283,46 @@ class WalByRelation:
                 "kb_per_batch_by_relation": {k: round(v / per / 1024, 2) for k, v in top}}
 
 
+class BufferReads:
+    """Blocks this database's tables and indexes read into shared buffers during a phase
+    (a miss: from the OS's cache or the disk) beside those found there, and the target's
+    size beside ``shared_buffers``: whether a batch's upsert waits on index pages that
+    no longer fit (the state target's primary key takes a SHA-256 hex per row, so a
+    device's inserts land on random leaf pages all over it)."""
+
+    _SQL = ("SELECT coalesce(sum(heap_blks_read + coalesce(idx_blks_read, 0)), 0)::bigint "
+            "AS read, coalesce(sum(heap_blks_hit + coalesce(idx_blks_hit, 0)), 0)::bigint "
+            "AS hit FROM pg_statio_user_tables")
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self.conn = conn
+        self.before: asyncpg.Record | None = None
+
+    async def begin(self) -> None:
+        await self.conn.execute("SELECT pg_stat_clear_snapshot()")
+        self.before = await self.conn.fetchrow(self._SQL)
+
+    async def end(self, batches: int, table: str) -> dict[str, Any]:
+        await asyncio.sleep(1.0)  # backends report their counters within a second
+        await self.conn.execute("SELECT pg_stat_clear_snapshot()")
+        after = await self.conn.fetchrow(self._SQL)
+        assert after is not None and self.before is not None
+        read, hit = after["read"] - self.before["read"], after["hit"] - self.before["hit"]
+        sizes = await self.conn.fetchrow(
+            "SELECT coalesce(sum(pg_table_size(c.oid)), 0)::bigint, "
+            "coalesce(sum(pg_indexes_size(c.oid)), 0)::bigint FROM pg_class c "
+            "WHERE c.relkind = 'r' AND (c.relname = $1 OR c.oid IN (SELECT inhrelid FROM "
+            "pg_inherits WHERE inhparent = $1::regclass))", table)
+        assert sizes is not None
+        heap, index = sizes
+        shared = await self.conn.fetchval(
+            "SELECT setting::bigint * 8192 FROM pg_settings WHERE name = 'shared_buffers'")
+        return {"blocks_read_per_batch": round(read / max(batches, 1), 1),
+                "hit_share": round(hit / max(read + hit, 1), 3),
+                "target_heap_mb": round(heap / 2**20), "target_indexes_mb": round(index / 2**20),
+                "shared_buffers_mb": round(shared / 2**20)}
+
+
 # ------------------------------------------------------------------ the tail's anatomy
 
 def read_trace(path: Path) -> dict[str, dict[str, Any]]:
@@ -422,7 +462,8 @@ async def _fleet(cfg: Config, work: Path, url: str, log: Any) -> dict[str, Any]:
                         await switch_to(name)
                     label = kind if len(cfg.trials) == 1 else f"{kind} {name}"
                     phases[label] = fig = await _phases(cfg, fleet, activity, label, make,
-                                                        devices, problems, log, rate)
+                                                        devices, problems, log, rate,
+                                                        targets[table])
                     fig["trial"] = name
                     rate = rate or fig["paced_batches_per_s"]
                 async with pool.acquire() as conn:
@@ -455,8 +496,9 @@ async def _fleet(cfg: Config, work: Path, url: str, log: Any) -> dict[str, Any]:
 
 async def _phases(cfg: Config, fleet: Fleet, activity: ServerActivity, label: str, make: Any,
                   devices: list[Any], problems: dict[str, dict[str, int]], log: Any,
-                  rate: float | None) -> dict[str, Any]:
-    """The burst, then at once the paced phase at half its rate (or at ``rate``)."""
+                  rate: float | None, table: str) -> dict[str, Any]:
+    """The burst, then at once the paced phase at half its rate (or at ``rate``);
+    ``table`` is the target written."""
     fig: dict[str, Any] = {}
     burst = await fleet.flood(make, cycle(devices, cfg.burst), cfg.devices * cfg.burst)
     await fleet.drain(burst)
@@ -473,6 +515,8 @@ async def _phases(cfg: Config, fleet: Fleet, activity: ServerActivity, label: st
     wal = WalByRelation(activity.conn) if cfg.wal_detail else None
     if wal is not None:
         await wal.begin()
+    buffers = BufferReads(activity.conn)
+    await buffers.begin()
     activity.start()
     since = time.monotonic()
     # What the bench holds (every batch sent, 100,000s of objects) out of its collector's
@@ -487,6 +531,8 @@ async def _phases(cfg: Config, fleet: Fleet, activity: ServerActivity, label: st
     if wal is not None:
         fig["wal"] = await wal.end(len(paced.published))
         log(f"{label} paced: WAL {fig['wal']}")
+    fig["buffers"] = await buffers.end(len(paced.published), table)
+    log(f"{label} paced: buffers {fig['buffers']}")
     if bad := not_materialized(paced):
         problems[f"paced {label}"] = bad
     lat = [paced.seen[b] - paced.published[b] for b in paced.seen]
