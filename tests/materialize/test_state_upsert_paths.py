@@ -120,3 +120,36 @@ def test_lineages_of_one_table_and_columns_share_one_shape_whatever_the_binding_
     # Another table, or other columns: another shape.
     assert StateTarget("t_other", columns).telemetry is not targets[0].telemetry
     assert StateTarget("t_shape", columns[:9]).telemetry is not targets[0].telemetry
+
+
+async def test_the_key_hash_compares_bytes_and_older_tables_are_written_alike(
+        pool: asyncpg.Pool, unique: str) -> None:
+    """A new target's ``_edge_pk_hash`` is COLLATE "C" (its primary key compares bytes);
+    a target made before that, in the database's collation, takes the same groups, and
+    the two tables end equal."""
+    epoch, device = uuid7(), uuid.uuid4()
+    decoded = [_core.decode_row_batch(p) for p in (
+        batch(epoch, [(1, "insert", 1, "a"), (2, "insert", 2, "b")]),
+        batch(epoch, [(3, "update", 1, "a2"), (4, "delete", 2, None)]))]
+    new = StateTarget(f"edge_state_coll_new_{unique}", COLUMNS)
+    old = StateTarget(f"edge_state_coll_old_{unique}", COLUMNS)
+    async with pool.acquire() as conn:
+        async with conn.transaction():
+            await new.provision(conn)
+            await old.provision(conn)
+            await conn.execute(f"ALTER TABLE {quote_ident(old.table)} ALTER COLUMN "
+                               "_edge_pk_hash TYPE text COLLATE \"default\"")
+        collations = {t.table: await conn.fetchval(
+            "SELECT collname FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation "
+            "WHERE a.attrelid = $1::regclass AND a.attname = '_edge_pk_hash'",
+            quote_ident(t.table)) for t in (new, old)}
+        assert collations == {new.table: "C", old.table: "default"}
+        for target in (new, old):
+            for b in decoded:
+                async with conn.transaction():
+                    await target.write_group(conn, [(b, target.encode(device, b))], set())
+        rows = [await conn.fetch(
+            f"SELECT _edge_pk_hash, _edge_deleted, id, v FROM {quote_ident(t.table)} "
+            "ORDER BY 1") for t in (new, old)]
+    assert [tuple(r) for r in rows[0]] == [tuple(r) for r in rows[1]]
+    assert len(rows[0]) == 2 and sum(r["_edge_deleted"] for r in rows[0]) == 1
