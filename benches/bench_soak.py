@@ -64,6 +64,7 @@ import asyncio
 import contextlib
 import gc
 import os
+import statistics
 import tempfile
 import time
 import uuid
@@ -828,6 +829,18 @@ def growth(samples: list[dict[str, Any]], key: str, baseline_s: float) -> dict[s
             "growth_pct": round(100.0 * (top - base) / base, 1) if base else None}
 
 
+def by_window(samples: list[dict[str, Any]], key: str, width: float) -> list[dict[str, Any]]:
+    """Median and largest ``key`` per ``width``-second window of sample time: a level
+    that climbs window after window (something kept) apart from peaks that come and go
+    (a replay's or a resend's working set)."""
+    windows: dict[int, list[float]] = {}
+    for s in samples:
+        if s.get(key) is not None:
+            windows.setdefault(int(s["t_s"] // width), []).append(s[key])
+    return [{"start_s": k * width, "median": statistics.median(v), "max": max(v)}
+            for k, v in sorted(windows.items())]
+
+
 async def run(cfg: Config, log: Callable[[str], None]) -> dict[str, Any]:
     results: dict[str, Any] = {"config": cfg.__dict__ | {"spacing_ms": cfg.spacing_ms}}
     with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
@@ -869,6 +882,7 @@ async def _soak(cfg: Config, work: Path, pg: TunedPostgres, url: str,
                 "accounting": await soak.account(),
                 "rss_growth": growth(soak.samples, "rss_mb", cfg.baseline_s),
                 "fds_growth": growth(soak.samples, "fds", cfg.baseline_s),
+                "rss_windows": by_window(soak.samples, "rss_mb", cfg.window_s),
                 "data_gb_max": max((s["data_gb"] for s in soak.samples), default=None)}
         errors = [line for line in worker.log.read_text(errors="replace").splitlines()
                   if " ERROR " in line]
@@ -983,6 +997,8 @@ def report(results: dict[str, Any]) -> str:
                      "EDGESYNC_SOAK_RATE")
     for key in ("rss_growth", "fds_growth"):
         lines.append(f"{key}: {results[key]}")
+    lines.append("rss_mb per window (median / max): " + ", ".join(
+        f"{w['start_s']:.0f}s {w['median']:.1f}/{w['max']:.1f}" for w in results["rss_windows"]))
     for key in ("data_gb_max", "pacer_max_late_s", "not_seen", "resent", "failed_publishes",
                 "publisher_reconnects", "watcher_swept", "watcher_reconnects", "outcomes_seen",
                 "worker_error_lines", "worker_errors", "retention"):
