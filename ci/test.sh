@@ -98,20 +98,37 @@ bash ci/userland.sh armhf
 EDGESYNC_EMULATED_REQUIRE=aarch64,armv7l bounded .venv-test/bin/python -m pytest \
   -p no:cacheprovider -q tests/platform
 
-stage "faults of the servers around us (bad links, PostgreSQL failover, broker cluster)"
+stage "faults of the servers around us (bad links, PostgreSQL failover, broker cluster) beside the fuzz smoke"
 # Real processes on real servers the tests start themselves: an agent in a network
 # namespace behind a fault proxy and tbf (tests/links, root), a private PostgreSQL primary
 # and standby (tests/failover), a 3-node RabbitMQ cluster (test_broker_cluster). A stage of
-# their own, bounded on its own: together they take minutes.
+# their own, bounded on its own: together they take minutes, ~90 % of them waiting (a
+# link's delay, a failover, a node's restart). So the fuzz smoke runs meanwhile: every
+# cargo-fuzz target of rust/fuzz for 30 s from its seeds and the corpus kept in
+# ~/.cache/edgesync-ci (docs/security.md "Fuzzing"), one core; a crash or a hang fails
+# the run. Its output follows the tests'.
 infra=(tests/links tests/failover tests/scale_out/test_broker_cluster.py)
-bounded .venv-test/bin/python -m pytest -p no:cacheprovider -q "${infra[@]}"
+fuzz_log=$(mktemp)
+bash ci/fuzz.sh 30 >"$fuzz_log" 2>&1 &
+fuzz_pid=$!
+infra_status=0
+bounded .venv-test/bin/python -m pytest -p no:cacheprovider -q "${infra[@]}" || infra_status=$?
+fuzz_status=0
+wait "$fuzz_pid" || fuzz_status=$?
+echo "== fuzz smoke (beside the faults)"
+cat "$fuzz_log"
+rm -f "$fuzz_log"
+if (( infra_status != 0 || fuzz_status != 0 )); then
+  echo "faults: exit $infra_status; fuzz smoke: exit $fuzz_status" >&2
+  exit 1
+fi
 
 stage pytest
 # Run from the tests' point of view with the installed package, never the source tree.
 # tests/platform and the infrastructure faults ran in the stages above.
 cd "$root"
-bounded .venv-test/bin/python -m pytest -p no:cacheprovider --ignore=tests/platform \
-  "${infra[@]/#/--ignore=}" "$@"
+bounded .venv-test/bin/python -m pytest -p no:cacheprovider --durations=15 \
+  --ignore=tests/platform "${infra[@]/#/--ignore=}" "$@"
 
 stage "pytest on uvloop"
 # uvloop runs Python signal handlers from inside its loop callbacks, where the exception
@@ -119,11 +136,6 @@ stage "pytest on uvloop"
 # Tests marked `once` (heavy fault, browser, terminal) ran in the pass above already.
 EDGESYNC_TEST_UVLOOP=1 bounded .venv-test/bin/python -m pytest -p no:cacheprovider -q \
   --timeout-method=thread -m "not once" "$@"
-
-stage "fuzz smoke"
-# Every cargo-fuzz target of rust/fuzz for 30 s from its seeds and the corpus kept in
-# ~/.cache/edgesync-ci (docs/security.md "Fuzzing"); a crash or a hang fails the run.
-bash ci/fuzz.sh 30
 
 stage "benchmark smoke"
 bounded .venv-test/bin/python -m pytest -p no:cacheprovider -q \
