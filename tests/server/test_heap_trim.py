@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import platform
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,3 +58,35 @@ async def test_the_trim_loop_runs_rounds_until_cancelled(monkeypatch: pytest.Mon
     with contextlib.suppress(asyncio.CancelledError):
         await task
     assert rounds >= 3
+
+
+# Whether a 256 KiB buffer is mapped apart after a 1 MiB one was freed: glibc raises its
+# threshold to the freed chunk's size, so unpinned the second comes from the heap.
+_LARGE_AFTER_LARGER = """
+import ctypes, sys
+from edgesync.server import _heap
+
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks",
+                "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL(None)
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+libc.mallinfo2.restype = Info
+if sys.argv[1] == "pinned":
+    assert _heap.pin_mmap_threshold()
+libc.free(libc.malloc(1 << 20))
+before = libc.mallinfo2().hblks
+buffer = libc.malloc(256 << 10)
+print("mapped" if libc.mallinfo2().hblks == before + 1 else "heap")
+libc.free(buffer)
+"""
+
+
+@glibc
+@pytest.mark.parametrize(("mode", "where"), [("unpinned", "heap"), ("pinned", "mapped")])
+def test_a_pinned_threshold_maps_large_buffers_apart(mode: str, where: str) -> None:
+    out = subprocess.run([sys.executable, "-c", _LARGE_AFTER_LARGER, mode], check=True,
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == where, (mode, out.stdout, out.stderr)

@@ -64,7 +64,7 @@ from edgesync.protocol import (
     split_urls,
 )
 from edgesync.server._checks import bind_api_socket, check_settings
-from edgesync.server._heap import heap_trim_loop
+from edgesync.server._heap import heap_trim_loop, pin_mmap_threshold
 from edgesync.server._lifecycle import ServerLifecycle, misuse, require
 from edgesync.store import check_replica_visibility, create_pool, embedded_postgres, migrate
 
@@ -311,7 +311,9 @@ class Server:
         # Operator log lines (not readiness: see readiness()).
         jobs["edgesync.log.events"] = EventLog(pool).run
         jobs["edgesync.log.throughput"] = ThroughputLog(p.pipeline.metrics).run
-        # Process hygiene: the C heap's free pages back to the system (``_heap``).
+        # Process hygiene (``_heap``): large buffers mapped apart, not carved from the C
+        # heap; the heap's free pages back to the system.
+        pin_mmap_threshold()
         jobs["edgesync.heap_trim"] = heap_trim_loop
         _log.info("edgesync %s serving", version())
         self.lifecycle = ServerLifecycle.RUNNING
