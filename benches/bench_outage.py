@@ -400,6 +400,38 @@ def timeline(paced: Tracked, trace: dict[str, dict[str, Any]], step: float = 0.5
     return out
 
 
+def burst_profile(burst: Tracked, activity: ServerActivity,
+                  checkpoints: list[tuple[float, float]], step: float = 1.0) -> dict[str, Any]:
+    """Why one burst is slower than another: its rows committed per ``step`` seconds
+    (slowest, median, fastest slice), its WAL MB/s and the seconds of it a checkpoint
+    ran through, and the rows/s inside and outside those seconds."""
+    if not burst.seen:
+        return {}
+    t0, t1 = min(burst.published.values()), max(burst.seen.values())
+    slices = [0] * (int((t1 - t0) / step) + 1)
+    for b, seen in burst.seen.items():
+        slices[int((seen - t0) / step)] += burst.rows[b]
+    full = sorted(slices[:-1]) or slices  # the last slice is cut short
+    spans = [(max(s, t0), min(e, t1)) for s, e in checkpoints if e > t0 and s < t1]
+    in_cp = sum(e - s for s, e in spans)
+
+    def rows_in(inside: bool) -> float:
+        rows = secs = 0.0
+        for k, n in enumerate(slices[:-1]):
+            a, z = t0 + k * step, t0 + (k + 1) * step
+            share = sum(max(0.0, min(z, e) - max(a, s)) for s, e in spans) / step
+            if (share >= 0.5) == inside:
+                rows, secs = rows + n, secs + step
+        return round(rows / secs) if secs else 0
+
+    wal, _ = activity.during(t0, t1)
+    return {"rows_per_s_slices": {"min": round(full[0] / step), "p50": round(
+                full[len(full) // 2] / step), "max": round(full[-1] / step)},
+            "wal_mb_s": round(wal, 1), "checkpoint_s": round(in_cp, 1),
+            "rows_per_s_in_checkpoint": rows_in(True),
+            "rows_per_s_outside": rows_in(False)}
+
+
 # ------------------------------------------------------------------ one run
 
 async def run(cfg: Config, log: Any) -> dict[str, Any]:
@@ -500,8 +532,11 @@ async def _phases(cfg: Config, fleet: Fleet, activity: ServerActivity, label: st
     """The burst, then at once the paced phase at half its rate (or at ``rate``);
     ``table`` is the target written."""
     fig: dict[str, Any] = {}
+    activity.start()
+    burst_began = time.monotonic()
     burst = await fleet.flood(make, cycle(devices, cfg.burst), cfg.devices * cfg.burst)
     await fleet.drain(burst)
+    await activity.stop()
     if bad := not_materialized(burst):
         problems[f"burst {label}"] = bad
     span = max(burst.seen.values()) - min(burst.published.values())
@@ -511,6 +546,8 @@ async def _phases(cfg: Config, fleet: Fleet, activity: ServerActivity, label: st
     rate = rate or 0.5 * len(burst.published) / span
     log(f"{label} burst: {rows:,} rows in {span:.1f}s, {rows / span:,.0f} rows/s; paced at "
         f"{rate:.0f} batches/s")
+    fig["burst_profile"] = burst_profile(burst, activity, activity.checkpoints(burst_began))
+    log(f"{label} burst: {fig['burst_profile']}")
     fleet.watcher.interval = 0.005
     wal = WalByRelation(activity.conn) if cfg.wal_detail else None
     if wal is not None:
@@ -557,6 +594,8 @@ def report(results: dict[str, Any]) -> str:
                      f"  {f['ratio_to_copy']:5.2f}  {f['paced_batches_per_s']:7.0f}  "
                      f"{f['paced_p50_ms']:6.1f}  "
                      f"{f['paced_p99_ms']:6.1f}  {f['paced_max_ms']:6.1f}")
+    for kind, f in results["phases"].items():
+        lines.append(f"{kind}: burst {f.get('burst_profile')}")
     for kind, f in results["phases"].items():
         a = f["anatomy"]
         lines.append(f"{kind}: anatomy (mean ms; checkpoints during the paced phase: "
