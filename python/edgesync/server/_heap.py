@@ -23,7 +23,7 @@ from __future__ import annotations
 import ctypes
 import logging
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from edgesync.protocol import periodic_loop
 
@@ -39,34 +39,22 @@ MMAP_THRESHOLD = 128 * 1024
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 
 
-def _malloc_trim() -> Callable[[int], int] | None:
+def _libc(name: str, argtypes: list[Any]) -> Callable[..., int] | None:
+    """The C library's ``name`` returning an int, or None where it has none."""
     try:
         libc = ctypes.CDLL(None)
     except OSError:  # pragma: no cover - a platform without a C library to open
         return None
-    fn = getattr(libc, "malloc_trim", None)
+    fn = getattr(libc, name, None)
     if fn is None:
         return None
-    fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
+    fn.argtypes, fn.restype = argtypes, ctypes.c_int
     return fn  # type: ignore[no-any-return]
 
 
-_TRIM = _malloc_trim()
-
-
-def _mallopt() -> Callable[[int, int], int] | None:
-    try:
-        libc = ctypes.CDLL(None)
-    except OSError:  # pragma: no cover - a platform without a C library to open
-        return None
-    fn = getattr(libc, "mallopt", None)
-    if fn is None or _TRIM is None:  # musl has neither meaning
-        return None
-    fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return fn  # type: ignore[no-any-return]
-
-
-_MALLOPT = _mallopt()
+_TRIM = _libc("malloc_trim", [ctypes.c_size_t])
+# musl has a mallopt that means nothing: only with glibc's malloc_trim beside it.
+_MALLOPT = _libc("mallopt", [ctypes.c_int, ctypes.c_int]) if _TRIM is not None else None
 
 
 def pin_mmap_threshold(size: int = MMAP_THRESHOLD) -> bool:
