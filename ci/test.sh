@@ -133,7 +133,8 @@ bounded .venv-test/bin/python -m pytest -p no:cacheprovider --durations=15 \
 stage "pytest on uvloop"
 # uvloop runs Python signal handlers from inside its loop callbacks, where the exception
 # pytest-timeout's SIGALRM raises is swallowed; its thread method always ends the run.
-# Tests marked `once` (heavy fault, browser, terminal) ran in the pass above already.
+# Tests marked `once` (heavy fault, browser, terminal, whole-API property) ran in the pass
+# above already.
 EDGESYNC_TEST_UVLOOP=1 bounded .venv-test/bin/python -m pytest -p no:cacheprovider -q \
   --timeout-method=thread -m "not once" "$@"
 

@@ -70,7 +70,10 @@ async def _seed(database_url: str, tag: str, make_tenant: Any, batches: Any
         await pool.close()
 
 
+# Once: the API under test runs on a loop of its own thread, so the uvloop pass would
+# repeat the same ~80 s of generated requests.
 @pytest.mark.slow
+@pytest.mark.once
 def test_openapi_schema_holds(pool: Any, database_url: str, unique: str,
                               tenant_factory: Any, batches: Any) -> None:
     # ``pool`` is requested for its side effect: the session database is migrated.
