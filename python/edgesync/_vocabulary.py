@@ -14,6 +14,7 @@ __all__ = [
     "PauseReason",
     "Pipeline",
     "QuarantineStatus",
+    "ReplayStatus",
     "ReviewStatus",
     "SchemaStatus",
     "StagingReason",
@@ -77,3 +78,9 @@ class StagingReason(enum.StrEnum):
     SCHEMA_REJECTED = "schema_rejected"
     LINEAGE_PAUSED = "lineage_paused"
     MATERIALIZATION_FAILED = "materialization_failed"
+
+
+class ReplayStatus(enum.StrEnum):
+    PENDING = "pending"
+    DONE = "done"
+    FAILED = "failed"

@@ -50,6 +50,8 @@ def _checked_values(table: str, column: str) -> set[str]:
     (control.UploadStatus, "edge_uploads", "status"),
     (control.ResnapshotStatus, "edge_resnapshots", "status"),
     (control.VerificationStatus, "edge_verifications", "status"),
+    (control.ControlStatus, "edge_pending_controls", "status"),
+    (governance.ReplayStatus, "edge_replay_intents", "status"),
     (protocol.Compression, "edge_sync_policies", "compression"),
 ])
 def test_enum_values_are_the_column_check(enum_type: type[enum.StrEnum], table: str,

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from edgesync import control
 from edgesync.api._recovery_models import RecoveryOfferOut, RecoveryState
-from edgesync.governance import LineageStatus, SyncAuthority
+from edgesync.governance import LineageStatus, ReplayStatus, SyncAuthority
 from edgesync.protocol import Pipeline
 
 __all__ = ["Binding", "DeletedLineage", "LineageDetail", "LineageOut",
@@ -76,7 +76,7 @@ class Binding(BaseModel):
 class ReplayIntent(BaseModel):
     id: uuid.UUID
     review_id: uuid.UUID | None
-    status: Literal["pending", "done", "failed"]
+    status: ReplayStatus
     rows_replayed: int
     last_error: str | None
     created_at: datetime

@@ -34,7 +34,7 @@ from edgesync.control import (
     recovery_offers,
 )
 from edgesync.errors import ApiErrorCode
-from edgesync.governance import list_retired
+from edgesync.governance import ReplayStatus, list_retired
 from edgesync.materialize import PLATFORM_COLUMNS, quote_ident, table_columns
 from edgesync.operations import LineageDeletion
 from edgesync.protocol import Pipeline
@@ -104,8 +104,8 @@ async def lineage_detail(conn: Conn, project_id: uuid.UUID,
         "coalesce(sum(row_count) FILTER (WHERE staging_reason = 'materialization_failed'), 0) "
         "AS failed_rows FROM edge_staged_rows WHERE lineage_id = $1", lineage_id)
     pending = await conn.fetchval(
-        "SELECT count(*) FROM edge_replay_intents WHERE lineage_id = $1 AND status = 'pending'",
-        lineage_id)
+        "SELECT count(*) FROM edge_replay_intents WHERE lineage_id = $1 "
+        f"AND status = '{ReplayStatus.PENDING}'", lineage_id)
     quarantined = await conn.fetchval(
         "SELECT count(*) FROM edge_quarantined_rows WHERE lineage_id = $1 AND status = 'open'",
         lineage_id)

@@ -22,6 +22,7 @@ from edgesync.governance import (
     ColumnActionKind,
     LineageStatus,
     PauseReason,
+    ReplayStatus,
     ReviewStatus,
     SchemaStatus,
     StagingReason,
@@ -40,6 +41,7 @@ VOCABULARY_PY = Path(__file__).resolve().parents[1] / "_vocabulary.py"
 VOCABULARY: tuple[type[enum.StrEnum], ...] = (
     ApiErrorCode, Pipeline, LineageStatus, PauseReason, SyncAuthority, ReviewStatus, SchemaStatus,
     ColumnActionKind, StrategyKind, ResnapshotStatus, VerificationStatus, QuarantineStatus,
+    ReplayStatus,
 )
 
 
@@ -58,7 +60,7 @@ def render() -> str:
 # The server's words the TUI and the CLI compare with (ApiErrorCode is in errors already).
 CLIENT_VOCABULARY: tuple[type[enum.StrEnum], ...] = (
     Pipeline, LineageStatus, PauseReason, SyncAuthority, ReviewStatus, SchemaStatus,
-    ColumnActionKind, QuarantineStatus, StagingReason,
+    ColumnActionKind, QuarantineStatus, StagingReason, ReplayStatus,
 )
 
 

@@ -30,7 +30,12 @@ from edgesync.control._offers import (
     RecoveryOffer,
     recovery_offers,
 )
-from edgesync.control._outbox import CONTROL_CHANNEL, ack_control, enqueue_control
+from edgesync.control._outbox import (
+    CONTROL_CHANNEL,
+    ControlStatus,
+    ack_control,
+    enqueue_control,
+)
 from edgesync.control._progress import ProgressReporter
 from edgesync.control._publisher import MqttPublisher
 from edgesync.control._resnapshot import record_resnapshot_status, request_resnapshot
@@ -71,6 +76,7 @@ __all__ = [
     "AfterForget",
     "BackpressureSweeper",
     "ControlSender",
+    "ControlStatus",
     "MaterializationReset",
     "MqttPublisher",
     "ObjectStore",

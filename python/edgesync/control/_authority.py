@@ -25,6 +25,7 @@ import dataclasses
 import uuid
 from dataclasses import dataclass
 
+from edgesync.control._outbox import ControlStatus
 from edgesync.errors import ConflictError, InvalidRequestError, NotFoundError
 from edgesync.governance import (
     EventType,
@@ -89,7 +90,8 @@ async def change_sync_authority(conn: Conn, lineage_id: uuid.UUID,
     else:
         pending = int(await conn.fetchval(
             "SELECT count(*) FROM edge_pending_controls WHERE lineage_id = $1 "
-            "AND control_kind = $2 AND status = 'pending'", lineage.id, ControlKind.STATE_WRITE))
+            f"AND control_kind = $2 AND status = '{ControlStatus.PENDING}'", lineage.id,
+            ControlKind.STATE_WRITE))
         out = dataclasses.replace(out, pending_state_writes=pending)
         if pending and not force:
             raise ConflictError(

@@ -9,15 +9,30 @@ acknowledges its ``control_id``. This module is the one writer of
 
 from __future__ import annotations
 
+import enum
 import uuid
 from typing import Any
 
 from edgesync.protocol import ControlKind
 from edgesync.store import Conn
 
-__all__ = ["CONTROL_CHANNEL", "ack_control", "enqueue_control", "note_sent"]
+__all__ = ["CONTROL_CHANNEL", "ControlStatus", "ack_control", "enqueue_control", "note_sent"]
 
 CONTROL_CHANNEL = "edge_controls"
+
+
+class ControlStatus(enum.StrEnum):
+    """A control in the outbox: ``pending`` (sent until acknowledged) → ``acked``, or
+    ``superseded`` by a newer control of its kind before that (never sent again)."""
+
+    PENDING = "pending"
+    ACKED = "acked"
+    SUPERSEDED = "superseded"
+
+
+# Spelled into the statements, not passed as parameters: the outbox's partial index
+# (``WHERE status = 'pending'``) serves only a query that names the value itself.
+_PENDING = f"'{ControlStatus.PENDING}'"
 
 
 async def enqueue_control(conn: Conn, *, device_id: uuid.UUID, lineage_id: uuid.UUID | None,
@@ -43,13 +58,13 @@ async def note_sent(conn: Conn, control_id: uuid.UUID, sig_seq: int | None,
 async def ack_control(conn: Conn, device_id: uuid.UUID, control_id: uuid.UUID) -> None:
     """The device acknowledged ``control_id``: it is not sent again."""
     await conn.execute(
-        "UPDATE edge_pending_controls SET status = 'acked', acked_at = now() "
-        "WHERE id = $1 AND device_id = $2 AND status = 'pending'", control_id, device_id)
+        f"UPDATE edge_pending_controls SET status = '{ControlStatus.ACKED}', acked_at = now() "
+        f"WHERE id = $1 AND device_id = $2 AND status = {_PENDING}", control_id, device_id)
 
 
 async def supersede_pending(conn: Conn, device_id: uuid.UUID, kind: ControlKind) -> None:
     """The device's pending controls of ``kind`` are superseded (a newer one replaces them;
     a superseded control is never sent)."""
     await conn.execute(
-        "UPDATE edge_pending_controls SET status = 'superseded' WHERE device_id = $1 "
-        "AND control_kind = $2 AND status = 'pending'", device_id, kind)
+        f"UPDATE edge_pending_controls SET status = '{ControlStatus.SUPERSEDED}' "
+        f"WHERE device_id = $1 AND control_kind = $2 AND status = {_PENDING}", device_id, kind)

@@ -17,7 +17,7 @@ from typing import Any, NoReturn, Protocol
 import asyncpg
 import orjson
 
-from edgesync.control._outbox import CONTROL_CHANNEL, note_sent
+from edgesync.control._outbox import CONTROL_CHANNEL, ControlStatus, note_sent
 from edgesync.control._signer import sign_for_device
 from edgesync.errors import ConfigError
 from edgesync.protocol import TopicKind, listen_loop, topic_for
@@ -59,7 +59,7 @@ class ControlSender:
                 "SELECT c.id, c.body, d.id AS device_id, d.name, p.topic_slug "
                 "FROM edge_pending_controls c JOIN edge_devices d ON d.id = c.device_id "
                 "JOIN edge_projects p ON p.id = d.project_id "
-                "WHERE c.status = 'pending' AND (c.last_sent_at IS NULL "
+                f"WHERE c.status = '{ControlStatus.PENDING}' AND (c.last_sent_at IS NULL "
                 "  OR c.last_sent_at < now() - $1::interval) "
                 "ORDER BY c.created_at LIMIT 500", self._resend_after)
             for rec in due:

@@ -210,8 +210,8 @@ async def _replayed(pool: asyncpg.Pool, lineage_id: Any) -> str | None:
         "SELECT status, staged_rows, target_table FROM edge_table_lineages WHERE id = $1",
         lineage_id)
     pending = await pool.fetchval(
-        "SELECT count(*) FROM edge_replay_intents WHERE lineage_id = $1 AND status = 'pending'",
-        lineage_id)
+        "SELECT count(*) FROM edge_replay_intents WHERE lineage_id = $1 "
+        f"AND status = '{governance.ReplayStatus.PENDING}'", lineage_id)
     if (row and row["status"] == governance.LineageStatus.ACTIVE and row["staged_rows"] == 0
             and pending == 0):
         return str(row["target_table"])

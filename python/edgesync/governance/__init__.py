@@ -74,6 +74,7 @@ from edgesync.governance._registry_reviews import (
 )
 from edgesync.governance._replay import (
     REPLAY_CHANNEL,
+    ReplayStatus,
     count_replayed,
     finish_replay,
     schedule_replay,
@@ -123,6 +124,7 @@ __all__ = [
     "RegistryEntryDetail",
     "RegistryReview",
     "RejectedVersion",
+    "ReplayStatus",
     "RetiredRecord",
     "Review",
     "ReviewStatus",

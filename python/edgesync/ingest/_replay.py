@@ -27,6 +27,7 @@ from edgesync.governance import (
     Lineage,
     LineageStatus,
     PauseReason,
+    ReplayStatus,
     count_materialized,
     count_replayed,
     emit,
@@ -68,9 +69,11 @@ class Replayer:
             # Telemetry lineages first (telemetry-first replay when both kinds wait).
             lineages = await conn.fetch(
                 "SELECT i.lineage_id FROM edge_replay_intents i "
-                "JOIN edge_table_lineages l ON l.id = i.lineage_id WHERE i.status = 'pending' "
+                "JOIN edge_table_lineages l ON l.id = i.lineage_id "
+                f"WHERE i.status = '{ReplayStatus.PENDING}' "
                 "AND ($1::uuid IS NULL OR l.project_id = $1) "
-                "GROUP BY i.lineage_id, l.pipeline ORDER BY l.pipeline <> 'telemetry', "
+                "GROUP BY i.lineage_id, l.pipeline "
+                f"ORDER BY l.pipeline <> '{Pipeline.TELEMETRY}', "
                 "min(i.created_at)", project_id)
         total = 0
         for rec in lineages:

@@ -33,6 +33,8 @@ from prometheus_client.core import (
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from edgesync.control import ControlStatus
+from edgesync.governance import ReplayStatus
 from edgesync.protocol import Pipeline
 
 __all__ = ["LAST_SEEN_BUCKETS", "DatabaseCollector"]
@@ -52,22 +54,22 @@ SELECT coalesce(max(r), 0) AS rows, coalesce(max(b), 0) AS bytes FROM (
   SELECT sum(staged_rows) AS r, sum(staged_bytes) AS b FROM edge_table_lineages
   GROUP BY project_id) p
 """
-_CONTROLS = """
+_CONTROLS = f"""
 SELECT status, control_kind AS kind, count(*) AS n,
        count(*) FILTER (WHERE attempts > 1) AS resent,
        coalesce(sum(greatest(attempts - 1, 0)), 0) AS resends,
        coalesce(extract(epoch FROM now() - min(created_at)
-                FILTER (WHERE status = 'pending')), 0) AS oldest
+                FILTER (WHERE status = '{ControlStatus.PENDING}')), 0) AS oldest
 FROM edge_pending_controls GROUP BY 1, 2
 """
 _REPLAY = """
 SELECT status, count(*) AS n, coalesce(sum(rows_replayed), 0) AS rows
 FROM edge_replay_intents GROUP BY 1
 """
-_REPLAY_LEFT = """
+_REPLAY_LEFT = f"""
 SELECT coalesce(sum(l.staged_rows), 0) FROM edge_table_lineages l
 WHERE EXISTS (SELECT 1 FROM edge_replay_intents i
-              WHERE i.lineage_id = l.id AND i.status = 'pending')
+              WHERE i.lineage_id = l.id AND i.status = '{ReplayStatus.PENDING}')
 """
 _REVIEWS = """
 SELECT status, count(*) AS n FROM edge_schema_reviews
@@ -201,7 +203,7 @@ class DatabaseCollector(Collector):
             s[0] += int(r["resent"])
             s[1] += int(r["resends"])
             oldest = max(oldest, float(r["oldest"]))
-        for status in ("pending", "acked", "superseded"):
+        for status in ControlStatus:
             if status not in by_status:
                 controls.add_metric([status, ""], 0)
             s = by_status.get(status, [0, 0])
@@ -219,7 +221,7 @@ class DatabaseCollector(Collector):
                                  "summed over replay intents, by intent status",
                                  labels=["status"])
         found = {r["status"]: r for r in await conn.fetch(_REPLAY)}
-        for status in ("pending", "done", "failed"):
+        for status in ReplayStatus:
             rec = found.get(status)
             intents.add_metric([status], rec["n"] if rec else 0)
             done.add_metric([status], rec["rows"] if rec else 0)

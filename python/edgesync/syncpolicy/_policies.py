@@ -17,10 +17,11 @@ from typing import Any
 
 import asyncpg
 
-from edgesync.control import send_sync_policy
+from edgesync.control import ControlStatus, send_sync_policy
 from edgesync.errors import ConfigError, ConflictError, InvalidRequestError, NotFoundError
 from edgesync.protocol import (
     BUDGET_KEYS,
+    ControlKind,
     StrategyKind,
     parse_byte_budget,
     parse_compression,
@@ -377,8 +378,8 @@ async def policy_devices(conn: Conn, project_id: uuid.UUID, policy_id: uuid.UUID
         "(c.body->>'policy_version')::bigint AS delivered_version FROM (" + _EFFECTIVE
         + "WHERE p.id = $1) e JOIN edge_devices d ON d.id = e.device_id "
         "LEFT JOIN LATERAL (SELECT status, acked_at, body FROM edge_pending_controls "
-        "  WHERE device_id = e.device_id AND control_kind = 'sync_policy' "
-        "  AND status <> 'superseded' ORDER BY created_at DESC LIMIT 1) c ON true "
+        f"  WHERE device_id = e.device_id AND control_kind = '{ControlKind.SYNC_POLICY}' "
+        f"  AND status <> '{ControlStatus.SUPERSEDED}' ORDER BY created_at DESC LIMIT 1) c ON true "
         "ORDER BY d.name", policy_id)
     return [from_record(PolicyDevice, r) for r in rows]
 

@@ -15,7 +15,7 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import DataTable, ProgressBar, Static
 
-from edgesync._vocabulary import LineageStatus, Pipeline
+from edgesync._vocabulary import LineageStatus, Pipeline, ReplayStatus
 from edgesync.client import ApiClientError
 from edgesync.errors import ApiErrorCode
 from edgesync.tui._base import ApiScreen
@@ -64,7 +64,7 @@ def replay_progress(lineage: dict[str, Any]) -> tuple[int, int, str]:
     state = str(latest["status"])
     if latest.get("last_error"):
         state += f": {latest['last_error']}"
-    return done, done + (staged if latest["status"] == "pending" else 0), state
+    return done, done + (staged if latest["status"] == ReplayStatus.PENDING else 0), state
 
 
 @screen(ScreenKind.LINEAGE_DETAIL)

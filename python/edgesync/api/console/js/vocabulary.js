@@ -129,3 +129,9 @@ export const QuarantineStatus = Object.freeze({
   SUPERSEDED: "superseded",
   RETRIED: "retried",
 });
+
+export const ReplayStatus = Object.freeze({
+  PENDING: "pending",
+  DONE: "done",
+  FAILED: "failed",
+});

@@ -5,7 +5,7 @@
 import { ApiError, api, get, post } from "../api.js";
 import { offersBox, recoverySection } from "../recovery.js";
 import { busy, clear, confirmDialog, facts, h, link, num, pill, say, table, value, when, words } from "../ui.js";
-import { LineageStatus, PauseReason, Pipeline, ReviewStatus } from "../vocabulary.js";
+import { LineageStatus, PauseReason, Pipeline, ReplayStatus, ReviewStatus } from "../vocabulary.js";
 
 const ROWS = 100;
 
@@ -90,7 +90,7 @@ export async function render(main, { args: [id], stale }) {
     // What is staged is what a *running* replay has left; after a finished one, rows staged
     // since wait for something else (a new review): a bar of done/(done+waiting) looked stuck.
     h("progress", { id: "replay-bar", value: replayed, "aria-label": "replay progress",
-      max: Math.max(1, replayed + (latest && latest.status === "pending" ? l.replay.staged_rows : 0)) }),
+      max: Math.max(1, replayed + (latest && latest.status === ReplayStatus.PENDING ? l.replay.staged_rows : 0)) }),
     table("Recent replays", [
       { label: "status", value: (i) => pill(i.status) },
       { label: "rows", num: true, value: (i) => num(i.rows_replayed) },
