@@ -18,10 +18,14 @@
 
   Routes outside the OpenAPI document (``/healthz``, ``/readyz``, ``/metrics``,
   ``/console``, ``/docs``) are documented in prose and not compared.
+* Every command of the CLI (each leaf of its parser tree) is written out somewhere in
+  ``docs/`` or the README as ``edgesync <words>``; alternatives count
+  (``edgesync sync-policies attach|detach``, ``staged-rows ID | mirror-rows ID``).
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 
@@ -30,9 +34,11 @@ from test_table_owners import DYNAMIC_OWNER, OWNERS
 from edgesync.api import create_app
 from edgesync.api.routes.jitr import make_jitr_router
 from edgesync.api.routes.uploads import upload_router
+from edgesync.cli import _parser
 from edgesync.control import ObjectStore
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
+README = DOCS.parent / "README.md"
 # About 25 lines a benchmark (method, knobs, one table, how to read it), 13 of them.
 BENCHMARKS_MAX_LINES = 360
 PROJECT_PREFIX = "/core/api/v1/projects/{project_id}"
@@ -153,3 +159,49 @@ def test_the_route_reader_takes_rows_and_full_paths_only() -> None:
     assert documented_routes(text) == {
         ("GET", PROJECT_PREFIX + "/edge/lineages"), ("POST", "/core/api/v1/other/{id}"),
         ("PUT", "/core/api/v1/edge/uploads/{upload_id}")}
+
+
+def cli_commands(parser: argparse.ArgumentParser) -> list[tuple[str, ...]]:
+    """The word paths of the parser tree's leaves: ``("lineages", "quarantine", "list")``."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        return [()]
+    return [(name, *rest) for action in subs for name, sub in action.choices.items()
+            for rest in cli_commands(sub)]
+
+
+def documents_command(text: str, words: tuple[str, ...]) -> bool:
+    """Whether ``text`` writes ``edgesync <words>``, the last word alone or as one of the
+    alternatives after its parent command (``a|b``, ``a ID | b ID``)."""
+    *parents, last = words
+    head = " ".join(("edgesync", *parents))
+    alternative = re.compile(rf"(?:^|[\s|]){re.escape(last)}(?:$|[\s|])")
+    for line in text.splitlines():
+        at = line.find(head + " ")
+        if at < 0:
+            continue
+        rest = line[at + len(head):]
+        if rest.startswith(f" {last}") and re.match(rf" {re.escape(last)}(?:$|[\s|`])", rest):
+            return True
+        if "|" in rest and alternative.search(rest.split("#")[0]):
+            return True
+    return False
+
+
+def test_every_cli_command_is_documented() -> None:
+    text = "\n".join(p.read_text() for p in [README, *sorted(DOCS.glob("*.md"))])
+    commands = cli_commands(_parser())
+    assert len(commands) > 50  # the tree was walked, not its root alone
+    assert [" ".join(c) for c in commands if not documents_command(text, c)] == []
+
+
+def test_the_command_reader_takes_alternatives_but_not_prefixes() -> None:
+    text = ("edgesync lineages staged-rows ID | mirror-rows ID\n"
+            "`edgesync sync-policies attach|detach ID`\n"
+            "edgesync devices list   # connected, last seen; see add-on\n")
+    assert documents_command(text, ("lineages", "mirror-rows"))
+    assert documents_command(text, ("sync-policies", "detach"))
+    assert documents_command(text, ("devices", "list"))
+    assert not documents_command(text, ("devices", "add"))
+    assert not documents_command(text, ("devices", "li"))
+    assert not documents_command(text, ("lineages", "staged"))
