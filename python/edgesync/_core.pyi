@@ -21,7 +21,6 @@ __all__ = [
     "RowEncoder",
     "TelemetryBatch",
     "__version__",
-    "allocator_purge_delay",
     "compress_blob",
     "decode_row_batch",
     "decode_telemetry_batch",
@@ -29,7 +28,6 @@ __all__ = [
     "inflate_batch",
     "pk_hash",
     "schema_fingerprint",
-    "set_allocator_purge_delay",
     "sqlite_affinity",
 ]
 
@@ -91,14 +89,6 @@ def decompress_blob(data: bytes | bytearray | memoryview, max_size: int = 1 << 3
     Accepts any zstd frame(s), including streaming frames without a content
     size; truncated input and trailing garbage are errors. Releases the GIL.
     """
-
-def set_allocator_purge_delay(ms: int) -> None:
-    """How long (ms) pages the Rust heap (mimalloc) freed stay committed before they go
-    back to the system: 0 at once, -1 never (mimalloc's default: 1,000). ValueError below
-    -1."""
-
-def allocator_purge_delay() -> int:
-    """The Rust heap's purge delay in ms (``set_allocator_purge_delay``)."""
 
 def inflate_batch(
     payload: bytes | bytearray | memoryview, max_payload_bytes: int | None = None

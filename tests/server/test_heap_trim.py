@@ -9,7 +9,6 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -91,62 +90,3 @@ def test_a_pinned_threshold_maps_large_buffers_apart(mode: str, where: str) -> N
     out = subprocess.run([sys.executable, "-c", _LARGE_AFTER_LARGER, mode], check=True,
                          capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == where, (mode, out.stdout, out.stderr)
-
-
-# Rust memory (decoded batches) held, then freed; what is still resident 0.5 s later while
-# the worker goes on decoding small batches (mimalloc purges as it allocates).
-_RUST_HEAP_AFTER_A_BURST = """
-import sys, time
-from pathlib import Path
-from edgesync import _core
-
-def rss_anon():
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("RssAnon:"):
-            return int(line.split()[1]) * 1024
-
-big, small = Path(sys.argv[2]).read_bytes(), Path(sys.argv[3]).read_bytes()
-_core.set_allocator_purge_delay(int(sys.argv[1]))
-base = rss_anon()
-held = [_core.decode_row_batch(big, 1 << 30) for _ in range(20)]
-peak = rss_anon()
-del held
-until = time.monotonic() + 0.5
-while time.monotonic() < until:
-    _core.decode_row_batch(small)
-print((peak - base) >> 20, (rss_anon() - base) >> 20)
-"""
-
-
-@pytest.mark.parametrize("delay_ms", [-1, 0, _heap.RUST_PURGE_DELAY_MS])
-def test_the_rust_heap_gives_freed_pages_back_after_its_purge_delay(
-        tmp_path: Path, batches: Any, delay_ms: int) -> None:
-    f = batches()
-    # ~2 MB of Rust memory each once decoded: 20 of them held are ~45 MB.
-    big = f.payload(f.rows(*(("insert", {"id": i, "mode": "m" * 60, "setpoint": i / 2})
-                             for i in range(4000))))
-    (tmp_path / "big").write_bytes(big)
-    (tmp_path / "small").write_bytes(f.payload(f.rows(("insert", {"id": 1, "mode": "x",
-                                                                  "setpoint": 1.0}))))
-    out = subprocess.run([sys.executable, "-c", _RUST_HEAP_AFTER_A_BURST, str(delay_ms),
-                          str(tmp_path / "big"), str(tmp_path / "small")], check=True,
-                         capture_output=True, text=True, timeout=60)
-    grown, left = (int(v) for v in out.stdout.split())
-    assert grown > 30, out.stdout  # the burst was resident: MB of Rust memory
-    if delay_ms == -1:
-        assert left > grown / 2, out.stdout  # never purged: still resident
-    else:
-        assert left < grown / 4, out.stdout
-
-
-def test_the_purge_delay_is_set_and_refused_below_minus_one() -> None:
-    from edgesync import _core
-
-    before = _core.allocator_purge_delay()
-    try:
-        _heap.shorten_rust_purge_delay()
-        assert _core.allocator_purge_delay() == _heap.RUST_PURGE_DELAY_MS
-        with pytest.raises(ValueError, match="-1 for never"):
-            _core.set_allocator_purge_delay(-2)
-    finally:
-        _core.set_allocator_purge_delay(before)

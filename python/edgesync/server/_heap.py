@@ -16,11 +16,6 @@ part of it with it. ``pin_mmap_threshold`` keeps the threshold at glibc's defaul
 (128 KiB), which also stops the adjusting: a large buffer is mapped and unmapped whole.
 
 Only glibc has ``malloc_trim`` and ``mallopt``; elsewhere (musl, macOS) both are no-ops.
-
-The Rust extension allocates with mimalloc, which keeps the pages it freed committed for a
-while (mimalloc 3: 1 s) in case they are wanted again. A worker decoding and encoding
-~1,000 batches a second frees several MB of them a second: with that delay RSS swings by
-~10 MB between two samples. ``shorten_rust_purge_delay`` sets it to ``RUST_PURGE_DELAY_MS``.
 """
 
 from __future__ import annotations
@@ -30,11 +25,10 @@ import logging
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from edgesync import _core
 from edgesync.protocol import periodic_loop
 
-__all__ = ["HEAP_TRIM_INTERVAL", "MMAP_THRESHOLD", "RUST_PURGE_DELAY_MS", "heap_trim_loop",
-           "pin_mmap_threshold", "shorten_rust_purge_delay", "trim_heap"]
+__all__ = ["HEAP_TRIM_INTERVAL", "MMAP_THRESHOLD", "heap_trim_loop", "pin_mmap_threshold",
+           "trim_heap"]
 
 _log = logging.getLogger(__name__)
 # Seconds between two trims: often enough that the free pages of a burst are not
@@ -43,8 +37,6 @@ HEAP_TRIM_INTERVAL = 10.0
 # glibc's own starting value: buffers this large or larger are mapped apart.
 MMAP_THRESHOLD = 128 * 1024
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
-# mimalloc 2's default, mimalloc 3's is 1,000.
-RUST_PURGE_DELAY_MS = 10
 
 
 def _libc(name: str, argtypes: list[Any]) -> Callable[..., int] | None:
@@ -68,11 +60,6 @@ _MALLOPT = _libc("mallopt", [ctypes.c_int, ctypes.c_int]) if _TRIM is not None e
 def pin_mmap_threshold(size: int = MMAP_THRESHOLD) -> bool:
     """Fix glibc's mmap threshold at ``size`` (no more raising it); whether it could."""
     return _MALLOPT is not None and _MALLOPT(_M_MMAP_THRESHOLD, size) == 1
-
-
-def shorten_rust_purge_delay(ms: int = RUST_PURGE_DELAY_MS) -> None:
-    """Freed pages of the Rust heap go back to the system after ``ms`` (see above)."""
-    _core.set_allocator_purge_delay(ms)
 
 
 def trim_heap() -> bool:

@@ -2,7 +2,6 @@
 //!
 //! Heavy calls release the GIL. Every error goes through [`errors::to_pyerr`].
 
-mod allocator;
 mod args;
 mod envelope;
 mod errors;
@@ -15,6 +14,9 @@ mod telemetry_batch;
 use edgesync_core as core;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -38,8 +40,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::compress_blob, m)?)?;
     m.add_function(wrap_pyfunction!(functions::decompress_blob, m)?)?;
     m.add_function(wrap_pyfunction!(functions::inflate_batch, m)?)?;
-    m.add_function(wrap_pyfunction!(allocator::set_allocator_purge_delay, m)?)?;
-    m.add_function(wrap_pyfunction!(allocator::allocator_purge_delay, m)?)?;
     m.add(
         "ZSTD_MAGIC",
         pyo3::types::PyBytes::new(m.py(), &core::ZSTD_MAGIC),
