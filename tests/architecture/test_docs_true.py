@@ -181,7 +181,7 @@ def documents_command(text: str, words: tuple[str, ...]) -> bool:
         if at < 0:
             continue
         rest = line[at + len(head):]
-        if rest.startswith(f" {last}") and re.match(rf" {re.escape(last)}(?:$|[\s|`])", rest):
+        if re.match(rf" {re.escape(last)}(?:$|[\s|`])", rest):
             return True
         if "|" in rest and alternative.search(rest.split("#")[0]):
             return True
