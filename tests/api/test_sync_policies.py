@@ -302,7 +302,11 @@ async def test_bundle_includes_the_attached_policy(client: httpx.AsyncClient, te
     out = r.json()["data"]
     assert (out["sync_policy"]["name"], out["sync_policy"]["version"]) == ("bundled", 1)
     files = {f["name"]: f for f in out["files"]}
-    assert sorted(files) == ["agent.env", "agent.yaml", "device.key", "device.pem"]
+    # The deployment's server CA goes along once any test of this database has made one.
+    server_ca = await pool.fetchval(
+        "SELECT count(*) FROM edge_certificate_authorities WHERE purpose = 'server'")
+    assert sorted(files) == ["agent.env", "agent.yaml", *(["ca.pem"] if server_ca else []),
+                             "device.key", "device.pem"]
     for f in out["files"]:  # as the operator copies them to the device
         (tmp_path / f["name"]).write_text(f["content"])
     assert (files["device.key"]["mode"], files["agent.env"]["mode"]) == ("0600", "0600")
