@@ -25,6 +25,14 @@ print_stage_times() {
 }
 trap print_stage_times EXIT
 
+# The pytest runs (not the emulated or the infrastructure ones) on two worker processes
+# (pytest-xdist), a test file to a worker: the tests wait on PostgreSQL, brokers and
+# subprocesses much of the time, and one process left a core idle (each pass took ~1.9x
+# as long). Each worker has its own database (tests/conftest.py); devices, topics and
+# queues are named per test. EDGESYNC_TEST_WORKERS=1 runs them in one process.
+workers=(-n "${EDGESYNC_TEST_WORKERS:-2}" --dist loadfile)
+(( ${EDGESYNC_TEST_WORKERS:-2} > 1 )) || workers=(-n 0)
+
 stage services
 bash ci/services.sh
 
@@ -73,7 +81,8 @@ if (( agent_mb > 60 )); then
   exit 1
 fi
 .venv-agent/bin/python -m pip install -q "${wheel}[agent-test]"
-timeout --kill-after=30 1500 .venv-agent/bin/python -m pytest -p no:cacheprovider -q tests/agent
+timeout --kill-after=30 1500 .venv-agent/bin/python -m pytest -p no:cacheprovider -q \
+  "${workers[@]}" tests/agent
 
 stage "static checks"
 .venv-test/bin/ruff check python tests benches
@@ -95,8 +104,26 @@ stage "emulated devices (aarch64, armv7l)"
 bash ci/wheels.sh aarch64-manylinux armv7l-manylinux
 bash ci/userland.sh arm64
 bash ci/userland.sh armhf
-EDGESYNC_EMULATED_REQUIRE=aarch64,armv7l bounded .venv-test/bin/python -m pytest \
-  -p no:cacheprovider -q tests/platform
+# One pytest run per architecture, side by side: each keeps one core busy with qemu for
+# ~3 min (pip, the agent's tests, a sync); the second's output follows the first's.
+emulated() {
+  EDGESYNC_EMULATED_REQUIRE=aarch64,armv7l bounded .venv-test/bin/python -m pytest \
+    -p no:cacheprovider -q -k "$1" tests/platform
+}
+armv7l_log=$(mktemp)
+emulated armv7l >"$armv7l_log" 2>&1 &
+armv7l_pid=$!
+aarch64_status=0
+emulated aarch64 || aarch64_status=$?
+armv7l_status=0
+wait "$armv7l_pid" || armv7l_status=$?
+echo "== emulated armv7l (beside aarch64)"
+cat "$armv7l_log"
+rm -f "$armv7l_log"
+if (( aarch64_status != 0 || armv7l_status != 0 )); then
+  echo "emulated devices: aarch64 exit $aarch64_status; armv7l exit $armv7l_status" >&2
+  exit 1
+fi
 
 stage "faults of the servers around us (bad links, PostgreSQL failover, broker cluster) beside the fuzz smoke"
 # Real processes on real servers the tests start themselves: an agent in a network
@@ -127,14 +154,15 @@ fi
 # tests/platform and the infrastructure faults ran in the stages above. The tests marked
 # `once` (heavy fault, browser, terminal, whole-API property) run in a bounded run of their
 # own, so that each pass stays well inside its 25 minutes on a slow machine too (the
-# asyncio pass with them took ~24 min on 2026-12-07's slow evening).
+# asyncio pass with them took 1,161 s on 2026-12-07's slow evening).
 cd "$root"
 stage "pytest, tests run once"
-bounded .venv-test/bin/python -m pytest -p no:cacheprovider --durations=10 -m once \
+bounded .venv-test/bin/python -m pytest -p no:cacheprovider --durations=10 "${workers[@]}" -m once \
   --ignore=tests/platform "${infra[@]/#/--ignore=}" "$@"
 
 stage pytest
-bounded .venv-test/bin/python -m pytest -p no:cacheprovider --durations=15 -m "not once" \
+bounded .venv-test/bin/python -m pytest -p no:cacheprovider --durations=15 "${workers[@]}" \
+  -m "not once" \
   --ignore=tests/platform "${infra[@]/#/--ignore=}" "$@"
 
 stage "pytest on uvloop"
@@ -142,7 +170,7 @@ stage "pytest on uvloop"
 # pytest-timeout's SIGALRM raises is swallowed; its thread method always ends the run.
 # Tests marked `once` ran in their own stage above.
 EDGESYNC_TEST_UVLOOP=1 bounded .venv-test/bin/python -m pytest -p no:cacheprovider -q \
-  --timeout-method=thread -m "not once" "$@"
+  "${workers[@]}" --timeout-method=thread -m "not once" "$@"
 
 stage "benchmark smoke"
 bounded .venv-test/bin/python -m pytest -p no:cacheprovider -q \
