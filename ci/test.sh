@@ -95,6 +95,27 @@ stage "static checks"
 # using up the whole CI time.
 bounded() { timeout --kill-after=30 1500 "$@"; }
 
+# side_by_side LABEL BACKGROUND... -- FOREGROUND...: both commands at once, the first's
+# output kept and shown under LABEL after the second ended; either failing fails the run.
+side_by_side() {
+  local label=$1 background=() log pid status=0 beside=0
+  shift
+  while [[ $1 != -- ]]; do background+=("$1"); shift; done
+  shift
+  log=$(mktemp)
+  "${background[@]}" >"$log" 2>&1 &
+  pid=$!
+  "$@" || status=$?
+  wait "$pid" || beside=$?
+  echo "== $label"
+  cat "$log"
+  rm -f "$log"
+  if (( status != 0 || beside != 0 )); then
+    echo "$label: exit $beside; the run beside it: exit $status" >&2
+    exit 1
+  fi
+}
+
 stage "emulated devices (aarch64, armv7l)"
 # The agent on the hardware the fleets run (docs/install.md): the aarch64 and armv7l
 # wheels cross-compiled (ci/wheels.sh), Debian 12 arm64 and armhf userlands under qemu-user
@@ -110,20 +131,7 @@ emulated() {
   EDGESYNC_EMULATED_REQUIRE=aarch64,armv7l bounded .venv-test/bin/python -m pytest \
     -p no:cacheprovider -q -k "$1" tests/platform
 }
-armv7l_log=$(mktemp)
-emulated armv7l >"$armv7l_log" 2>&1 &
-armv7l_pid=$!
-aarch64_status=0
-emulated aarch64 || aarch64_status=$?
-armv7l_status=0
-wait "$armv7l_pid" || armv7l_status=$?
-echo "== emulated armv7l (beside aarch64)"
-cat "$armv7l_log"
-rm -f "$armv7l_log"
-if (( aarch64_status != 0 || armv7l_status != 0 )); then
-  echo "emulated devices: aarch64 exit $aarch64_status; armv7l exit $armv7l_status" >&2
-  exit 1
-fi
+side_by_side "emulated armv7l (beside aarch64)" emulated armv7l -- emulated aarch64
 
 stage "faults of the servers around us (bad links, PostgreSQL failover, broker cluster) beside the fuzz smoke"
 # Real processes on real servers the tests start themselves: an agent in a network
@@ -135,20 +143,8 @@ stage "faults of the servers around us (bad links, PostgreSQL failover, broker c
 # ~/.cache/edgesync-ci (docs/security.md "Fuzzing"), one core; a crash or a hang fails
 # the run. Its output follows the tests'.
 infra=(tests/links tests/failover tests/scale_out/test_broker_cluster.py)
-fuzz_log=$(mktemp)
-bash ci/fuzz.sh 30 >"$fuzz_log" 2>&1 &
-fuzz_pid=$!
-infra_status=0
-bounded .venv-test/bin/python -m pytest -p no:cacheprovider -q "${infra[@]}" || infra_status=$?
-fuzz_status=0
-wait "$fuzz_pid" || fuzz_status=$?
-echo "== fuzz smoke (beside the faults)"
-cat "$fuzz_log"
-rm -f "$fuzz_log"
-if (( infra_status != 0 || fuzz_status != 0 )); then
-  echo "faults: exit $infra_status; fuzz smoke: exit $fuzz_status" >&2
-  exit 1
-fi
+side_by_side "fuzz smoke (beside the faults)" bash ci/fuzz.sh 30 -- \
+  bounded .venv-test/bin/python -m pytest -p no:cacheprovider -q "${infra[@]}"
 
 # Run from the tests' point of view with the installed package, never the source tree.
 # tests/platform and the infrastructure faults ran in the stages above. The tests marked
