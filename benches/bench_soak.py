@@ -818,15 +818,40 @@ def _own_rss() -> int:
     return 0
 
 
-def growth(samples: list[dict[str, Any]], key: str, baseline_s: float) -> dict[str, Any]:
-    """The largest value after ``baseline_s`` over the value at ``baseline_s``."""
+def growth(samples: list[dict[str, Any]], key: str, baseline_s: float,
+           window_s: float) -> dict[str, Any]:
+    """How much ``key`` grew after ``baseline_s``, three ways:
+
+    * ``growth_pct``: the largest value after ``baseline_s`` over the one sample at it
+      (a peak against a single sample: the strictest);
+    * ``level_pct``: the median of the last ``window_s`` over the median of the window
+      that starts at ``baseline_s`` (what the process keeps: a level that climbs);
+    * ``peak_pct``: the largest value after that first window over the largest in it
+      (peaks against peaks: a working set that grows).
+    """
     values = [(s["t_s"], s[key]) for s in samples if s.get(key) is not None]
-    after = [v for t, v in values if t >= baseline_s]
+    after = [(t, v) for t, v in values if t >= baseline_s]
     if not after:
-        return {"at_baseline": None, "max_after": None, "growth_pct": None}
-    base, top = after[0], max(after)
-    return {"at_baseline": base, "max_after": top,
-            "growth_pct": round(100.0 * (top - base) / base, 1) if base else None}
+        return {"at_baseline": None, "max_after": None, "growth_pct": None,
+                "level_pct": None, "peak_pct": None}
+
+    def pct(new: float, old: float) -> float | None:
+        return round(100.0 * (new - old) / old, 1) if old else None
+
+    base, top = after[0][1], max(v for _, v in after)
+    first = [v for t, v in after if t < baseline_s + window_s]
+    later = [v for t, v in after if t >= baseline_s + window_s]
+    end = after[-1][0]
+    last = [v for t, v in after if t > end - window_s]
+    out: dict[str, Any] = {"at_baseline": base, "max_after": top, "growth_pct": pct(top, base),
+                           "level_pct": None, "peak_pct": None}
+    if first and later:
+        out |= {"first_window_median": statistics.median(first),
+                "last_window_median": statistics.median(last),
+                "level_pct": pct(statistics.median(last), statistics.median(first)),
+                "first_window_max": max(first), "max_later": max(later),
+                "peak_pct": pct(max(later), max(first))}
+    return out
 
 
 def by_window(samples: list[dict[str, Any]], key: str, width: float) -> list[dict[str, Any]]:
@@ -880,8 +905,8 @@ async def _soak(cfg: Config, work: Path, pg: TunedPostgres, url: str,
         out |= {"events": soak.events, "samples": soak.samples,
                 "retention": soak.retention | {"dropped": len(soak.retention["dropped"])},
                 "accounting": await soak.account(),
-                "rss_growth": growth(soak.samples, "rss_mb", cfg.baseline_s),
-                "fds_growth": growth(soak.samples, "fds", cfg.baseline_s),
+                "rss_growth": growth(soak.samples, "rss_mb", cfg.baseline_s, cfg.window_s),
+                "fds_growth": growth(soak.samples, "fds", cfg.baseline_s, cfg.window_s),
                 "rss_windows": by_window(soak.samples, "rss_mb", cfg.window_s),
                 "data_gb_max": max((s["data_gb"] for s in soak.samples), default=None)}
         errors = [line for line in worker.log.read_text(errors="replace").splitlines()
