@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
 import io
 import os
 import shutil
@@ -48,6 +49,28 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item
 
         return {"uvloop": uvloop.new_event_loop}
     return {"asyncio": asyncio.new_event_loop}
+
+
+def _uses_async_fixture(metafunc: pytest.Metafunc) -> bool:
+    return any(inspect.iscoroutinefunction(d.func) or inspect.isasyncgenfunction(d.func)
+               for name in metafunc.fixturenames
+               for d in metafunc._arg2fixturedefs.get(name, ()))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A synchronous test that uses async fixtures (``pool``, ``database_url``) runs on
+    the same session loop as the async tests. pytest-asyncio parametrizes only async tests
+    with the loop factory; a sync test would request the session-scoped factory with no
+    parameter, so pytest would tear down the session loop and every async session fixture
+    set up on it, and a fixture resolved a moment before (``database_url`` under ``pool``)
+    is gone by the time it is used: "The fixture value for ... is not available"."""
+    if inspect.iscoroutinefunction(metafunc.function) or not _uses_async_fixture(metafunc):
+        return
+    factories = pytest_asyncio_loop_factories(metafunc.config, metafunc.definition)
+    metafunc.fixturenames.append("_asyncio_loop_factory")
+    metafunc.parametrize("_asyncio_loop_factory", list(factories.values()),
+                         ids=[pytest.HIDDEN_PARAM] * len(factories), indirect=True,
+                         scope="session")
 
 
 def _await_chain(task: asyncio.Task[Any]) -> list[str]:
