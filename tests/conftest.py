@@ -64,7 +64,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     parameter, so pytest would tear down the session loop and every async session fixture
     set up on it, and a fixture resolved a moment before (``database_url`` under ``pool``)
     is gone by the time it is used: "The fixture value for ... is not available"."""
-    if inspect.iscoroutinefunction(metafunc.function) or not _uses_async_fixture(metafunc):
+    # pytest-asyncio's own (auto mode marks async tests, also those wrapped by hypothesis).
+    if metafunc.definition.get_closest_marker("asyncio") is not None:
+        return
+    if not _uses_async_fixture(metafunc):
         return
     factories = pytest_asyncio_loop_factories(metafunc.config, metafunc.definition)
     metafunc.fixturenames.append("_asyncio_loop_factory")

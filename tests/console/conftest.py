@@ -5,13 +5,12 @@ is downloaded: the set-up installs the two Debian packages when they are missing
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from console_browser import Browser
+from kits.debian_packages import ensure_commands
 from kits.e2e_kit import cloud
 
 from edgesync.server import Server
@@ -20,20 +19,9 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
-def _ensure_chromium() -> None:
-    if shutil.which("chromium") and shutil.which("chromedriver"):
-        return
-    env = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
-    for argv in (["apt-get", "update", "-q"],
-                 ["apt-get", "install", "-y", "-q", "chromium", "chromium-driver"]):
-        out = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900,
-                             check=False)
-        assert out.returncode == 0, f"{' '.join(argv)} failed: {out.stderr[-2000:]}"
-
-
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
-    _ensure_chromium()
+    ensure_commands(["chromium", "chromedriver"], ["chromium", "chromium-driver"])
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

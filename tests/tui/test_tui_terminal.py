@@ -5,9 +5,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
-import subprocess
 import sys
 import time
 import uuid
@@ -15,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from kits.debian_packages import ensure_commands
 from kits.e2e_kit import Device, app, eventually, reviews, running_agent, wait_reviews
 from kits.review_helpers import (
     MACHINES_DROPPED_RENAMED,
@@ -36,14 +35,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.once, pytest.mark.timeout(150)]
 def tmux() -> str:
     """The tmux binary, installed with apt-get when missing (the test cannot run without a
     terminal, so no tmux is a failure, not a skip)."""
+    ensure_commands(["tmux"], ["tmux"])
     found = shutil.which("tmux")
-    if found is None and shutil.which("apt-get") and os.geteuid() == 0:
-        subprocess.run(["apt-get", "install", "-y", "tmux"], check=False,
-                       capture_output=True, timeout=300)
-        found = shutil.which("tmux")
-    if found is None:
-        pytest.fail("tmux is needed for the terminal test of edgesync tui: "
-                    "apt-get install -y tmux")
+    assert found is not None
     return found
 
 
