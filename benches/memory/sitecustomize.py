@@ -1,9 +1,9 @@
-"""The worker's memory by allocator, for the soak: put this directory on ``PYTHONPATH`` and
-set ``EDGESYNC_MEMDIAG`` to a file; every ``edgesync serve`` then appends one JSON line
-every 10 s: RSS; glibc's arena, in use, free and mapped (``mallinfo2``); pymalloc's arenas
-and the bytes of their used and free blocks (``sys._debugmallocstats``); resident MB by
-mapping: the C heap, mimalloc's arena (Rust; the one anonymous mapping of 64 MiB or more),
-other anonymous, files. Any other process is left alone.
+"""The worker's memory by allocator, for the soak: put this directory on ``PYTHONPATH`` and set
+``EDGESYNC_MEMDIAG`` to a file; every ``edgesync serve`` then appends one JSON line every
+10 s: RSS; CPU seconds so far; glibc's arena, in use, free and mapped (``mallinfo2``);
+pymalloc's arenas and the bytes of their used and free blocks (``sys._debugmallocstats``);
+resident MB by mapping: the C heap, mimalloc's arena (Rust; the one anonymous mapping
+of 64 MiB or more), other anonymous, files. Any other process is left alone.
 
     PYTHONPATH=benches/memory EDGESYNC_MEMDIAG=/tmp/mem.jsonl EDGESYNC_SOAK_S=600 \\
         pytest benches/bench_soak.py --benchmark-only -s -p no:cacheprovider
@@ -89,7 +89,9 @@ def _sample(libc: ctypes.CDLL, t0: float) -> dict[str, Any]:
     info = libc.mallinfo2()
     with open("/proc/self/status") as f:
         rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+    times = os.times()
     return {"t": round(time.monotonic() - t0), "rss": round(rss / 1024, 1),
+            "cpu_s": round(times.user + times.system, 1),
             "glibc_arena": round(info.arena / 2**20, 1),
             "glibc_inuse": round(info.uordblks / 2**20, 1),
             "glibc_free": round(info.fordblks / 2**20, 1),
