@@ -25,9 +25,11 @@ __all__ = [
     "decode_row_batch",
     "decode_telemetry_batch",
     "decompress_blob",
+    "heap_purge_delay",
     "inflate_batch",
     "pk_hash",
     "schema_fingerprint",
+    "set_heap_purge_delay",
     "sqlite_affinity",
 ]
 
@@ -81,6 +83,16 @@ def compress_blob(data: bytes | bytearray | memoryview, level: int = 3) -> bytes
     """zstd frame (with content size and checksum) of ``data``; releases the GIL.
 
     BlobError if ``level`` is outside zstd's range.
+    """
+
+def heap_purge_delay() -> int:
+    """Milliseconds the extension's allocator (mimalloc) keeps freed pages resident
+    before giving them back to the system."""
+
+def set_heap_purge_delay(ms: int) -> None:
+    """Set ``heap_purge_delay``: 0 gives freed pages back at once, -1 never.
+
+    ValueError below -1.
     """
 
 def decompress_blob(data: bytes | bytearray | memoryview, max_size: int = 1 << 31) -> bytes:

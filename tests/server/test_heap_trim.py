@@ -1,10 +1,12 @@
 """The worker gives the C heap's free pages back (``server._heap``): free chunks in the
-middle of glibc's heap, which glibc itself keeps resident, leave RSS after a trim."""
+middle of glibc's heap, which glibc itself keeps resident, leave RSS after a trim; the
+Rust extension's allocator (mimalloc) is told to purge its freed pages at once."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import platform
 import subprocess
 import sys
@@ -90,3 +92,26 @@ def test_a_pinned_threshold_maps_large_buffers_apart(mode: str, where: str) -> N
     out = subprocess.run([sys.executable, "-c", _LARGE_AFTER_LARGER, mode], check=True,
                          capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == where, (mode, out.stdout, out.stderr)
+
+
+# The Rust extension's allocator: the option its functions read and set is the one
+# mimalloc itself takes from MIMALLOC_PURGE_DELAY (the option's number is ours to keep).
+_PURGE_DELAY = """
+from edgesync import _core
+print(_core.heap_purge_delay())
+_core.set_heap_purge_delay(0)
+print(_core.heap_purge_delay())
+try:
+    _core.set_heap_purge_delay(-2)
+except ValueError as exc:
+    print(exc)
+"""
+
+
+def test_the_rust_heaps_purge_delay_is_mimallocs_own_option() -> None:
+    out = subprocess.run([sys.executable, "-c", _PURGE_DELAY], check=True,
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "MIMALLOC_PURGE_DELAY": "77"})
+    assert out.stdout.splitlines() == [
+        "77", "0",
+        "heap purge delay must be -1 (never), 0 (at once) or milliseconds, got -2"], out.stderr

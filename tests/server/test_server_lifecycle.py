@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from edgesync import _core
 from edgesync.errors import ConfigError, ServerLifecycleError
 from edgesync.server import Server, ServerLifecycle, ServerSettings
 
@@ -59,12 +60,15 @@ async def test_an_open_server_runs_once_and_closes(database_url: str, mqtt_url: 
                                                   tmp_path: Path, unique: str) -> None:
     settings = ServerSettings(database_url=database_url, mqtt_url=mqtt_url, data_dir=tmp_path,
                               client_id=f"worker-{unique}")
+    _core.set_heap_purge_delay(10)  # mimalloc's default, whatever ran before
     async with Server(settings) as server:
         assert server.lifecycle is ServerLifecycle.OPEN
         assert server.api is None and server.database_url == database_url
         run = asyncio.create_task(server.run())
         await server.wait_ready()
         assert server.lifecycle is ServerLifecycle.RUNNING
+        # Process hygiene (server._heap): the Rust heap's freed pages go back at once.
+        assert _core.heap_purge_delay() == 0
         with pytest.raises(ServerLifecycleError, match="run\\(\\) is going"):
             await server.run()
         run.cancel()

@@ -64,7 +64,7 @@ from edgesync.protocol import (
     split_urls,
 )
 from edgesync.server._checks import bind_api_socket, check_settings
-from edgesync.server._heap import heap_trim_loop, pin_mmap_threshold
+from edgesync.server._heap import heap_trim_loop, pin_mmap_threshold, purge_rust_heap_at_once
 from edgesync.server._lifecycle import ServerLifecycle, misuse, require
 from edgesync.store import check_replica_visibility, create_pool, embedded_postgres, migrate
 
@@ -312,8 +312,9 @@ class Server:
         jobs["edgesync.log.events"] = EventLog(pool).run
         jobs["edgesync.log.throughput"] = ThroughputLog(p.pipeline.metrics).run
         # Process hygiene (``_heap``): large buffers mapped apart, not carved from the C
-        # heap; the heap's free pages back to the system.
+        # heap; the heap's free pages back to the system, the Rust heap's at once.
         pin_mmap_threshold()
+        purge_rust_heap_at_once()
         jobs["edgesync.heap_trim"] = heap_trim_loop
         _log.info("edgesync %s serving", version())
         self.lifecycle = ServerLifecycle.RUNNING

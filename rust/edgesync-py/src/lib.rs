@@ -2,6 +2,7 @@
 //!
 //! Heavy calls release the GIL. Every error goes through [`errors::to_pyerr`].
 
+mod allocator;
 mod args;
 mod envelope;
 mod errors;
@@ -38,6 +39,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::schema_fingerprint, m)?)?;
     m.add_function(wrap_pyfunction!(functions::pk_hash, m)?)?;
     m.add_function(wrap_pyfunction!(functions::compress_blob, m)?)?;
+    m.add_function(wrap_pyfunction!(allocator::heap_purge_delay, m)?)?;
+    m.add_function(wrap_pyfunction!(allocator::set_heap_purge_delay, m)?)?;
     m.add_function(wrap_pyfunction!(functions::decompress_blob, m)?)?;
     m.add_function(wrap_pyfunction!(functions::inflate_batch, m)?)?;
     m.add(
