@@ -11,7 +11,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 // `mi_option_purge_delay` in mimalloc.h's `mi_option_e` (libmimalloc-sys names no
-// constant for it). tests/server/test_heap.py checks the number against the option
+// constant for it). tests/server/test_heap_trim.py checks the number against the option
 // mimalloc reads from MIMALLOC_PURGE_DELAY.
 const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
